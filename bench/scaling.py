@@ -1,0 +1,54 @@
+"""Parallel scaling: 200 calls to a store that takes 20 ms a call, at max_concurrency 1, 4, 8, 16.
+
+Ideal time = calls × latency / concurrency; the run is timed by its own clock (``time.trip``), so
+process start-up stays out. Target: at 16, ideal / measured >= 0.9 (0.9 × the ideal speed-up).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import partial
+
+from common import Sample, alternate, fmt_s, median, run_pool, store, work
+from generate import write_json_pool
+from summary import Row, Settings, main_for
+
+CALLS = 200
+LATENCY_MS = 20
+LEVELS = (1, 4, 8, 16)
+TARGET = 0.9
+
+
+def case(settings: Settings) -> tuple[list[Row], list[str]]:
+    with work("scaling") as w, store(w, "--latency-ms", str(LATENCY_MS)) as st:
+        commands: dict[str, Callable[[], Sample]] = {}
+        for level in LEVELS:
+            pool = write_json_pool(w.tmp / f"parallel-{level}.json", CALLS, refer=False,
+                                   options={"mode": "parallel", "max_concurrency": level})
+            commands[str(level)] = partial(run_pool, w, st, pool, CALLS)
+        samples = alternate(commands, settings.runs)
+    rows, notes = [], []
+    serial = CALLS * LATENCY_MS / 1000
+    first = None
+    for level in LEVELS:
+        trips = [s.extra["trip"] or s.seconds for s in samples[str(level)]]
+        measured = median(trips)
+        first = first or measured
+        ideal = serial / level
+        efficiency = ideal / measured
+        gated = level == LEVELS[-1]
+        rows.append(Row(f"parallel scaling, max_concurrency {level}", f"{fmt_s(measured)} (trip)",
+                        f"ideal {fmt_s(ideal)}", efficiency,
+                        f"≥ {TARGET:.2f} × ideal" if gated else "report",
+                        efficiency >= TARGET if gated else None,
+                        {"trip_s": trips, "wall_s": [s.seconds for s in samples[str(level)]],
+                         "ideal_s": ideal}))
+        notes.append(f"max_concurrency {level}: speed-up {serial / measured:.1f}× against "
+                     f"{CALLS} × {LATENCY_MS} ms in a row (ideal {level}×), "
+                     f"{first / measured:.1f}× against max_concurrency 1")
+    return rows, notes
+
+
+if __name__ == "__main__":
+    sys.exit(main_for("scaling", __doc__ or "", case))

@@ -1,0 +1,7 @@
+"""``python -m pooler`` is the same as the ``pooler`` command."""
+
+import sys
+
+from pooler.cli import main
+
+sys.exit(main())

@@ -1,0 +1,20 @@
+"""One module per command group of the ``pooler`` command line.
+
+``COMMANDS`` names each command's module and its one-line help, so the CLI can list every command
+while importing only the one that runs: a short command starts without loading the engine.
+"""
+
+from __future__ import annotations
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("pooler.commands.run", "run a pool file against a store"),
+    "check": ("pooler.commands.check", "check pool files without sending anything"),
+    "call": ("pooler.commands.call", "carry out one command of a store's AI tool (tool_run)"),
+    "tools": ("pooler.commands.tools", "list the store's AI tools and their fields (tool_list)"),
+    "runs": ("pooler.commands.runs", "list recent tasks from the journal"),
+    "show": ("pooler.commands.runs", "show one task's recorded answer"),
+}
+
+
+def help_of(name: str) -> str:
+    return COMMANDS[name][1]

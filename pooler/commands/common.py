@@ -1,0 +1,148 @@
+"""What every command shares: the common flags, where output goes, and the store client."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from pooler.client import Reply, ToolRunClient
+from pooler.config import Target, resolve_target
+from pooler.errors import CheckFailed, PoolerError, UsageError
+from pooler.redact import Redactor
+
+INSECURE_WARNING = (
+    "pooler: WARNING: --insecure: the store's TLS certificate is NOT verified; anyone on the way "
+    "can read the token and change the answers. Use it only against a test store.\n"
+)
+
+
+@dataclass
+class Context:
+    """The process's streams and environment, handed to a command instead of globals."""
+
+    stdout: TextIO
+    stderr: TextIO
+    environ: Mapping[str, str]
+    redactor: Redactor = field(default_factory=Redactor)
+
+    def human(self, args: argparse.Namespace) -> TextIO:
+        """Where text for people goes: stderr when stdout is kept for the one JSON document."""
+        return self.stderr if getattr(args, "json", False) else self.stdout
+
+    def emit_json(self, document: Any) -> None:
+        """The one JSON document of ``--json``, secrets masked."""
+        self.stdout.write(json.dumps(self.redactor.value(document), ensure_ascii=False, indent=2) + "\n")
+        self.stdout.flush()
+
+    def note(self, text: str) -> None:
+        """A line for people on stderr, secrets masked."""
+        self.stderr.write(self.redactor.text(text) + "\n")
+        self.stderr.flush()
+
+
+def render_error(error: PoolerError) -> str:
+    """Every problem with its caret line; a bare message gets the program's name in front."""
+    problems = list(error.problems())
+    parts = [p.render() if p.location() else f"pooler: {p.render()}" for p in problems]
+    if isinstance(error, CheckFailed) and len(problems) > 1:
+        parts.append(f"pooler: {len(problems)} problems")
+    return "\n".join(parts)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+def add_traceback(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an internal error, show the full Python traceback")
+
+
+def add_json(parser: argparse.ArgumentParser, what: str = "the answer") -> None:
+    parser.add_argument("--json", action="store_true",
+                        help=f"print {what} as one JSON document on stdout; text for people goes to stderr")
+
+
+def add_store_options(parser: argparse.ArgumentParser, *, store_flag: str = "--store") -> None:
+    """``--store``, ``--token-file``, ``--config``, ``--insecure``, ``--timeout``."""
+    parser.add_argument(store_flag, dest="store", metavar="URL|NAME",
+                        help="the store's base URL, or a name from the config file (env POOLER_STORE)")
+    parser.add_argument("--token-file", metavar="PATH",
+                        help="a file holding the token (env POOLER_TOKEN); the token is never printed")
+    parser.add_argument("--config", metavar="FILE",
+                        help="the named-stores file (env POOLER_CONFIG; "
+                             "default ~/.config/pooler/stores.yaml)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="do not verify the store's TLS certificate (warns loudly every time)")
+    parser.add_argument("--timeout", type=positive_float, metavar="SECONDS", default=None,
+                        help="how long to wait for an answer to one call (read timeout)")
+
+
+def target(args: argparse.Namespace, ctx: Context) -> Target:
+    """The store and token the flags name; the token joins the redactor at once."""
+    found = resolve_target(args.store, args.token_file, args.config, ctx.environ)
+    ctx.redactor.add(found.token)
+    return found
+
+
+class MaskingClient(ToolRunClient):
+    """A client whose answers come back with every secret masked.
+
+    The store may echo a secret back (a name written earlier, a field sent); masking it here, where
+    answers enter, keeps it out of everything written downstream: tables, job files, the journal.
+    """
+
+    def __init__(self, *args: Any, redactor: Redactor, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.redactor = redactor
+
+    def tool_run(self, *args: Any, **kwargs: Any) -> Reply:
+        reply = super().tool_run(*args, **kwargs)
+        if self.redactor:
+            # The detail stays whole: "@step.field" references read it, and a masked value would
+            # reach the store as "***". Every output (answer, journal, screen) masks it itself.
+            reply.data = {k if k == "detail" else self.redactor.text(k): v if k == "detail"
+                          else self.redactor.value(v) for k, v in reply.data.items()}
+        return reply
+
+
+def make_client(args: argparse.Namespace, ctx: Context) -> ToolRunClient:
+    """A ``ToolRunClient`` for the store the flags name."""
+    found = target(args, ctx)
+    if args.insecure:
+        ctx.stderr.write(INSECURE_WARNING)
+        ctx.stderr.flush()
+        # The loud warning above replaces urllib3's one-per-request noise.
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    options: dict[str, Any] = {"verify": not args.insecure}
+    if args.timeout is not None:
+        options["read_timeout"] = args.timeout
+    return MaskingClient(found.url, found.token, redactor=ctx.redactor, **options)
+
+
+def parse_var(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of ``--var``."""
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise UsageError(f"--var {text!r} needs the form NAME=VALUE, for example --var sku=A-100")
+    return name.strip(), value

@@ -1,0 +1,228 @@
+"""``pooler run POOL``: load, override, check, resolve, lock, run, render, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, TextIO
+
+from pooler.checks import check_options, check_pool
+from pooler.commands import help_of
+from pooler.commands.common import (
+    Context,
+    add_json,
+    add_store_options,
+    add_traceback,
+    make_client,
+    parse_var,
+    positive_int,
+    render_error,
+)
+from pooler.commands.plan import show_plan
+from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
+from pooler.executor import RunConfig, StopSignal, run_pool
+from pooler.journal import Journal, default_journal_path
+from pooler.loader import load_pool
+from pooler.lock import PoolLock, lock_dir
+from pooler.model import MODES, Pool, Step
+from pooler.render import FanOut, make_reporter
+from pooler.reporter import NullReporter
+from pooler.values import Variables, resolve_variables
+
+#: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
+SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+IN_DOUBT = ("retry", "stop", "skip")
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "run",
+        help=help_of("run"),
+        description="Run a pool file (YAML or JSON) against a store. Every check runs before the first "
+                    "call: a pool that fails them sends nothing. Exit 0 when every step is done; 1 when "
+                    "the pool stopped or a step failed; 2 when refused before the first step; 3 when "
+                    "another run of the same pool file holds its lock; 130/143 when interrupted by "
+                    "SIGINT/SIGTERM (calls in flight finish, no new ones start).",
+    )
+    parser.add_argument("pool", metavar="POOL", help="the pool file")
+    add_store_options(parser)
+    parser.add_argument("--out", metavar="DIR", default="out",
+                        help="where table and job files go (default ./out)")
+    add_json(parser, "the answer (contract section 3)")
+    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable (repeatable); wins over --vars-file, the environment "
+                             "and the default")
+    parser.add_argument("--vars-file", metavar="FILE", help="a YAML or JSON file of variable values")
+    parser.add_argument("--task", metavar="ID", help="the task id (default: a new one)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a task: keyed calls it already completed are skipped")
+    parser.add_argument("--journal", metavar="PATH",
+                        help="the journal file (default $XDG_STATE_HOME/pooler/journal.sqlite)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="show the plan (variables, rows, keys, order) and send nothing")
+    parser.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
+                        help="on --resume, what to do with a call sent whose answer was never recorded")
+    parser.add_argument("--sample", type=positive_int, metavar="N",
+                        help="run steps over rows on their first N rows only")
+    batch = parser.add_argument_group("batch options (override the pool file)")
+    batch.add_argument("--mode", choices=MODES, help="sequential (default) or parallel")
+    batch.add_argument("--max-concurrency", type=positive_int, metavar="N",
+                       help="parallel mode: calls at once (default 4, at most 16)")
+    batch.add_argument("--serialize-on", metavar="PATH",
+                       help="parallel mode: a dotted path into params; equal values run one at a time")
+    batch.add_argument("--stop-on-error", action=argparse.BooleanOptionalAction, default=None,
+                       help="start no new calls after the first failure (default: on)")
+    batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
+                       help="inline every call's answer in the answer (default: on)")
+    parser.add_argument("--quiet", action="store_true", help="print only failures")
+    parser.add_argument("--log", metavar="FILE", help="also append plain timestamped lines to FILE")
+    add_traceback(parser)
+    parser.set_defaults(handler=handle)
+
+
+OVERRIDES = ("mode", "max_concurrency", "serialize_on", "stop_on_error", "include_results")
+
+
+def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
+    """The pool with the batch flags given on the command line in place of the file's."""
+    changes = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    for name, value in changes.items():
+        old = getattr(pool.options, name)
+        if name in pool.options_set and old != value:
+            ctx.note(f"pooler: --{name.replace('_', '-')} {value} overrides {name}: {old} of {pool.file}")
+    if not changes:
+        return pool
+    return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
+
+
+def prepare(args: argparse.Namespace, ctx: Context) -> tuple[Pool, Variables]:
+    """Load, override and check the pool and resolve its variables: every problem at once."""
+    pool = apply_overrides(load_pool(Path(args.pool)), args, ctx)
+    overrides: dict[str, str] = {}
+    for text in args.var:
+        name, value = parse_var(text)
+        overrides[name] = value
+    problems: list[Problem] = []
+    variables: Variables | None = None
+    try:
+        variables = resolve_variables(pool, overrides, Path(args.vars_file) if args.vars_file else None,
+                                      ctx.environ)
+    except PoolerError as exc:
+        problems.extend(exc.problems())
+    if variables is not None:
+        for secret in variables.secrets:
+            ctx.redactor.add(secret)
+    problems.extend(check_pool(pool, variables.values if variables is not None else None))
+    problems.extend(check_options(pool))
+    if problems or variables is None:
+        # check_pool covers the options too; a problem is told once.
+        raise CheckFailed(list(dict.fromkeys(problems)))
+    return pool, variables
+
+
+def handle(args: argparse.Namespace, ctx: Context) -> int:
+    pool, variables = prepare(args, ctx)
+    if args.dry_run:
+        return show_plan(pool, variables, args, ctx)
+    journal_path = Path(args.journal) if args.journal else default_journal_path()
+    with make_client(args, ctx) as client, PoolLock(Path(args.pool), lock_dir(journal_path)), \
+            Journal(journal_path) as journal, open_log(args.log) as log:
+        sent = SentCounter()
+        reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])
+        config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
+                           in_doubt=args.in_doubt or "retry", variables=variables.values,
+                           redactor=ctx.redactor, sample=args.sample)
+        stop = StopSignal()
+        try:
+            with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log]) as interrupts:
+                answer = run_pool(pool, client, config, journal=journal, reporter=reporter, stop=stop)
+        except PoolerError as error:
+            if not sent.calls:
+                raise
+            # Calls have reached the store: this is a pool that stopped, not one refused.
+            ctx.note(render_error(error))
+            ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
+                     f"'pooler runs --journal {journal_path}' lists the task.")
+            return 1
+    if args.json:
+        ctx.emit_json(answer)
+    if interrupts.signum is not None:
+        return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
+    return 0 if answer.get("result") else 1
+
+
+class SentCounter(NullReporter):
+    """Counts the calls that left, so an error can tell a refused pool from a stopped one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def step_started(self, step: Step, call: int) -> None:
+        with self._lock:
+            self.calls += 1
+
+
+class open_log:  # noqa: N801 - used as a context manager, named like open()
+    """The ``--log`` file opened for appending (owner-only when new), or nothing."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.file: TextIO | None = None
+
+    def __enter__(self) -> TextIO | None:
+        if self.path is None:
+            return None
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise UsageError(f"cannot open the log file {self.path}: {exc.strerror} - "
+                             "check that its folder exists and can be written") from None
+        self.file = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+        return self.file
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+class Interrupts:
+    """SIGINT/SIGTERM during a run: the first asks the executor to stop starting calls; the second
+    leaves at once with the same status, after flushing what can be flushed."""
+
+    def __init__(self, stop: StopSignal, ctx: Context, flush: list[TextIO | None]) -> None:
+        self.stop = stop
+        self.ctx = ctx
+        self.flush = flush
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            for stream in self.flush:
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.flush()
+            os._exit(SIGNAL_STATUS[signal.Signals(self.signum)])
+        self.signum = signum
+        self.stop.request(signal.Signals(signum).name)
+        self.ctx.note(f"pooler: {signal.Signals(signum).name}: no new calls start; the calls in flight "
+                      "finish (signal again to leave at once)")
+
+    def __enter__(self) -> Interrupts:
+        # Signal handlers can only be set from the main thread; a library caller keeps its own.
+        if threading.current_thread() is threading.main_thread():
+            for signum in SIGNAL_STATUS:
+                self._old[signum] = signal.signal(signum, self.handler)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for signum, old in self._old.items():
+            signal.signal(signum, old)

@@ -1,0 +1,154 @@
+"""Named stores and where the token comes from.
+
+A config file maps names to stores, so a cron line can say ``--store prod`` and keep the URL and
+the token's file in one place::
+
+    stores:
+      prod: {url: "https://shop.example.com/mcp", token_file: "~/.config/pooler/prod.token"}
+
+The token itself never sits in the config file, only the path of the file that holds it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pooler.errors import InputError, UsageError, did_you_mean
+
+NO_STORE = (
+    "no store given: pass --store URL (or the name of a store from {config}), "
+    "or set POOLER_STORE"
+)
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    """One named store of the config file."""
+
+    name: str
+    url: str
+    token_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """The store to talk to and the token to show it (``None``: send none)."""
+
+    url: str
+    token: str | None
+    name: str | None = None
+
+    def __repr__(self) -> str:
+        # The token stays out of every repr, so no traceback or debug print can show it.
+        return f"Target(url={self.url!r}, name={self.name!r}, token={'***' if self.token else None})"
+
+
+def config_path(explicit: str | None, environ: Mapping[str, str]) -> Path:
+    """``--config F``, else ``$POOLER_CONFIG``, else ``~/.config/pooler/stores.yaml``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if environ.get("POOLER_CONFIG"):
+        return Path(environ["POOLER_CONFIG"]).expanduser()
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "pooler" / "stores.yaml"
+
+
+def load_stores(path: Path) -> dict[str, StoreEntry]:
+    """The named stores of a config file; a missing file has none."""
+    if not path.is_file():
+        return {}
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the config file {path}: {exc}", file=str(path)) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(
+            f"the config file {path} is not valid YAML: {getattr(exc, 'problem', exc)}",
+            file=str(path),
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from exc
+    stores = (data or {}).get("stores") if isinstance(data, dict) else None
+    if data is not None and not isinstance(stores, dict):
+        raise InputError(
+            f"the config file {path} needs a mapping 'stores: {{NAME: {{url: ..., token_file: ...}}}}'",
+            file=str(path),
+        )
+    found: dict[str, StoreEntry] = {}
+    for name, entry in (stores or {}).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            raise InputError(f"store {name!r} in {path} needs a url: stores: {{{name}: {{url: URL}}}}",
+                             file=str(path))
+        token_file = entry.get("token_file")
+        if token_file is not None and not isinstance(token_file, str):
+            raise InputError(f"token_file of store {name!r} in {path} must be a path", file=str(path))
+        found[str(name)] = StoreEntry(
+            name=str(name),
+            url=entry["url"],
+            # A relative token_file is read from the config file's folder, not from where cron runs.
+            token_file=(path.parent / Path(token_file).expanduser()) if token_file else None,
+        )
+    return found
+
+
+def read_token(path: Path) -> str:
+    """The token in a file: its first line, without surrounding blanks."""
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such token file: {path} - write the token into it, "
+                         "or give another with --token-file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the token file {path}: {type(exc).__name__}") from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not token:
+        raise UsageError(f"the token file {path} is empty - write the token into it")
+    return token
+
+
+def is_url(value: str) -> bool:
+    return "://" in value
+
+
+def resolve_target(
+    store: str | None,
+    token_file: str | None,
+    config: str | None,
+    environ: Mapping[str, str] | None = None,
+) -> Target:
+    """The store and token from the flags, the config file and the environment, in that order.
+
+    The token: ``--token-file``, else the named store's ``token_file``, else ``$POOLER_TOKEN``.
+    """
+    env = os.environ if environ is None else environ
+    cfg = config_path(config, env)
+    wanted = store or env.get("POOLER_STORE") or None
+    if not wanted:
+        raise UsageError(NO_STORE.format(config=cfg))
+    entry: StoreEntry | None = None
+    if is_url(wanted):
+        url = wanted
+    else:
+        stores = load_stores(cfg)
+        entry = stores.get(wanted)
+        if entry is None:
+            known = ", ".join(sorted(stores)) or "none"
+            raise UsageError(
+                f"no store named {wanted!r} in {cfg} (known: {known}){did_you_mean(wanted, stores)} - "
+                "give a URL like http://127.0.0.1:8080 or add the store under 'stores:' there"
+            )
+        url = entry.url
+    if token_file:
+        token: str | None = read_token(Path(token_file))
+    elif entry is not None and entry.token_file is not None:
+        token = read_token(entry.token_file)
+    else:
+        token = env.get("POOLER_TOKEN") or None
+    return Target(url=url.rstrip("/"), token=token, name=entry.name if entry else None)

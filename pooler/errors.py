@@ -1,0 +1,140 @@
+"""The errors pooler raises on purpose.
+
+Every error carries where it happened (file, line, column, step, path) as fields, so the CLI can
+point at the spot with a caret without reopening the file, and a message that says how to fix it.
+Anything that is not a ``PoolerError`` is a bug.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input, and where it is.
+
+    ``line`` and ``column`` are 1-based.  ``source_line`` is the text of that line, captured when
+    the file was loaded, so rendering never reads the file again.
+    """
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    step: int | None = None
+    path: str | None = None
+    source_line: str | None = None
+
+    def location(self) -> str:
+        """``file:line:column`` as far as it is known, or ``""``."""
+        parts = [p for p in (self.file, self.line, self.column) if p is not None]
+        return ":".join(str(p) for p in parts)
+
+    def headline(self) -> str:
+        """``file:line:column: message``, the one line a log or a JUnit report shows."""
+        where = self.location()
+        return f"{where}: {self.message}" if where else self.message
+
+    def render(self) -> str:
+        """The headline and, where the line is known, the line with a caret under the spot."""
+        text = self.headline()
+        if self.source_line is None or self.line is None:
+            return text
+        gutter = f"{self.line:>5} | "
+        caret_pad = " " * (len(gutter) - 2) + "| " + " " * max((self.column or 1) - 1, 0)
+        return f"{text}\n{gutter}{self.source_line.rstrip()}\n{caret_pad}^"
+
+
+class PoolerError(Exception):
+    """Base of pooler's own errors: one clear message, with the spot it is about."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        step: int | None = None,
+        path: str | None = None,
+        source_line: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.problem = Problem(message, file, line, column, step, path, source_line)
+
+    @property
+    def message(self) -> str:
+        return self.problem.message
+
+    def problems(self) -> Sequence[Problem]:
+        return [self.problem]
+
+    def render(self) -> str:
+        return "\n".join(p.render() for p in self.problems())
+
+
+class UsageError(PoolerError):
+    """The command line is wrong (a flag's value, a missing argument)."""
+
+
+class InputError(PoolerError):
+    """An input file is wrong: a pool, a params_source, a files_source, a data file, a vars file."""
+
+
+class CheckFailed(PoolerError):
+    """A pool failed its checks; every problem found is in ``problems()``, not only the first."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        found = list(problems)
+        first = found[0] if found else Problem("the pool failed its checks")
+        super().__init__(first.message, file=first.file, line=first.line, column=first.column,
+                         step=first.step, path=first.path, source_line=first.source_line)
+        self._problems = found or [first]
+
+    def problems(self) -> Sequence[Problem]:
+        return self._problems
+
+
+class StoreError(PoolerError):
+    """The store could not be reached or answered with something that is not an answer."""
+
+    def __init__(self, message: str, *, store: str, sent: bool) -> None:
+        super().__init__(message)
+        self.store = store
+        #: True when the request may have reached the store: its outcome is unknown (in doubt).
+        self.sent = sent
+
+
+class LockedError(PoolerError):
+    """Another run of the same pool file holds its lock."""
+
+
+class JournalError(PoolerError):
+    """The journal cannot be opened or holds no such task."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` - did you mean X?`` for the closest of ``choices``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+        close = [lowered[c] for c in close]
+    return f" - did you mean {close[0]}?" if close else ""
+
+
+@dataclass
+class ProblemList:
+    """Collects problems so a check reports all of them at once."""
+
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, problem: Problem) -> None:
+        self.items.append(problem)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise CheckFailed(self.items)

@@ -1,0 +1,281 @@
+"""Runs a pool: the task in the journal, the plan of every step, the scheduler, and the answer.
+
+The behaviour is the seeds': steps go in order (or side by side in parallel mode), a reference
+``@name.field`` takes the detail of an earlier step, the first failure stops the pool unless
+``stop_on_error`` is off, and a keyed call runs at most once per task, so a task run again skips
+what it already did.  The answer is contract §3's.  Nothing here prints: progress goes to the
+``Reporter``.
+
+Decisions the seeds leave open:
+
+- Every call ends with one status: completed, failed, in_doubt (sent, answer lost), skipped (its
+  key already done in this task), not_run.  ``failed`` in the answer counts the in-doubt calls
+  too (neither landed as far as anyone knows); ``not_run`` counts the calls never started because
+  the pool stopped, which are not listed.
+- The answer's ``in_doubt`` lists what was done about calls found in doubt: a key an earlier run
+  sent without an answer (``retried``, ``stopped`` or ``skipped`` by ``RunConfig.in_doubt``), and
+  a call retried in this run after a lost answer (``retry.on_in_doubt``).  A call that ends this
+  run in doubt is in ``steps`` with that status.
+- References are read only in the pool file's own strings, and filled after templates: a row's
+  data or a variable's value is never taken for a reference, nor a detail's text for a template.
+- A keyed call is sent with ``Idempotency-Key: <task>:<key>``; after the store refused it, a later
+  run of the task sends it as ``<task>:<key>/2`` (``/3``...), so the store does not answer the
+  rerun with the refusal it kept.  A call whose answer was lost keeps its key, so a store that
+  honours keys answers the repeat without carrying it out twice.
+- A new task clears the step tables of ``out``; a task run again keeps them, so the rows written
+  by calls it now skips stay where the skipped entries say they are.
+- Steps over rows: the detail a later step refers to is that of the call with the last row.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+from pooler.answer import Collector
+from pooler.calls import Call, CallRunner, StepPlan
+from pooler.client import ToolRunClient
+from pooler.errors import InputError, JournalError, Problem
+from pooler.journal import Journal
+from pooler.model import Pool, Step
+from pooler.redact import Redactor
+from pooler.refs import refs_to, unescape_all
+from pooler.reporter import NullReporter, Reporter
+from pooler.rows import chunks, count_rows, iter_rows
+from pooler.scheduler import Scheduler, StepRun
+from pooler.tables import TableWriter
+
+
+@dataclass
+class RunConfig:
+    """How to run a pool, beside its own options (which the CLI has already overridden)."""
+
+    #: Tables go to ``<out>/tables``, ``into`` jobs to ``<out>``.
+    out: Path
+    #: None: a new task with a generated id.  An id the journal holds: that task runs again.
+    task_id: str | None = None
+    #: Continue the last unfinished task of this pool file (a new task when there is none).
+    resume: bool = False
+    #: What to do with a key an earlier run sent without recording its answer.
+    in_doubt: Literal["retry", "stop", "skip"] = "retry"
+    #: Resolved ``${var}`` values (a mapping, or an object whose ``values`` is one).
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    redactor: Redactor = field(default_factory=Redactor)
+    #: Only the first N rows of every step over rows.
+    sample: int | None = None
+
+
+class StopSignal(threading.Event):
+    """A stop request that remembers why, so the answer can say ``"interrupted": "SIGINT"``.
+
+    Any ``threading.Event`` stops a run; this one also names the cause.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None
+
+    def request(self, reason: str) -> None:
+        """Ask the run to stop (no new call starts; calls in flight finish)."""
+        if self.reason is None:
+            self.reason = reason
+        self.set()
+
+
+def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: Journal | None = None,
+             reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run ``pool`` and return its answer (contract §3); every call ends with exactly one status.
+
+    Without a journal the keys hold within this run only.
+    """
+    started = time.monotonic()
+    reporter = reporter or NullReporter()
+    stop = stop or threading.Event()
+    own = journal is None
+    journal = journal or Journal.in_memory()
+    try:
+        task, run_no, rerun = _open_task(journal, pool, config)
+        base = Path(pool.file).absolute().parent
+        writer = TableWriter(config.out)
+        if not rerun:
+            writer.clear_step_tables()
+        runs = _plan(pool, base, config.sample, keep_tables=rerun)
+        runner = CallRunner(client=client, journal=journal, task=task, run=run_no, writer=writer,
+                            redactor=config.redactor, reporter=reporter, stop=stop,
+                            variables=_values(config.variables), base=base,
+                            keyed=journal.keyed(task) if rerun else {},
+                            in_doubt_policy=config.in_doubt,
+                            serialize_on=pool.options.serialize_on if pool.options.mode == "parallel"
+                            else None)
+        collector = Collector(include_results=pool.options.include_results)
+        reporter.pool_started(pool, task, sum(r.counted for r in runs))
+        opener = _Opener(base, writer, config.sample)
+        scheduler = Scheduler(runs, runner, collector, reporter, opener,
+                              width=pool.options.max_concurrency,
+                              parallel=pool.options.mode == "parallel",
+                              stop_on_error=pool.options.stop_on_error, stop=stop)
+        scheduler.run()
+        interrupted = None
+        if stop.is_set() and any(r.state != "done" for r in runs):
+            interrupted = getattr(stop, "reason", None) or "stop"
+        answer = collector.answer(total=sum(r.counted for r in runs), task=task,
+                                  trip_ms=round((time.monotonic() - started) * 1000),
+                                  interrupted=interrupted)
+        answer = dict(config.redactor.value(answer))
+        journal.finish_task(task, answer)
+        reporter.pool_finished(answer)
+        return answer
+    finally:
+        if own:
+            journal.close()
+
+
+def _values(variables: Any) -> Mapping[str, Any]:
+    if isinstance(variables, Mapping):
+        return variables
+    found = getattr(variables, "values", None)
+    return found if isinstance(found, Mapping) else {}
+
+
+def _open_task(journal: Journal, pool: Pool, config: RunConfig) -> tuple[str, int, bool]:
+    """The task id, the number of this run of it, and whether the task ran before."""
+    task_id = config.task_id
+    if task_id is None and config.resume:
+        task_id = journal.last_unfinished(pool.file)
+        if task_id is None:
+            return journal.new_task(pool.file), 1, False
+    if task_id is None:
+        return journal.new_task(pool.file), 1, False
+    known = journal.task(task_id)
+    if known is None:
+        return journal.new_task(pool.file, task_id), 1, False
+    here = str(Path(pool.file).resolve())
+    if known.pool_file != here:
+        raise JournalError(f"the task {task_id} ran {known.pool_file}, not {here} - keys belong to "
+                           "one pool: give this pool a task id of its own.")
+    return task_id, journal.open_task(task_id), True
+
+
+def _has_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(_has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    return False
+
+
+def _plan(pool: Pool, base: Path, sample: int | None, *, keep_tables: bool) -> list[StepRun]:
+    """Every step's plan, worked out once: references, dependencies, rows to come."""
+    runs: list[StepRun] = []
+    known: set[str] = set()
+    for step in pool.steps:
+        fe = step.for_each
+        refs = refs_to(step.params, known)
+        deps = {r.key for r in refs}
+        if fe is not None and fe.step and fe.step.lower() in known:
+            deps.add(fe.step.lower())
+        params = unescape_all(step.params)
+        plan = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
+                        refs=refs, deps=deps, templated=_has_template(params) or _has_template(step.key),
+                        over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
+                        keep_tables=keep_tables and fe is not None and step.key is not None)
+        run = StepRun(plan)
+        if fe is not None and fe.file:
+            path = _data_file(step, base, fe.file)
+            _count(run, count_rows(path, fe.format), sample)
+        runs.append(run)
+        if step.name:
+            known.add(step.name.lower())
+    return runs
+
+
+def _data_file(step: Step, base: Path, name: str) -> Path:
+    path = Path(name).expanduser()
+    path = path if path.is_absolute() else base / path
+    if not path.is_file():
+        _raise(step.problem(f"No such file: {path} - for_each.file of step {step.num} is read "
+                            "relative to the pool file's folder.", "for_each", "file"))
+    return path
+
+
+def _raise(problem: Problem) -> NoReturn:
+    raise InputError(problem.message, file=problem.file, line=problem.line, column=problem.column,
+                     step=problem.step, path=problem.path, source_line=problem.source_line)
+
+
+def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
+    if rows is None:
+        return
+    if sample is not None:
+        rows = min(rows, sample)
+    run.rows_total = rows
+    chunk = run.plan.step.for_each.chunk if run.plan.step.for_each else None
+    run.planned = math.ceil(rows / chunk) if chunk else rows
+
+
+@dataclass
+class _Opener:
+    """Opens a step's calls when it starts: one call, or one per row or chunk of its data."""
+
+    base: Path
+    writer: TableWriter
+    sample: int | None
+
+    def __call__(self, run: StepRun, by_name: dict[str, StepRun]) -> Iterator[Call]:
+        plan = run.plan
+        fe = plan.step.for_each
+        if fe is None:
+            return iter([Call(plan)])
+        if fe.file:
+            path = _data_file(plan.step, self.base, fe.file)
+            fmt = fe.format
+        else:
+            path = self._table_of(run, by_name)
+            fmt = "jsonl"
+            _count(run, count_rows(path, fmt), self.sample)
+        rows: Iterator[dict[str, Any]] = iter_rows(path, fmt)
+        if self.sample is not None:
+            rows = islice(rows, self.sample)
+        if fe.chunk:
+            return self._chunked(plan, rows, fe.chunk)
+        return (Call(plan, row=i, data=row) for i, row in enumerate(rows))
+
+    @staticmethod
+    def _chunked(plan: StepPlan, rows: Iterator[dict[str, Any]], size: int) -> Iterator[Call]:
+        first = 0
+        for part in chunks(rows, size):
+            yield Call(plan, row=first, last=first + len(part) - 1, data=part, size=len(part))
+            first += len(part)
+
+    def _table_of(self, run: StepRun, by_name: dict[str, StepRun]) -> Path:
+        step = run.plan.step
+        fe = step.for_each
+        assert fe is not None
+        assert fe.step is not None
+        source = by_name.get(fe.step.lower())
+        if source is None:
+            _raise(step.problem(f"for_each.step of step {step.num} names no earlier step: {fe.step}.",
+                                "for_each", "step"))
+        table = fe.table
+        if table is None:
+            written = sorted(source.plan.tables)
+            if len(written) != 1:
+                _raise(step.problem(
+                    f"step {step.num} reads the rows of step {source.plan.step.label}, which wrote "
+                    f"{len(written)} tables ({', '.join(written) or 'none'}) - name one with "
+                    "for_each.table.", "for_each"))
+            table = written[0]
+        path = self.writer.path_for(source.plan.prefix, table)
+        if not path.is_file():
+            _raise(step.problem(
+                f"step {step.num} reads the table {table} of step {source.plan.step.label}, which "
+                f"wrote no such table (no file {path}).", "for_each"))
+        return path

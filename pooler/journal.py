@@ -1,0 +1,371 @@
+"""The journal: a SQLite file of tasks and of every call they made, so a task can be run again
+without repeating what it already did.
+
+Durability: the file is in WAL mode with ``synchronous=NORMAL``.  A commit survives pooler being
+killed (the case keys are for), but a power loss may lose the last few commits.  Every call event
+is one short transaction: a keyed call's "sent" row is committed before its request leaves, and
+every completion is committed before anything that depends on it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pooler.errors import JournalError
+
+#: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
+FINAL_STATUSES = ("completed", "failed", "in_doubt", "skipped", "not_run")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    pool_file TEXT NOT NULL,
+    started TEXT NOT NULL,
+    finished TEXT,
+    status TEXT NOT NULL DEFAULT 'running',
+    runs INTEGER NOT NULL DEFAULT 1,
+    total INTEGER, succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER,
+    answer TEXT
+);
+CREATE INDEX IF NOT EXISTS tasks_pool ON tasks (pool_file, started);
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    task TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    num INTEGER NOT NULL,
+    row INTEGER,
+    key TEXT,
+    round INTEGER NOT NULL DEFAULT 1,
+    step_id TEXT,
+    status TEXT NOT NULL,
+    in_doubt INTEGER NOT NULL DEFAULT 0,
+    sent_at TEXT,
+    done_at TEXT,
+    result TEXT,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_key ON calls (task, key) WHERE key IS NOT NULL;
+"""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """The last record of one key in a task."""
+
+    key: str
+    num: int
+    row: int | None
+    step_id: str | None
+    #: The round of the key the call was sent with (see ``CallId.round``).
+    round: int
+    #: completed, skipped (done), failed, in_doubt, or sent (the answer never recorded).
+    status: str
+    #: True when the call was counted done without its answer (``--in-doubt skip``).
+    in_doubt: bool
+    result: dict[str, Any] | None
+    detail: Any
+
+    @property
+    def done(self) -> bool:
+        """The key is done: it is not sent again."""
+        return self.status in ("completed", "skipped")
+
+    @property
+    def doubtful(self) -> bool:
+        """The request left and no answer was recorded: it may or may not have been carried out."""
+        return self.status in ("sent", "in_doubt")
+
+
+@dataclass(frozen=True)
+class CallId:
+    """Which call a record is about: task, run of the task, step number, row, key and step id."""
+
+    task: str
+    run: int
+    num: int
+    row: int | None
+    key: str | None
+    step_id: str | None
+    #: A keyed call's round: 1 at first, one more after each refusal, so a task run again sends a
+    #: refused call anew instead of getting the refusal the store kept for its Idempotency-Key.
+    round: int = 1
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task as ``pooler runs`` lists it."""
+
+    id: str
+    pool_file: str
+    started: str
+    finished: str | None
+    status: str
+    runs: int
+    total: int | None
+    succeeded: int | None
+    failed: int | None
+    skipped: int | None
+    not_run: int | None
+
+
+def default_journal_path() -> Path:
+    """``$XDG_STATE_HOME/pooler/journal.sqlite``, else ``~/.local/state/pooler/journal.sqlite``."""
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state) if state else Path.home() / ".local" / "state"
+    return base / "pooler" / "journal.sqlite"
+
+
+def _now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _split(entry: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """An entry as two JSON texts: without its detail, and the detail (NULL when it has none).
+
+    The detail has a column of its own (references read it); it is not written twice.
+    """
+    if entry is None:
+        return None, None
+    if "detail" not in entry:
+        return _dumps(entry), None
+    return _dumps({k: v for k, v in entry.items() if k != "detail"}), _dumps(entry["detail"])
+
+
+def _join(body: str | None, detail: str | None) -> dict[str, Any] | None:
+    """The entry ``_split`` wrote, its detail back in its place (after ``message``)."""
+    if body is None:
+        return None
+    entry: dict[str, Any] = json.loads(body)
+    if detail is None:
+        return entry
+    value = json.loads(detail)
+    out: dict[str, Any] = {}
+    for k, v in entry.items():
+        out[k] = v
+        if k == "message":
+            out["detail"] = value
+    out.setdefault("detail", value)
+    return out
+
+
+class Journal:
+    """Tasks and their calls in one SQLite file; safe to use from several threads."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path) if str(path) != ":memory:" else None
+        if self.path is not None:
+            self._prepare_file(self.path)
+        target = str(self.path) if self.path is not None else ":memory:"
+        try:
+            # One connection behind a lock: the transactions are a few microseconds each, so a
+            # connection per thread would buy nothing and cost a WAL reader per thread.
+            self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None,
+                                       timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise JournalError(
+                f"cannot open the journal {target}: {exc} - give another file with --journal."
+            ) from exc
+        self._lock = threading.Lock()
+
+    @classmethod
+    def in_memory(cls) -> Journal:
+        """A journal that lives as long as the object: keys hold within one run only."""
+        return cls(":memory:")
+
+    @staticmethod
+    def _prepare_file(path: Path) -> None:
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Created owner-only before SQLite opens it; SQLite gives its -wal and -shm files the
+            # same mode as the database file.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.close(fd)
+        except OSError as exc:
+            raise JournalError(
+                f"cannot create the journal {path}: {exc.strerror} - give another file with --journal."
+            ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield self._db
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+
+    def _write(self, sql: str, args: tuple[Any, ...]) -> int:
+        """One statement, committed on its own (autocommit: a transaction of one statement)."""
+        with self._lock:
+            try:
+                return int(self._db.execute(sql, args).lastrowid or 0)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return list(self._db.execute(sql, args))
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+
+    # Tasks
+
+    def new_task(self, pool_file: str | Path, task_id: str | None = None) -> str:
+        """Start a task for ``pool_file`` (kept resolved); a readable unique id when none is given."""
+        pool = str(Path(pool_file).resolve())
+        for _ in range(20):
+            tid = task_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+            with self._tx() as db:
+                if db.execute("SELECT 1 FROM tasks WHERE id = ?", (tid,)).fetchone() is None:
+                    db.execute("INSERT INTO tasks (id, pool_file, started) VALUES (?, ?, ?)",
+                               (tid, pool, _now()))
+                    return tid
+            if task_id is not None:
+                raise JournalError(f"the task {task_id} is already in the journal - "
+                                   "give a new id, or run it again with --task to continue it.")
+        raise JournalError("no free task id could be made - try again.")
+
+    def has_task(self, task_id: str) -> bool:
+        return bool(self._query("SELECT 1 FROM tasks WHERE id = ?", (task_id,)))
+
+    def open_task(self, task_id: str) -> int:
+        """Continue an existing task: marks it running again and returns the number of this run."""
+        with self._tx() as db:
+            row = db.execute("SELECT runs FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise JournalError(f"no task {task_id} in the journal {self.path or ':memory:'} - "
+                                   "`pooler runs` lists the tasks it holds.")
+            runs = int(row[0]) + 1
+            db.execute("UPDATE tasks SET runs = ?, status = 'running', finished = NULL WHERE id = ?",
+                       (runs, task_id))
+            return runs
+
+    def task(self, task_id: str) -> TaskRow | None:
+        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,))
+        return TaskRow(*rows[0]) if rows else None
+
+    def last_unfinished(self, pool_file: str | Path) -> str | None:
+        """The latest task of ``pool_file`` that did not complete (stopped, failed, or killed)."""
+        pool = str(Path(pool_file).resolve())
+        rows = self._query(
+            "SELECT id FROM tasks WHERE pool_file = ? AND status != 'completed' "
+            "ORDER BY started DESC, rowid DESC LIMIT 1", (pool,))
+        return str(rows[0][0]) if rows else None
+
+    def finish_task(self, task_id: str, answer: dict[str, Any]) -> None:
+        """Record the task's answer (already redacted) and its counts."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, "
+                "skipped = ?, not_run = ?, answer = ? WHERE id = ?",
+                (_now(), answer.get("status", "failed"), answer.get("total"), answer.get("succeeded"),
+                 answer.get("failed"), answer.get("skipped"), answer.get("not_run"), _dumps(answer),
+                 task_id))
+
+    def tasks(self, limit: int = 20) -> list[TaskRow]:
+        """The latest tasks, newest first."""
+        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY started DESC, rowid DESC "
+                           "LIMIT ?", (limit,))
+        return [TaskRow(*r) for r in rows]
+
+    def answer(self, task_id: str) -> dict[str, Any] | None:
+        """The answer recorded when the task last finished, or ``None``."""
+        rows = self._query("SELECT answer FROM tasks WHERE id = ?", (task_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        found: dict[str, Any] = json.loads(rows[0][0])
+        return found
+
+    # Calls
+
+    def keyed(self, task_id: str) -> dict[str, CallRecord]:
+        """The last record of every key of the task (read once at the start of a run)."""
+        rows = self._query(
+            "SELECT key, num, row, step_id, round, status, in_doubt, result, detail FROM calls "
+            "WHERE id IN (SELECT MAX(id) FROM calls WHERE task = ? AND key IS NOT NULL "
+            "AND status != 'not_run' GROUP BY key)", (task_id,))
+        out: dict[str, CallRecord] = {}
+        for key, num, row, step_id, rnd, status, in_doubt, result, detail in rows:
+            entry = _join(result, detail)
+            out[key] = CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
+                                  None if entry is None else entry.get("detail"))
+        return out
+
+    def record_sent(self, call: CallId) -> int:
+        """A call is about to leave; committed before it does.  Returns the record's id."""
+        return self._write(
+            "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?)",
+            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, _now()))
+
+    def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
+        """The entry of a call recorded with ``record_sent`` (already redacted)."""
+        body, detail = _split(result)
+        self._write("UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ? WHERE id = ?",
+                    (status, _now(), body, detail, record_id))
+
+    def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
+               sent: bool = False, in_doubt: bool = False) -> None:
+        """A call's whole record in one statement: unkeyed calls, and calls never sent.
+
+        ``call.step_id`` is the id of the call that reached the store: for a call skipped or
+        stopped because of an earlier record, the earlier call's id.
+        """
+        now = _now()
+        body, detail = _split(result)
+        self._write(
+            "INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, "
+            "done_at, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, status,
+             int(in_doubt), now if sent else None, now, body, detail))
+
+    def calls(self, task_id: str) -> list[dict[str, Any]]:
+        """Every record of the task, oldest first (for ``pooler show`` and tests)."""
+        rows = self._query(
+            "SELECT run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result, "
+            "detail FROM calls WHERE task = ? ORDER BY id", (task_id,))
+        names = ("run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
+                 "done_at", "result", "detail")
+        out = []
+        for r in rows:
+            rec = dict(zip(names, r, strict=True))
+            rec["in_doubt"] = bool(rec["in_doubt"])
+            rec["result"] = _join(rec["result"], rec["detail"])
+            rec["detail"] = None if rec["detail"] is None else json.loads(rec["detail"])
+            out.append(rec)
+        return out
+
+
+_TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"

@@ -1,0 +1,108 @@
+"""One run at a time per pool file: an advisory ``flock`` on a file in the state folder.
+
+The lock file holds the pid and start time of the run that holds it, so a second run can say
+who is in its way. The kernel drops a ``flock`` when its process dies, so a killed run never
+leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+
+from pooler.errors import LockedError
+
+
+def state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/pooler``, or ``~/.local/state/pooler`` when it is not set."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "pooler"
+
+
+def lock_dir(journal: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """Where lock files live: next to an explicit journal, else in the state folder."""
+    if journal is not None:
+        return journal.resolve().parent / "locks"
+    return state_dir(environ) / "locks"
+
+
+def lock_path(pool_file: Path, directory: Path) -> Path:
+    """The lock file of one pool file: named by the SHA-1 of its absolute path."""
+    digest = hashlib.sha1(str(pool_file.resolve()).encode("utf-8"), usedforsecurity=False).hexdigest()
+    return directory / f"{digest}.lock"
+
+
+class PoolLock:
+    """An exclusive lock on one pool file, held from ``acquire`` until ``release``."""
+
+    def __init__(self, pool_file: Path, directory: Path) -> None:
+        self.pool_file = pool_file
+        self.path = lock_path(pool_file, directory)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock at once, or raise ``LockedError`` naming the run that holds it."""
+        # Owner-only: the folder and file reveal which pools run on this machine and when.
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise LockedError(
+                f"another run of {self.pool_file} is running ({holder}); this run sent nothing."
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        started = datetime.now().astimezone().isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\nstarted {started}\n".encode(), 0)
+        os.fsync(fd)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Let the next run in; safe to call twice."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> PoolLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    """``pid N, started T`` from the lock file, as far as the holder has written it."""
+    try:
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+    pid = fields.get("pid", "unknown")
+    started = fields.get("started", "unknown")
+    return f"pid {pid}, started {started}"

@@ -1,0 +1,57 @@
+"""What a tool call of ``pooler mcp`` gives back, before it is dressed as an MCP result."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pooler.errors import Problem
+from pooler.redact import Redactor
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The text for ``content``, the same object for ``structuredContent`` (when there is JSON), the mark."""
+
+    text: str
+    answer: dict[str, Any] | None = None
+    is_error: bool = False
+
+    def redacted(self, redactor: Redactor) -> Outcome:
+        """The same outcome with every secret masked, in the text and in the object."""
+        if not redactor:
+            return self
+        answer = redactor.value(self.answer) if self.answer is not None else None
+        return Outcome(redactor.text(self.text), answer, self.is_error)
+
+
+def answered(answer: dict[str, Any], *, is_error: bool) -> Outcome:
+    """A JSON answer: its text in ``content`` and the object itself beside it."""
+    return Outcome(json.dumps(answer, ensure_ascii=False), answer, is_error)
+
+
+#: The fixes the engine's messages suggest name the command line; an agent has tools instead.
+FOR_AN_AGENT: tuple[tuple[str, str], ...] = (
+    ("`pooler call UNIT COMMAND --files-source FILE`", "a tool_run call (files or files_source)"),
+    ("`pooler tools`", "tool_list"),
+)
+
+
+def for_an_agent(text: str) -> str:
+    for shell, tool in FOR_AN_AGENT:
+        text = text.replace(shell, tool)
+    return text
+
+
+def refused(text: str) -> Outcome:
+    """A refusal as text, with no JSON: a store crash, or a refusal before anything was sent."""
+    return Outcome(text, None, True)
+
+
+def problems_text(problems: Sequence[Problem]) -> str:
+    """Every problem on its own line; a problem in a file keeps its place and caret."""
+    # A pool given inline has no lines to point at, and a file name before the message would only
+    # push the seed's text away from the start of the line.
+    return for_an_agent("\n".join(p.render() if p.line is not None else p.message for p in problems))

@@ -1,0 +1,177 @@
+"""tool_pool as ``pooler mcp`` serves it (seed tool_pool.md, with execute_tool_batch.md's options).
+
+Keys need a task that outlives one call, or a second identical call could not skip what the first
+one landed.  By default every call of one server process shares one task, named when the process
+starts (``mcp-<date>-<time>-<pid>``); an agent that wants its keys to hold across restarts of the
+server names its own with the ``task`` argument (and an operator can pin one with ``--task``).
+The journal lives inside the store folder: ``<out>/.pooler/journal.sqlite``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pooler.checks import check_pool
+from pooler.client import ToolRunClient
+from pooler.errors import CheckFailed, InputError, Problem
+from pooler.executor import RunConfig, run_pool
+from pooler.journal import Journal
+from pooler.loader import load_pool_value
+from pooler.mcp.arguments import check_names, check_task, confine, optional
+from pooler.mcp.calls import confine_jsonl_fields
+from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.schemas import MAX_POOL_STEPS
+from pooler.model import Pool, format_path
+from pooler.redact import Redactor
+from pooler.refs import parse_ref
+from pooler.reporter import Reporter
+from pooler.values import strings
+
+#: The batch options of execute_tool_batch, with the kind each one takes.
+OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on": str,
+                            "stop_on_error": bool, "include_results": bool}
+
+NESTED_NAMES = frozenset({"tool_pool"})
+
+#: What the journal records as the pool file of every tool_pool call (no such file is written).
+POOL_FILE = "tool_pool"
+
+
+def too_many(count: int) -> InputError:
+    return InputError(
+        f"A tool_pool call takes at most {MAX_POOL_STEPS} steps; this one has {count} - split the work "
+        f"into calls of up to {MAX_POOL_STEPS} steps (with keys, calling one again skips what landed)."
+    )
+
+
+def nested(num: int) -> InputError:
+    return InputError(
+        f"Step {num} is itself a tool_pool - a pool does not run pools: put its steps into this pool, "
+        "or make a separate tool_pool call."
+    )
+
+
+def over_rows(num: int) -> InputError:
+    return InputError(
+        f"Step {num} runs over rows (for_each) - a tool_pool call runs one call per step, at most "
+        f"{MAX_POOL_STEPS}; list the calls as steps, or run the pool file with `pooler run`."
+    )
+
+
+def _names_a_pool(step: Mapping[str, Any]) -> bool:
+    words = (step.get("unit"), step.get("command"))
+    return any(isinstance(w, str) and w.strip().lower() in NESTED_NAMES for w in words) or any(
+        k in step for k in ("pool", "pool_source"))
+
+
+def check_raw_steps(steps: Any, out: Path) -> None:
+    """What is refused on the list as given, before the loader builds anything from it."""
+    if not isinstance(steps, list):
+        return
+    if len(steps) > MAX_POOL_STEPS:
+        raise too_many(len(steps))
+    for num, step in enumerate(steps, start=1):
+        if not isinstance(step, dict):
+            continue
+        if _names_a_pool(step):
+            raise nested(num)
+        confine(step.get("params_source"), out, f"params_source of step {num}")
+        confine_jsonl_fields(step.get("params"), out, f"step {num} params")
+
+
+def words_of_data(pool: Pool) -> dict[str, str]:
+    """The params strings the seed sends as they are: ``@...`` naming no step before its own.
+
+    A pool file's checks report these as slips; tool_pool's seed calls them words of data (an
+    address like ``@shop.example``), so for an agent they are not refused.  By path, with the text.
+    """
+    found: dict[str, str] = {}
+    for step in pool.steps:
+        earlier = {s.name.lower() for s in pool.steps if s.name and s.num < step.num}
+        for path, text in strings(step.params, ()):
+            if not text.startswith("@") or text.startswith("@@"):
+                continue
+            parsed = parse_ref(text)
+            if parsed is None or parsed[0].lower() not in earlier:
+                found[format_path((*step.path, "params", *path))] = text
+    return found
+
+
+def meaning_problems(pool: Pool) -> list[Problem]:
+    """check_pool's problems (options included), less those about the seed's words of data."""
+    words = words_of_data(pool)
+    return [p for p in check_pool(pool)
+            if not (p.path in words and p.message.startswith(words[p.path]))]
+
+
+def check_loaded(pool: Pool) -> None:
+    """The same limits on the steps as loaded (a pool_source file is only seen here)."""
+    if len(pool.steps) > MAX_POOL_STEPS:
+        raise too_many(len(pool.steps))
+    for step in pool.steps:
+        if step.unit.strip().lower() in NESTED_NAMES or step.command.strip().lower() in NESTED_NAMES:
+            raise nested(step.num)
+        if step.for_each is not None:
+            raise over_rows(step.num)
+
+
+class PoolRuns:
+    """Runs tool_pool calls one at a time against one store, under one journal."""
+
+    def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor) -> None:
+        self.client = client
+        self.out = out
+        self.task = task
+        self.redactor = redactor
+        self.journal_path = out / ".pooler" / "journal.sqlite"
+        self._journal: Journal | None = None
+        # Pools share the step table files and the journal's keys: two at once would trip over both.
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+    def load(self, arguments: Mapping[str, Any]) -> tuple[Pool, str]:
+        """The pool and its task, with every refusal that comes before the first step."""
+        check_names("tool_pool", arguments)
+        task = optional(arguments, "task", str, "tool_pool")
+        task = check_task(task, self.task) if task is not None else self.task
+        value: dict[str, Any] = {}
+        for name, kind in OPTIONS.items():
+            if optional(arguments, name, kind, "tool_pool") is not None:
+                value[name] = arguments[name]
+        # null counts as unnamed, so {"pool": null, "pool_source": "x"} is not "both".
+        for name in ("pool", "pool_source"):
+            if arguments.get(name) is not None:
+                value[name] = arguments[name]
+        check_raw_steps(value.get("pool"), self.out)
+        source = value.get("pool_source")
+        if source is not None and not isinstance(source, str):
+            raise InputError("pool_source is the path of a JSON file holding the list of steps - "
+                             "give it as a string.")
+        confine(source, self.out, "pool_source")
+        # The executor reads the files a step names from the pool file's folder: naming the pool
+        # as a file inside the store folder makes that folder the one relative paths start from.
+        pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out)
+        check_loaded(pool)
+        problems = meaning_problems(pool)
+        if problems:
+            raise CheckFailed(problems)
+        return pool, task
+
+    def run(self, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
+            stop: threading.Event | None = None) -> Outcome:
+        pool, task = self.load(arguments)
+        with self._lock:
+            if self._journal is None:
+                self._journal = Journal(self.journal_path)
+            config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
+            answer = run_pool(pool, self.client, config, journal=self._journal, reporter=reporter,
+                              stop=stop)
+        return answered(answer, is_error=answer.get("result") is not True)

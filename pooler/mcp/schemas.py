@@ -1,0 +1,194 @@
+"""The three tools ``pooler mcp`` offers, as an agent reads them: names, descriptions, input schemas.
+
+The schemas tell an agent what to send; the server still checks every argument itself (the SDK does
+not), so a wrong call gets the seeds' refusal texts rather than a schema validator's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+#: The most steps one tool_pool call takes; more is refused before anything runs.
+MAX_POOL_STEPS = 200
+
+_PATH_NOTE = (
+    "An absolute path, or a path inside the folder this server writes to (its --out folder); "
+    "a relative path that climbs out of that folder is refused."
+)
+
+_FILE_ENTRY: dict[str, Any] = {
+    "type": "object",
+    "description": "One attachment. Fields beyond these travel to the store with the file.",
+    "properties": {
+        "file": {"type": "string",
+                 "description": "The file on this computer. " + _PATH_NOTE + " Only its bytes and base name "
+                                "are sent, never the path."},
+        "entity": {"type": "string", "description": "The table that owns the file, for example store."},
+        "elem_id": {"type": "integer", "description": "The id of the row the file belongs to."},
+        "kind_key": {"type": "string", "description": "The kind of file; kBase when left out."},
+        "real_name": {"type": "string", "description": "A name for people; the file's name when left out."},
+    },
+    "required": ["file", "entity", "elem_id"],
+}
+
+_UNIT = {"type": "string", "minLength": 1,
+         "description": "The tool's address as tool_list gives it, for example MELBIS_AGENT_CURRENCY."}
+_COMMAND = {"type": "string", "minLength": 1,
+            "description": "One of that tool's commands, for example CmdList (the store does not mind "
+                           "its case)."}
+_PARAMS = {"type": ["object", "null"],
+           "description": "The command's fields, each with a value of the type tool_list declares. "
+                          "A field set to null counts as left out. A jsonl field may be given as "
+                          "{\"file\": \"rows.jsonl\"}: the file is read here and sent as the list of rows."}
+_PARAMS_SOURCE = {"type": ["string", "null"],
+                  "description": "A JSON file holding the object of fields, sent instead of params "
+                                 "(not both). " + _PATH_NOTE}
+_DEBUG = {"type": ["boolean", "null"],
+          "description": "Also report how many queries the command ran and how long they took (time.sql, "
+                         "time.sql_ms)."}
+_INTO = {"type": ["string", "null"], "pattern": "^[^./\\\\]+$",
+         "description": "A job name, one word with no path and no dot: every table of the answer is also "
+                        "appended to <out>/<into>.<table>.jsonl, which only grows, while the table's own "
+                        "file is replaced by the next call."}
+
+_STEP: dict[str, Any] = {
+    "type": "object",
+    "description": "One call of a store tool. Steps hold JSON only: a command that takes files goes "
+                   "through tool_run.",
+    "properties": {
+        "name": {"type": "string", "pattern": "^[^.]*$",
+                 "description": "A word later steps use to refer to this one, without a dot; unique in the "
+                                "pool, case not told apart."},
+        "unit": _UNIT,
+        "command": _COMMAND,
+        "params": {**_PARAMS, "description": str(_PARAMS["description"])
+                   + " A string that is exactly \"@name.field\" (deeper: \"@name.row.id\", into lists by "
+                     "0-based index) is replaced by that field of the detail of the earlier step with that "
+                     "name, keeping its type; a field the detail lacks stops the pool there."},
+        "params_source": _PARAMS_SOURCE,
+        "debug": _DEBUG,
+        "into": _INTO,
+        "key": {"type": ["string", "null"], "minLength": 1,
+                "description": "A stable identity for a call with side effects: a keyed call runs at most "
+                               "once per task, so calling the same pool again skips the keyed steps that "
+                               "already landed (status skipped). Keys are unique within a pool."},
+    },
+    "required": ["unit", "command"],
+}
+
+TOOL_LIST = types.Tool(
+    name="tool_list",
+    title="List the store's AI tools",
+    description=(
+        "The AI tools the store declares: every tool's address (unit), its commands, whether each command "
+        "is granted to this token, and each command's fields with their type, whether required, and default. "
+        "Read it before tool_run or tool_pool to get names and field types right."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "unit": {"type": ["string", "null"],
+                     "description": "Only this tool, by its address; leave out to list them all."},
+        },
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
+)
+
+TOOL_RUN = types.Tool(
+    name="tool_run",
+    title="Run one command of a store tool",
+    description=(
+        "Carries out one command of one of the store's AI tools and returns its answer: result (true: done, "
+        "false: refused, with the answer marked as an error), message (what happened and what to do next), "
+        "detail (the values the command returned, such as the id of a new row), tables (for each table: "
+        "rows, the file its rows were written to, and its first three rows as text), files (the "
+        "attachments the command kept) and time (server, module and round-trip milliseconds). "
+        "Attachments go in files or files_source and are read from this computer. "
+        "A store crash comes back as plain text marked as an error."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "unit": _UNIT,
+            "command": _COMMAND,
+            "params": _PARAMS,
+            "params_source": _PARAMS_SOURCE,
+            "files": {"type": ["array", "null"], "items": _FILE_ENTRY,
+                      "description": "The attachments, for a command that takes files "
+                                     "(not with files_source)."},
+            "files_source": {"type": ["string", "null"],
+                             "description": "A JSON file holding the list of attachments, sent instead of "
+                                            "files (not both). " + _PATH_NOTE},
+            "debug": _DEBUG,
+            "into": _INTO,
+        },
+        "required": ["unit", "command"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True),
+)
+
+TOOL_POOL = types.Tool(
+    name="tool_pool",
+    title="Run many store commands in one call",
+    description=(
+        f"Carries out up to {MAX_POOL_STEPS} store commands in one call, so a batch costs one turn instead "
+        "of one per row. Each step is an ordinary tool_run call (JSON only, no files) and is refused or "
+        "answered exactly as a separate call would be. A step can take a value from an earlier step's "
+        "detail with \"@name.field\". The whole pool is checked before the first step; then, by default, "
+        "the steps go one at a time in order and the first refusal or crash stops the pool, with no "
+        "rollback. "
+        "The answer: result (true when every step landed), status (completed, failed or partial), counts, "
+        "steps (each with num, name, unit, command, status and the command's answer; the step the pool "
+        "stopped on stands last) and time. A stopped pool is marked as an error. "
+        "Give a key to every step with side effects: calling the same pool again then skips what already "
+        "landed instead of doing it twice."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "pool": {"type": ["array", "null"], "items": _STEP, "minItems": 1, "maxItems": MAX_POOL_STEPS,
+                     "description": "The steps, in the order they run (not with pool_source)."},
+            "pool_source": {"type": ["string", "null"],
+                            "description": "A JSON file holding the list of steps, instead of pool "
+                                           "(not both). " + _PATH_NOTE
+                                           + " Relative paths inside it are taken from its own folder."},
+            "mode": {"type": ["string", "null"], "enum": ["sequential", "parallel", None],
+                     "description": "sequential (the default): one step at a time, in order - the safe "
+                                    "choice for writes. parallel: several at once; a step that refers to "
+                                    "another still waits for it."},
+            "max_concurrency": {"type": ["integer", "null"], "minimum": 1, "maximum": 16,
+                                "description": "parallel only: how many steps at once (default 4)."},
+            "serialize_on": {"type": ["string", "null"],
+                             "description": "parallel only: a dotted path into each step's params; steps "
+                                            "whose value there is equal run one after another, the others "
+                                            "side by side. Set it to what the store locks on."},
+            "stop_on_error": {"type": ["boolean", "null"],
+                              "description": "Start no further step after the first failure (default true); "
+                                             "steps already running finish."},
+            "include_results": {"type": ["boolean", "null"],
+                                "description": "Put each step's detail, tables and files into the answer "
+                                               "(default true); large results are left out and marked "
+                                               "result_omitted, their tables stay in their files."},
+            "task": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+                     "description": "The task keys are remembered under. Left out, every call of this "
+                                    "server process shares one task; name one to keep skipping landed "
+                                    "keys across restarts of the server."},
+        },
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True),
+)
+
+TOOLS: tuple[types.Tool, ...] = (TOOL_LIST, TOOL_RUN, TOOL_POOL)
+
+
+def argument_names(tool: str) -> tuple[str, ...]:
+    """The argument names a tool's input schema declares."""
+    for declared in TOOLS:
+        if declared.name == tool:
+            return tuple(declared.input_schema["properties"])
+    return ()

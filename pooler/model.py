@@ -1,0 +1,182 @@
+"""What a loaded pool is: plain dataclasses shared by the checks, the executor and the CLI.
+
+The loader builds these from YAML or JSON and records where every value stood in its file
+(``Source.positions``), so any later stage can point at the spot without reopening the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pooler.errors import Problem
+
+#: A path into a loaded document: mapping keys and list indexes, from the top.
+JsonPath = tuple[str | int, ...]
+
+Mode = Literal["sequential", "parallel"]
+MODES: tuple[str, ...] = ("sequential", "parallel")
+
+#: Names a step may not take, because ``${...}`` uses them for something else.
+RESERVED_NAMES: frozenset[str] = frozenset({"row", "rows", "env", "vars", "var", "task", "pool", "secret"})
+
+
+@dataclass(frozen=True)
+class Pos:
+    """A 1-based line and column."""
+
+    line: int
+    column: int
+
+
+@dataclass
+class Source:
+    """A file as it was loaded: its lines, and the position of every value by JSON path."""
+
+    file: str
+    lines: list[str] = field(default_factory=list)
+    positions: dict[JsonPath, Pos] = field(default_factory=dict)
+
+    def pos(self, path: JsonPath) -> Pos | None:
+        """The position of ``path``, or of its nearest ancestor that has one."""
+        for cut in range(len(path), -1, -1):
+            found = self.positions.get(path[:cut])
+            if found is not None:
+                return found
+        return None
+
+    def problem(self, message: str, path: JsonPath = (), *, step: int | None = None) -> Problem:
+        """A problem that points at ``path`` in this file, with the line's text for the caret."""
+        where = self.pos(path)
+        line = where.line if where else None
+        text = self.lines[line - 1] if line and 0 < line <= len(self.lines) else None
+        return Problem(
+            message,
+            file=self.file,
+            line=line,
+            column=where.column if where else None,
+            step=step,
+            path=format_path(path),
+            source_line=text,
+        )
+
+
+def format_path(path: JsonPath) -> str:
+    """``pool[2].params.name``: how a path reads in a message."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+@dataclass(frozen=True)
+class Options:
+    """The batch options of execute_tool_batch, with its defaults."""
+
+    mode: Mode = "sequential"
+    max_concurrency: int = 4
+    serialize_on: str | None = None
+    stop_on_error: bool = True
+    include_results: bool = True
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often a step is tried again, and after what.
+
+    A call that surely never reached the store is always safe to try again; one whose answer was
+    lost (``in_doubt``) is tried again only when ``on_in_doubt`` is set, since only a key makes
+    that safe.
+    """
+
+    attempts: int = 1
+    backoff_ms: int = 200
+    on_in_doubt: bool = False
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A declared variable: a default, or a value from the environment or a file."""
+
+    name: str
+    description: str = ""
+    has_default: bool = False
+    default: Any = None
+    env: str | None = None
+    secret: bool = False
+
+
+@dataclass(frozen=True)
+class ForEach:
+    """A step that runs once per row (or once per chunk of rows) of a data source.
+
+    Exactly one of ``file`` and ``step`` is set.  With ``chunk``, each call sends up to ``chunk``
+    rows as the list in its params field ``field``.
+    """
+
+    file: str | None = None
+    step: str | None = None
+    table: str | None = None
+    format: str | None = None
+    chunk: int | None = None
+    field: str | None = None
+
+
+@dataclass
+class Step:
+    """One call of a store's AI tool, as the pool file declares it (before any resolution)."""
+
+    num: int
+    unit: str
+    command: str
+    name: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    debug: bool = False
+    into: str | None = None
+    key: str | None = None
+    retry: Retry | None = None
+    for_each: ForEach | None = None
+    description: str = ""
+    #: Where the step stands in ``source``: ``("pool", 0)``, or ``(0,)`` in a pool_source file.
+    path: JsonPath = ()
+    source: Source | None = None
+
+    @property
+    def label(self) -> str:
+        """How the step is named to a person: its name, or its number."""
+        return self.name or f"#{self.num}"
+
+    def problem(self, message: str, *sub: str | int) -> Problem:
+        """A problem pointing into this step (``sub`` is a path below the step)."""
+        if self.source is None:
+            return Problem(message, step=self.num)
+        return self.source.problem(message, (*self.path, *sub), step=self.num)
+
+
+@dataclass
+class Pool:
+    """A loaded pool file."""
+
+    file: str
+    steps: list[Step]
+    options: Options = field(default_factory=Options)
+    description: str = ""
+    variables: dict[str, Variable] = field(default_factory=dict)
+    source: Source | None = None
+    #: Which option names the file set itself (command-line flags override the rest silently).
+    options_set: frozenset[str] = frozenset()
+
+    def step_named(self, name: str) -> Step | None:
+        """The step with that name, case not told apart (the seed's rule for names)."""
+        low = name.lower()
+        for step in self.steps:
+            if step.name and step.name.lower() == low:
+                return step
+        return None
+
+
+Value = Any
+"""A JSON value: dict, list, str, int, float, bool or None."""

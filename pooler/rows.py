@@ -1,0 +1,235 @@
+"""Data sources of steps over rows: CSV, JSONL and JSON files, as dicts one row at a time.
+
+CSV and JSONL are streamed line by line, so a file of any length runs in bounded memory.  A JSON
+file is one document (a list of objects) and is read whole, up to ``MAX_JSON_BYTES``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from pooler.errors import InputError
+
+T = TypeVar("T")
+
+FORMATS: tuple[str, ...] = ("csv", "jsonl", "json")
+_BY_EXTENSION = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+
+#: A JSON source is parsed whole; beyond this size it should be written as JSONL.
+MAX_JSON_BYTES = 256 * 1024 * 1024
+#: count_rows parses a JSON source for its length only when it is this small.
+_COUNT_JSON_BYTES = 16 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+def json_kind(value: Any) -> str:
+    """How a JSON value's kind reads in a message: an object, a list, a string..."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return "a number"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def format_of(path: Path, fmt: str | None = None) -> str:
+    """The source's format: ``fmt`` when given, else told by the file's extension."""
+    if fmt is not None:
+        low = fmt.lower()
+        if low not in FORMATS:
+            raise InputError(f"{path}: the format {fmt!r} is not known - use csv, jsonl or json.")
+        return low
+    found = _BY_EXTENSION.get(path.suffix.lower())
+    if found is None:
+        raise InputError(
+            f"{path}: cannot tell the format from the name - name the file .csv, .jsonl or .json,"
+            " or give its format (csv, jsonl, json)."
+        )
+    return found
+
+
+def open_file(path: Path) -> IO[bytes]:
+    """``path`` opened for reading bytes; a missing or unreadable file is an ``InputError``."""
+    try:
+        return path.open("rb")
+    except FileNotFoundError:
+        raise InputError(f"No such file: {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"No such file: {path} - it is a folder; name a file.") from None
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc} - check its permissions.") from None
+
+
+def _text_lines(path: Path, raw: IO[bytes]) -> Iterator[tuple[int, str]]:
+    """(line number, text) for every line of ``raw``, decoded strictly so a bad byte names its line."""
+    for num, line in enumerate(raw, start=1):
+        chunk = line[3:] if num == 1 and line.startswith(_BOM) else line
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{path} line {num} is not utf-8 text - save it in utf-8.") from None
+        yield num, text
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with open_file(path) as raw:
+        for num, text in _text_lines(path, raw):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text.rstrip("\r\n"))
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"{path} line {num} is not whole json - {exc.msg} at column {exc.colno};"
+                    " write one JSON object per line."
+                ) from None
+            if not isinstance(row, dict):
+                raise InputError(
+                    f"{path} line {num} holds {json_kind(row)}, not an object of fields -"
+                    ' write one {"field": value, ...} per line.'
+                )
+            yield row
+
+
+def _csv(path: Path) -> Iterator[dict[str, Any]]:
+    with open_file(path) as raw:
+        numbered = _text_lines(path, raw)
+        last = 0
+
+        def lines() -> Iterator[str]:
+            nonlocal last
+            for num, text in numbered:
+                last = num
+                yield text
+
+        reader = csv.reader(lines())
+        header: list[str] | None = None
+        while True:
+            start = last + 1
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise InputError(f"{path} line {start} is not valid CSV - {exc}.") from None
+            if not record:
+                continue
+            if header is None:
+                header = _header(path, record, start)
+                continue
+            if len(record) > len(header):
+                raise InputError(
+                    f"{path} line {start} has {len(record)} fields, more than the {len(header)}"
+                    " of the header - quote values that hold a comma, or add the missing names to the header."
+                )
+            row = dict(zip(header, record, strict=False))
+            # A short row is a row whose last values are empty, as spreadsheets write it.
+            for name in header[len(record):]:
+                row[name] = ""
+            yield row
+
+
+def _header(path: Path, record: list[str], line: int) -> list[str]:
+    seen: set[str] = set()
+    for name in record:
+        if name in seen:
+            raise InputError(
+                f"{path} line {line}: the header names {name!r} twice - give every column its own name."
+            )
+        seen.add(name)
+    return record
+
+
+def _json(path: Path) -> Iterator[dict[str, Any]]:
+    with open_file(path) as raw:
+        data = raw.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise InputError(
+            f"{path} is over {MAX_JSON_BYTES // (1024 * 1024)} MB - a JSON source is read whole; write it as"
+            " JSONL (one object a line), which is read a row at a time."
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path} line {line} is not utf-8 text - save it in utf-8.") from None
+    del data
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path} line {exc.lineno} is not whole json - {exc.msg} at column {exc.colno};"
+            " fix the file or write it again whole."
+        ) from None
+    if not isinstance(doc, list):
+        raise InputError(
+            f'{path} holds {json_kind(doc)}, not a list of rows - write [{{"field": value, ...}}, ...].'
+        )
+    for index, row in enumerate(doc):
+        if not isinstance(row, dict):
+            raise InputError(
+                f"{path}: row {index + 1} of the list is {json_kind(row)}, not an object of fields -"
+                ' write every row as {"field": value, ...}.'
+            )
+        yield row
+
+
+def iter_rows(path: Path, fmt: str | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a CSV, JSONL or JSON file, one dict at a time (format by extension if not given).
+
+    CSV values are strings; the first line names the fields.  Errors are ``InputError`` naming the
+    file and the line.
+    """
+    kind = format_of(path, fmt)
+    if kind == "csv":
+        return _csv(path)
+    if kind == "jsonl":
+        return _jsonl(path)
+    return _json(path)
+
+
+def count_rows(path: Path, fmt: str | None = None) -> int | None:
+    """How many rows the file holds, cheaply, for progress; ``None`` when that is not known cheaply.
+
+    CSV and JSONL count non-blank lines (a quoted CSV value spanning lines makes it a little high);
+    a JSON source is parsed only when it is small.  A broken file gives ``None``: ``iter_rows``
+    reports what is wrong with it.
+    """
+    try:
+        kind = format_of(path, fmt)
+        if kind == "json":
+            if path.stat().st_size > _COUNT_JSON_BYTES:
+                return None
+            return sum(1 for _ in _json(path))
+        with path.open("rb") as raw:
+            lines = sum(1 for line in raw if line.strip())
+    except (InputError, OSError):
+        return None
+    if kind == "csv":
+        return max(lines - 1, 0)
+    return lines
+
+
+def chunks(rows: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Lists of up to ``size`` items, in order; the last one may be shorter."""
+    if size < 1:
+        raise ValueError(f"chunk size must be 1 or more, not {size}")
+    batch: list[T] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

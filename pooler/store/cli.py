@@ -1,0 +1,113 @@
+"""``pooler store serve``: the bundled reference store on a free port, until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from pooler.errors import PoolerError, UsageError
+from pooler.store.engine import Engine, StoreConfig
+from pooler.store.faults import KINDS, FaultPlan, parse_rule
+from pooler.store.server import StoreServer
+
+DEFAULT_DIR = Path(".pooler-store")
+
+DESCRIPTION = """\
+The bundled reference store: a real HTTP server on SQLite speaking tool_run and tool_list.
+It prints its URL (http://HOST:PORT) as the first line of stdout, and serves until SIGINT or
+SIGTERM. State lives in --db and --root, so it survives a restart.
+
+Tokens: --token T grants every command; --read-token T grants CmdList, CmdGet, CmdEcho and CmdOps
+only; with neither option the token "demo" grants every command.
+
+MELBIS_AGENT_TEST CmdOps lists every command the store has carried out (a command whose function
+ran, whatever it answered); CmdOps adds no row itself, so reading the ops does not change them."""
+
+
+class _StopError(BaseException):
+    """SIGINT or SIGTERM arrived.
+
+    A BaseException: socketserver swallows an Exception raised while it hands a request to its
+    thread, and a signal arriving just then would be lost.
+    """
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pooler store", description="The bundled reference store.")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="serve")
+    serve = sub.add_parser("serve", help="run the reference store", description=DESCRIPTION,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=0, help="port; 0 (the default) picks a free one")
+    serve.add_argument("--db", type=Path, default=DEFAULT_DIR / "store.db",
+                       help="the SQLite database (default ./.pooler-store/store.db)")
+    serve.add_argument("--root", type=Path, default=DEFAULT_DIR / "root",
+                       help="the folder of attachment files (default ./.pooler-store/root)")
+    serve.add_argument("--token", action="append", default=[], metavar="T",
+                       help="a token granted every command (repeatable)")
+    serve.add_argument("--read-token", action="append", default=[], metavar="T",
+                       help="a token granted only CmdList, CmdGet, CmdEcho and CmdOps (repeatable)")
+    serve.add_argument("--registry", action="append", default=[], type=Path, metavar="DIR",
+                       help="a folder of tool declarations (*.json) to add; a call of one of them answers "
+                            "'Module not found!'. A declaration of a unit the store has replaces its own.")
+    serve.add_argument("--latency-ms", type=int, default=0, metavar="N", help="add N ms to every call")
+    serve.add_argument("--max-file-kb", type=int, default=None, metavar="N",
+                       help="refuse several attachments that come to more than N KB together "
+                            "(a single file passes at any size)")
+    serve.add_argument("--no-idempotency", action="store_true", help="ignore the Idempotency-Key header")
+    serve.add_argument("--fault", action="append", default=[], metavar="KIND:RATE",
+                       help=f"inject a fault into that share of /tool_run calls; KIND is one of "
+                            f"{', '.join(KINDS)} (repeatable; MELBIS_AGENT_TEST CmdOps is never faulted)")
+    serve.add_argument("--seed", type=int, default=None, metavar="N", help="seed of the fault draws")
+    serve.add_argument("--slow-ms", type=int, default=30000, metavar="N",
+                       help="how late a 'slow' fault answers (default 30000)")
+    return parser
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _StopError
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
+            raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
+        faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
+        config = StoreConfig(db=args.db, root=args.root, tokens=tuple(args.token),
+                             read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
+                             latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
+                             idempotency=not args.no_idempotency)
+        engine = Engine(config)
+    except PoolerError as exc:
+        sys.stderr.write(f"pooler store: {exc.render()}\n")
+        return 2
+    try:
+        server = StoreServer((args.host, args.port), engine, faults, log=_log)
+    except OSError as exc:
+        engine.close()
+        sys.stderr.write(f"pooler store: cannot listen on {args.host}:{args.port}: {exc.strerror} - "
+                         "pick another --port, or 0 for a free one\n")
+        return 2
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    sys.stdout.write(server.url + "\n")
+    sys.stdout.flush()
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except _StopError:
+        pass
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        server.server_close()
+        engine.close()
+    return 0
+
+
+def _log(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.flush()

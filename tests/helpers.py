@@ -1,0 +1,86 @@
+"""Test helpers: a real reference store on a free port, and pooler run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Store:
+    """A running ``pooler store serve`` process."""
+
+    url: str
+    proc: subprocess.Popen[str]
+    db: Path
+    root: Path
+    token: str = "demo"
+    args: list[str] = field(default_factory=list)
+
+    def call(self, unit: str, command: str, params: dict[str, Any] | None = None,
+             token: str | None = None, **extra: Any) -> requests.Response:
+        body = {"unit": unit, "command": command, "params": params or {}, **extra}
+        return requests.post(f"{self.url}/tool_run", json=body, timeout=30,
+                             headers={"Authorization": f"Bearer {token or self.token}"})
+
+    def ops(self) -> list[dict[str, Any]]:
+        """Every command the store has carried out, oldest first (CmdOps adds no row itself)."""
+        answer = self.call("MELBIS_AGENT_TEST", "CmdOps").json()
+        rows: list[dict[str, Any]] = answer["data"]["tables"]["ops"]
+        return rows
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None = None) -> Store:
+    """Start the reference store on a free port and wait for the URL it prints first."""
+    db = db or tmp / "store.db"
+    root = root or tmp / "store-root"
+    cmd = [sys.executable, "-m", "pooler", "store", "serve", "--port", "0",
+           "--db", str(db), "--root", str(root), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http://127.0.0.1:"):
+        proc.kill()
+        _, err = proc.communicate()
+        raise RuntimeError(f"store did not start: {url!r} {err}")
+    token = "demo"
+    for i, a in enumerate(args):
+        if a == "--token":
+            token = args[i + 1]
+            break
+    return Store(url=url, proc=proc, db=db, root=root, token=token, args=list(args))
+
+
+
+def pooler(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+           stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pooler ARGS`` as a real process and capture what it prints."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "pooler", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd or ROOT, input=stdin, timeout=timeout, check=False)
+
+
+def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The one JSON document ``--json`` prints on stdout."""
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result

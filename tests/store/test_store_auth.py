@@ -1,0 +1,128 @@
+"""Tokens and grants: --token, --read-token, the demo token, 401."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from helpers import Store, start_store
+from storekit import TEST
+
+CUR = "MELBIS_AGENT_CURRENCY"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    s = start_store(
+        tmp_path_factory.mktemp("guarded"), "--token", "full-1", "--token", "full-2", "--read-token", "reader"
+    )
+    yield s
+    s.stop()
+
+
+def _run(
+    store: Store,
+    headers: dict[str, str],
+    unit: str = CUR,
+    command: str = "CmdList",
+    params: dict[str, Any] | None = None,
+) -> requests.Response:
+    return requests.post(
+        f"{store.url}/tool_run",
+        json={"unit": unit, "command": command, "params": params or {}},
+        headers=headers,
+        timeout=10,
+    )
+
+
+def test_full_tokens_are_granted_everything(guarded: Store) -> None:
+    for token in ("full-1", "full-2"):
+        resp = _run(guarded, {"Authorization": f"Bearer {token}"}, CUR, "CmdAdd", {"name": "Full"})
+        assert resp.json()["data"]["result"] is True
+
+
+def test_demo_is_no_token_when_tokens_are_given(guarded: Store) -> None:
+    resp = _run(guarded, {"Authorization": "Bearer demo"})
+    assert resp.status_code == 401
+    assert resp.json() == {"ok": False, "error": "ACCESS_DENIED: the token is not known to this store"}
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Basic ZGVtbzo="}, {"Authorization": "Bearer "}])
+def test_no_token_is_401(guarded: Store, headers: dict[str, str]) -> None:
+    resp = _run(guarded, headers)
+    assert resp.status_code == 401
+    assert resp.headers["Content-Type"].startswith("application/json")
+    assert resp.json() == {
+        "ok": False,
+        "error": "ACCESS_DENIED: no token - send the header Authorization: Bearer <token>",
+    }
+
+
+def test_tool_list_needs_a_token_too(guarded: Store) -> None:
+    resp = requests.post(f"{guarded.url}/tool_list", json={}, timeout=10)
+    assert resp.status_code == 401
+    assert resp.json()["error"].startswith("ACCESS_DENIED: ")
+
+
+def test_a_read_token_gets_only_the_reading_commands(guarded: Store) -> None:
+    reader = {"Authorization": "Bearer reader"}
+    assert _run(guarded, reader, CUR, "CmdList").json()["data"]["result"] is True
+    assert _run(guarded, reader, TEST, "CmdEcho", {"a": 1}).json()["data"]["detail"] == {"a": 1}
+    assert (
+        _run(guarded, reader, "MELBIS_AGENT_STORE", "cmdget", {"sku": "x"}).json()["data"]["result"] is True
+    )
+    assert _run(guarded, reader, TEST, "CmdOps").json()["data"]["result"] is True
+    before = len(guarded.ops())
+    resp = _run(guarded, reader, CUR, "CmdAdd", {"name": "Nope"})
+    assert resp.status_code == 200
+    doc = resp.json()
+    assert doc["ok"] is True
+    assert doc["data"]["result"] is False
+    assert (
+        doc["data"]["message"] == "ACCESS_DENIED: the command MELBIS_AGENT_CURRENCY\\CmdAdd is not granted "
+        "to this token."
+    )
+    assert (
+        _run(guarded, reader, TEST, "CmdFail").json()["data"]["message"]
+        == "ACCESS_DENIED: the command MELBIS_AGENT_TEST\\CmdFail is not granted to this token."
+    )
+    assert len(guarded.ops()) == before
+
+
+def test_tool_list_shows_the_grants_of_the_callers_token(guarded: Store) -> None:
+    def granted(token: str) -> dict[str, bool]:
+        doc = requests.post(
+            f"{guarded.url}/tool_list",
+            json={"unit": CUR},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        ).json()
+        return {c["name"]: c["granted"] for c in doc["data"]["tools"][0]["commands"]}
+
+    assert granted("reader") == {
+        "CmdList": True,
+        "CmdAdd": False,
+        "CmdUpdate": False,
+        "CmdRemove": False,
+        "CmdPos": False,
+    }
+    assert all(granted("full-1").values())
+
+
+def test_demo_grants_everything_when_no_token_is_given(shared: Store) -> None:
+    assert shared.token == "demo"
+    resp = _run(shared, {"Authorization": "Bearer demo"}, CUR, "CmdAdd", {"name": "Demo"})
+    assert resp.json()["data"]["result"] is True
+
+
+def test_only_a_read_token_leaves_no_full_token(store_factory: Any) -> None:
+    store = store_factory("--read-token", "r")
+    assert _run(store, {"Authorization": "Bearer demo"}).status_code == 401
+    doc = _run(store, {"Authorization": "Bearer r"}, CUR, "CmdRemove", {"id": 1}).json()
+    assert (
+        doc["data"]["message"]
+        == "ACCESS_DENIED: the command MELBIS_AGENT_CURRENCY\\CmdRemove is not granted "
+        "to this token."
+    )

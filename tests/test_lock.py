@@ -1,0 +1,139 @@
+"""One run at a time per pool file: the lock itself, and two real overlapping runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, Store, pooler
+
+from pooler.errors import LockedError
+from pooler.lock import PoolLock, lock_dir, lock_path
+
+
+def test_second_lock_on_the_same_pool_is_refused_with_the_holder(tmp_path: Path) -> None:
+    pool = tmp_path / "p.yaml"
+    pool.write_text("pool: []\n")
+    first = PoolLock(pool, tmp_path / "locks")
+    first.acquire()
+    try:
+        with pytest.raises(LockedError) as caught:
+            PoolLock(pool, tmp_path / "locks").acquire()
+        assert re.fullmatch(
+            rf"another run of {re.escape(str(pool))} is running \(pid {os.getpid()}, started "
+            r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\); this run sent nothing\.",
+            caught.value.message,
+        )
+    finally:
+        first.release()
+    again = PoolLock(pool, tmp_path / "locks")
+    again.acquire()
+    assert again.held
+    again.release()
+    again.release()  # twice is harmless
+    assert not again.held
+
+
+def test_locks_of_two_pools_do_not_meet(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    with PoolLock(a, tmp_path / "locks"), PoolLock(b, tmp_path / "locks") as second:
+        assert second.held
+
+
+def test_lock_file_and_folder_are_owner_only_and_named_by_sha1(tmp_path: Path) -> None:
+    pool = tmp_path / "p.yaml"
+    folder = tmp_path / "state" / "locks"
+    with PoolLock(pool, folder) as lock:
+        assert lock.path == lock_path(pool, folder)
+        assert re.fullmatch(r"[0-9a-f]{40}\.lock", lock.path.name)
+        assert stat.S_IMODE(lock.path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert f"pid {os.getpid()}" in lock.path.read_text()
+
+
+def test_the_same_file_by_another_path_is_the_same_lock(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    pool = tmp_path / "p.yaml"
+    roundabout = tmp_path / "sub" / ".." / "p.yaml"
+    assert lock_path(pool, tmp_path) == lock_path(roundabout, tmp_path)
+
+
+def test_lock_dir_follows_the_journal_or_the_state_folder(tmp_path: Path) -> None:
+    assert lock_dir(tmp_path / "j" / "journal.sqlite") == (tmp_path / "j" / "locks").resolve()
+    assert lock_dir(None, {"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "pooler" / "locks"
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
+    pool = tmp_path / "p.yaml"
+    code = ("import sys, pathlib; from pooler.lock import PoolLock;"
+            f"PoolLock(pathlib.Path({str(pool)!r}), pathlib.Path({str(tmp_path)!r})).acquire();"
+            "print('held', flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=ROOT)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "held"
+    with pytest.raises(LockedError, match=rf"\(pid {child.pid}, "):
+        PoolLock(pool, tmp_path).acquire()
+    child.kill()
+    child.wait()
+    with PoolLock(pool, tmp_path) as lock:
+        assert lock.held
+
+
+def wait_for_lock_holder(path: Path, pid: int, proc: subprocess.Popen[str], deadline: float) -> None:
+    """Poll the lock file until the first run has written its pid into it."""
+    while time.monotonic() < deadline:
+        if path.is_file() and f"pid {pid}\n" in path.read_text():
+            return
+        assert proc.poll() is None, f"the first run ended early: {proc.communicate()}"
+        time.sleep(0.02)
+    raise AssertionError("the first run never took its lock")
+
+
+def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object) -> None:
+    store: Store = store_factory("--latency-ms", "300")  # type: ignore[operator]
+    pool = tmp_path / "slow.yaml"
+    # 40 calls of 300 ms: the first run is still going when the second one starts.
+    pool.write_text(
+        "pool:\n"
+        + "".join(f"  - {{unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {{n: {n}}}}}\n"
+                  for n in range(40))
+    )
+    journal = tmp_path / "journal.sqlite"
+    common = ["--store", store.url, "--journal", str(journal), "--out", str(tmp_path / "out")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env["POOLER_TOKEN"] = store.token
+    first = subprocess.Popen([sys.executable, "-m", "pooler", "run", str(pool), *common, "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    try:
+        wait_for_lock_holder(lock_path(pool, lock_dir(journal)), first.pid, first, time.monotonic() + 30)
+        second = pooler("run", str(pool), *common, "--json", env={"POOLER_TOKEN": store.token})
+        assert first.poll() is None, "the first run ended before the second one tried the lock"
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.returncode == 3, second.stderr
+    assert second.stdout == ""
+    assert re.fullmatch(
+        rf"pooler: another run of {re.escape(str(pool))} is running \(pid {first.pid}, started \S+\); "
+        r"this run sent nothing\.\n",
+        second.stderr,
+    )
+    assert first.returncode == 130, err
+    done = json.loads(out)["succeeded"]
+    # Every call the store carried out was the first run's.
+    assert [op["params"] for op in store.ops()] == [{"n": n} for n in range(done)]
+    # The lock is free again once the first run has ended.
+    with PoolLock(pool, lock_dir(journal)) as lock:
+        assert lock.held

@@ -1,0 +1,191 @@
+"""How a run looks: plain timestamped lines off a terminal, a live view on one."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import re
+import struct
+import subprocess
+import sys
+import termios
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from helpers import ROOT, Store
+
+from pooler.model import Pool, Step
+from pooler.redact import Redactor
+from pooler.render import (
+    FanOut,
+    LiveReporter,
+    PlainReporter,
+    answer_lines,
+    call_line,
+    console_for,
+    make_reporter,
+    results_table,
+    summary_line,
+)
+
+CUR = Step(num=1, unit="MELBIS_AGENT_CURRENCY", command="CmdAdd", name="cur")
+ROWS = Step(num=2, unit="MELBIS_AGENT_STORE", command="CmdAdd", name="add")
+POOL = Pool(file="pools/x.yaml", steps=[CUR, ROWS])
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def fixed_clock() -> datetime:
+    return datetime(2026, 11, 30, 12, 0, 1)
+
+
+def done(**extra: Any) -> dict[str, Any]:
+    return {"status": "completed", "result": True, "message": "ok", "time": {"server": 3, "trip": 12},
+            **extra}
+
+
+def answer(**extra: Any) -> dict[str, Any]:
+    base = {"result": True, "status": "completed", "total": 2, "succeeded": 2, "failed": 0, "skipped": 0,
+            "not_run": 0, "in_doubt": [], "task": "t-1", "time": {"trip": 145},
+            "steps": [{"num": 1, "name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
+                       **done()}]}
+    return {**base, **extra}
+
+
+def test_call_lines_read_like_a_cron_log() -> None:
+    assert call_line(2, 5, CUR, done()) == "step 2/5 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms"
+    assert (call_line(3, 5, ROWS, done(row=7, key="goods-A")) ==
+            "step 3/5 add MELBIS_AGENT_STORE.CmdAdd row 7 completed 12 ms key goods-A")
+    assert (call_line(4, 5, ROWS, done(rows=[0, 499])) ==
+            "step 4/5 add MELBIS_AGENT_STORE.CmdAdd rows 0-499 completed 12 ms")
+    failed = {"status": "failed", "result": False, "message": "Unknown command [CmdAdd]"}
+    assert (call_line(5, 5, Step(num=3, unit="U", command="C"), failed) ==
+            "step 5/5 #3 U.C failed: Unknown command [CmdAdd]")
+
+
+def test_summary_line() -> None:
+    assert summary_line(answer()) == ("pool completed: 2 calls, 2 succeeded, 0 failed, 0 skipped, 0 not_run "
+                                      "in 145 ms")
+    stopped = answer(result=False, status="partial", succeeded=1, not_run=1, interrupted="SIGTERM",
+                     in_doubt=[{"num": 2}])
+    assert summary_line(stopped) == ("pool partial (interrupted by SIGTERM): 2 calls, 1 succeeded, 0 failed, "
+                                     "0 skipped, 1 not_run, 1 in doubt in 145 ms; to continue: --task t-1 "
+                                     "--resume")
+
+
+def test_plain_reporter_writes_one_stamped_line_per_call() -> None:
+    out = io.StringIO()
+    reporter = PlainReporter(out, Redactor(["hush-hush"]), clock=fixed_clock)
+    reporter.pool_started(POOL, "t-1", 2)
+    reporter.step_started(CUR, 1)
+    reporter.step_finished(CUR, done(message="said hush-hush"))
+    reporter.rows_progress(ROWS, 1, 1)
+    reporter.step_finished(ROWS, {"status": "failed", "result": False, "message": "no: hush-hush"})
+    reporter.pool_finished(answer(result=False, status="partial", succeeded=1, failed=1))
+    assert out.getvalue().splitlines() == [
+        "2026-11-30T12:00:01 pool pools/x.yaml task t-1: 2 calls",
+        "2026-11-30T12:00:01 step 1/2 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms",
+        "2026-11-30T12:00:01 step 2/2 add MELBIS_AGENT_STORE.CmdAdd failed: no: ***",
+        ("2026-11-30T12:00:01 pool partial: 2 calls, 1 succeeded, 1 failed, 0 skipped, 0 not_run in 145 ms; "
+         "to continue: --task t-1 --resume"),
+    ]
+
+
+def test_quiet_keeps_only_failures() -> None:
+    out = io.StringIO()
+    reporter = PlainReporter(out, Redactor(), quiet=True, clock=fixed_clock)
+    reporter.pool_started(POOL, "t-1", 2)
+    reporter.step_finished(CUR, done())
+    reporter.pool_finished(answer())
+    assert out.getvalue() == ""
+    reporter.step_finished(ROWS, {"status": "in_doubt", "result": False, "message": "lost"})
+    assert out.getvalue() == "2026-11-30T12:00:01 step 2/2 add MELBIS_AGENT_STORE.CmdAdd in_doubt: lost\n"
+
+
+def test_live_view_draws_a_bar_and_ends_with_a_results_table() -> None:
+    out = io.StringIO()
+    console = console_for(out, tty=True)
+    console.width = 140
+    reporter = LiveReporter(console, Redactor(["hush-hush"]))
+    reporter.pool_started(POOL, "t-1", 3)
+    reporter.step_started(CUR, 1)
+    reporter.step_finished(CUR, done())
+    reporter.step_started(ROWS, 2)
+    reporter.rows_progress(ROWS, 1, 2)
+    reporter.step_finished(ROWS, {"status": "failed", "result": False, "message": "refused hush-hush",
+                                  "row": 1})
+    reporter.pool_finished(answer(result=False, status="partial", succeeded=1, failed=1, not_run=1))
+    text = ANSI.sub("", out.getvalue())
+    assert "pool pools/x.yaml  task t-1" in text
+    assert "━" in text  # the bar
+    assert re.search(r"calls\s.*2/3", text)
+    assert "rows of add" in text
+    assert "add MELBIS_AGENT_STORE.CmdAdd row 1 failed: refused ***" in text
+    assert re.search(r"│ 1 │ cur\s+│ MELBIS_AGENT_CURRENCY\.CmdAdd │ completed │\s+12 │ ok\s+│", text)
+    assert "pool partial: 2 calls, 1 succeeded, 1 failed" in text
+    assert "hush-hush" not in text
+    assert "\x1b[" in out.getvalue()  # a terminal gets colour
+
+
+def test_make_reporter_picks_by_terminal_and_tees_to_the_log() -> None:
+    assert isinstance(make_reporter(io.StringIO(), Redactor()), PlainReporter)
+    assert isinstance(make_reporter(io.StringIO(), Redactor(), tty=True), LiveReporter)
+    log = io.StringIO()
+    both = make_reporter(io.StringIO(), Redactor(), quiet=True, log=log)
+    assert isinstance(both, FanOut)
+    both.pool_started(POOL, "t-9", 1)
+    both.step_finished(CUR, done())
+    both.pool_finished(answer())
+    # The log gets every line even when the screen is quiet.
+    assert len(log.getvalue().splitlines()) == 3
+
+
+def test_answer_lines_for_show() -> None:
+    lines = answer_lines(answer())
+    assert lines == ["1. cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms: ok",
+                     "pool completed: 2 calls, 2 succeeded, 0 failed, 0 skipped, 0 not_run in 145 ms"]
+
+
+def test_a_run_on_a_terminal_shows_the_live_view(store: Store, tmp_path: Path) -> None:
+    primary, secondary = os.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_") and k != "COLUMNS"}
+    env.update({"POOLER_TOKEN": store.token, "TERM": "xterm-256color"})
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pooler", "run", str(ROOT / "pools" / "currency.json"), "--store", store.url,
+         "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],
+        stdin=secondary, stdout=secondary, stderr=secondary, cwd=ROOT, env=env, close_fds=True)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the terminal closes when the run ends
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(primary)
+    assert proc.wait(timeout=60) == 0
+    raw = b"".join(chunks).decode("utf-8", "replace")
+    text = ANSI.sub("", raw)
+    assert "\x1b[" in raw
+    assert "━" in text
+    assert "results" in text
+    assert re.search(r"│ 2 │\s+│ MELBIS_AGENT_CURRENCY\.CmdPos\s+│ completed │", text), text
+    assert "pool completed: 2 calls, 2 succeeded" in text
+    assert not re.search(r"^\d{4}-\d\d-\d\dT", text, re.M)  # no plain lines on a terminal
+
+
+def test_store_text_is_never_read_as_markup() -> None:
+    out = io.StringIO()
+    console = console_for(out, tty=True)
+    console.width = 140
+    step = {"num": 1, "name": "[x]", "unit": "U", "command": "C", "status": "failed",
+            "message": "Unknown command [CmdNope] [bold]"}
+    console.print(results_table({"steps": [step]}))
+    text = ANSI.sub("", out.getvalue())
+    assert "Unknown command [CmdNope] [bold]" in text
+    assert "│ [x]  │" in text
