@@ -28,7 +28,7 @@ _REF = re.compile(r"@([^.@][^.]*)\.(.*)", re.DOTALL)
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
-class RefMissing(PoolerError):  # noqa: N818 - the name the executor's interface gives it
+class RefMissing(PoolerError):
     """A reference names a field that the detail of its step does not have."""
 
     def __init__(self, name: str, path: str) -> None:
@@ -37,7 +37,7 @@ class RefMissing(PoolerError):  # noqa: N818 - the name the executor's interface
         self.ref_path = path
 
 
-class RefUnavailable(PoolerError):  # noqa: N818 - named like RefMissing beside it
+class RefUnavailable(PoolerError):
     """A reference names an earlier step that has no detail (it failed or did not run)."""
 
     def __init__(self, name: str, path: str) -> None:

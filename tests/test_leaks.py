@@ -16,6 +16,12 @@ from typing import Any
 import pytest
 from helpers import Store, answer_of, pooler
 
+from pooler.client import ToolRunClient
+from pooler.executor import RunConfig, run_pool
+from pooler.journal import Journal
+from pooler.loader import load_pool
+from pooler.redact import Redactor
+
 TOKEN = "tok-LEAK-5f2c9e71"
 SIG = "SIG-leak-8d1b40"  # from the environment: a secret without saying so
 PIN = "PIN-leak-3a7e66"  # declared secret: true, given in a vars file
@@ -154,3 +160,20 @@ def test_a_refused_token_is_not_shown(secret_store: Store, tmp_path: Path) -> No
     for where in (proc.stdout, proc.stderr, *(p.read_bytes().decode("utf-8", "replace")
                                               for p in written(tmp_path))):
         assert "tok-WRONG-91ac33" not in where
+
+
+def test_the_engine_masks_what_it_writes_behind_any_client(store: Store, tmp_path: Path) -> None:
+    """run_pool as a library, with a plain client: its own redactor keeps the files clean."""
+    pool_file = tmp_path / "pool.json"
+    pool_file.write_text(json.dumps({"pool": [
+        {"unit": "MELBIS_AGENT_STORE", "command": "CmdAdd", "params": {"sku": "S-1", "name": SIG}},
+        {"unit": "MELBIS_AGENT_STORE", "command": "CmdList", "into": "job"}]}), encoding="utf-8")
+    with Journal(tmp_path / "state" / "journal.sqlite") as journal, \
+            ToolRunClient(store.url, store.token) as client:
+        answer = run_pool(load_pool(pool_file), client,
+                          RunConfig(out=tmp_path / "out", redactor=Redactor([SIG])), journal=journal)
+    assert [e["status"] for e in answer["steps"]] == ["completed", "completed"]
+    rows = (tmp_path / "out" / "job.goods.jsonl").read_text().splitlines()
+    assert [json.loads(r)["name"] for r in rows] == ["***"]
+    for path in written(tmp_path):
+        assert SIG.encode() not in path.read_bytes(), path
