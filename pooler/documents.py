@@ -53,6 +53,9 @@ def read_text(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> str:
     except OSError as exc:
         raise InputError(f"{display} cannot be read: {exc.strerror or exc} - check its permissions.",
                          file=display) from None
+    except ValueError:  # a zero byte in the name: no file can have it
+        shown = display.replace("\x00", "\\0")
+        raise InputError(f"No such file: {shown} - a file name holds no zero byte.", file=shown) from None
     if len(raw) > max_bytes:
         raise InputError(f"{display} is larger than {_size(max_bytes)} - split it into smaller files.",
                          file=display)

@@ -276,6 +276,12 @@ def test_a_missing_pool_file(tmp_path: Path) -> None:
     assert refused.value.message == f"No such file: {tmp_path / 'none.yaml'}"
 
 
+def test_a_file_name_with_a_zero_byte(tmp_path: Path) -> None:
+    with pytest.raises(CheckFailed) as refused:
+        load_pool_value({"pool_source": "a\x00b.json"}, base=tmp_path)
+    assert refused.value.message == f"No such file: {tmp_path}/a\\0b.json - a file name holds no zero byte."
+
+
 def test_a_bigger_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
     lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
