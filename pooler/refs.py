@@ -21,6 +21,7 @@ from typing import Any
 from jsonpath_ng.parser import parse as jsonpath_parse
 
 from pooler.errors import PoolerError
+from pooler.jsonmap import map_strings
 from pooler.model import JsonPath
 
 #: What a reference looks like: ``@`` + a name without a dot + ``.`` + the path in the detail.
@@ -118,38 +119,21 @@ def resolve(params: Any, details: Mapping[str, Any], known: Collection[str]) -> 
 
 
 def _resolve(value: Any, details: Mapping[str, Any], known: Collection[str]) -> Any:
-    if isinstance(value, str):
-        if not value.startswith("@"):
-            return value
-        parsed = parse_ref(value)
+    def fill(text: str) -> Any:
+        if not text.startswith("@"):
+            return text
+        parsed = parse_ref(text)
         if parsed is None:
-            return unescape(value)
+            return unescape(text)
         name, path = parsed
         low = name.lower()
         if low not in known:
-            return value
+            return text
         if low not in details:
             raise RefUnavailable(name, path)
         return lookup(details[low], name, path)
-    if isinstance(value, dict):
-        out: dict[Any, Any] | None = None
-        for k, v in value.items():
-            new = _resolve(v, details, known)
-            if new is not v:
-                if out is None:
-                    out = dict(value)
-                out[k] = new
-        return value if out is None else out
-    if isinstance(value, list):
-        items: list[Any] | None = None
-        for i, v in enumerate(value):
-            new = _resolve(v, details, known)
-            if new is not v:
-                if items is None:
-                    items = list(value)
-                items[i] = new
-        return value if items is None else items
-    return value
+
+    return map_strings(value, fill)
 
 
 def unescape_all(params: Any) -> Any:

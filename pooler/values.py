@@ -21,6 +21,7 @@ from typing import Any
 
 from pooler.documents import parse_text, read_document
 from pooler.errors import CheckFailed, InputError, Problem, UsageError, did_you_mean
+from pooler.jsonmap import map_strings
 from pooler.model import JsonPath, Pool
 from pooler.positions import KEY
 
@@ -119,27 +120,7 @@ def substitute(value: Any, scope: Mapping[str, Any]) -> Any:
     """``value`` with every template filled from ``scope`` (variables, and ``row`` when a step runs
     over rows).  Containers are copied only where something changed.  ``InputError`` for a name
     ``scope`` lacks (the checks catch those before a run)."""
-    if isinstance(value, str):
-        return _fill(value, scope) if "$" in value else value
-    if isinstance(value, dict):
-        out: dict[Any, Any] | None = None
-        for k, v in value.items():
-            new = substitute(v, scope)
-            if new is not v:
-                if out is None:
-                    out = dict(value)
-                out[k] = new
-        return value if out is None else out
-    if isinstance(value, list):
-        items: list[Any] | None = None
-        for i, v in enumerate(value):
-            new = substitute(v, scope)
-            if new is not v:
-                if items is None:
-                    items = list(value)
-                items[i] = new
-        return value if items is None else items
-    return value
+    return map_strings(value, lambda text: _fill(text, scope) if "$" in text else text)
 
 
 def _fill(text: str, scope: Mapping[str, Any]) -> Any:
