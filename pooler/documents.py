@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from yaml.nodes import MappingNode, Node, SequenceNode
 
@@ -41,11 +41,26 @@ class Document:
     source: Source
 
 
+def _read_capped(handle: BinaryIO, max_bytes: int) -> bytes | None:
+    """The whole stream, or ``None`` once it passes ``max_bytes``.
+
+    Read in blocks: ``read(max_bytes + 1)`` would allocate the whole cap for every small file.
+    """
+    blocks: list[bytes] = []
+    total = 0
+    while block := handle.read(1 << 20):
+        total += len(block)
+        if total > max_bytes:
+            return None
+        blocks.append(block)
+    return b"".join(blocks)
+
+
 def read_text(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> str:
     """The file's text: utf-8 (a BOM is dropped), no zero byte, not over ``max_bytes``."""
     try:
         with path.open("rb") as handle:
-            raw = handle.read(max_bytes + 1)
+            raw = _read_capped(handle, max_bytes)
     except FileNotFoundError:
         raise InputError(f"No such file: {display}", file=display) from None
     except IsADirectoryError:
@@ -56,7 +71,7 @@ def read_text(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> str:
     except ValueError:  # a zero byte in the name: no file can have it
         shown = display.replace("\x00", "\\0")
         raise InputError(f"No such file: {shown} - a file name holds no zero byte.", file=shown) from None
-    if len(raw) > max_bytes:
+    if raw is None:
         raise InputError(f"{display} is larger than {_size(max_bytes)} - split it into smaller files.",
                          file=display)
     if raw.startswith(_BOM):

@@ -43,7 +43,8 @@ def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Pool:
 
 def load_pool_value(value: Any, *, file: str = "<pool>", base: Path) -> Pool:
     """The same from a value in memory (JSON arguments of an MCP call); no positions.
-    ``base`` is the folder a relative ``pool_source``/``params_source`` is read from."""
+    ``base`` is the folder a relative ``pool_source``/``params_source`` is read from, and (kept as
+    ``Pool.base``) the one the executor reads the steps' data files from."""
     return _Loader(file, base, MAX_BYTES).load(value, Source(file=file))
 
 
@@ -83,6 +84,7 @@ class _Loader:
             variables=_variables(value.get("vars") or {}),
             source=source,
             options_set=frozenset(name for name in OPTION_NAMES if name in value),
+            base=str(self.base),
         )
 
     def not_a_pool(self, value: Any, source: Source) -> Problem:

@@ -168,6 +168,9 @@ class Pool:
     source: Source | None = None
     #: Which option names the file set itself (command-line flags override the rest silently).
     options_set: frozenset[str] = frozenset()
+    #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
+    #: file's own folder.  A pool built in memory has no folder of its own to go by.
+    base: str | None = None
 
     def step_named(self, name: str) -> Step | None:
         """The step with that name, case not told apart (the seed's rule for names)."""
