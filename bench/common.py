@@ -84,12 +84,17 @@ def work(case: str) -> Iterator[Work]:
         yield Work(Path(tmp))
 
 
+#: Settings a user's shell does not usually have, which change what a process costs.
+_NOT_PASSED = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONPROFILEIMPORTTIME")
+
+
 def child_env(tmp: Path) -> dict[str, str]:
     """The environment of every measured process: no POOLER_* settings, state kept in ``tmp``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_") and k not in _NOT_PASSED}
     env["XDG_STATE_HOME"] = str(tmp / "state")
     env["XDG_CONFIG_HOME"] = str(tmp / "config")
-    # Compiled modules go to the temporary folder too; each case's warm-up run fills it.
+    # Compiled modules go to the temporary folder too; each case's warm-up run fills it (without
+    # them every process would compile every module again, which no user's pooler does).
     env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     return env
 
@@ -233,6 +238,15 @@ def run_pool(w: Work, st: Store, pool: Path, calls: int, *, label: str = "pooler
     expect_run(answer, calls)
     sample.extra["trip"] = trip_seconds(answer)
     return sample
+
+
+def end_on_sigterm() -> None:
+    """SIGTERM ends the bench like an exception, so running processes, the store and the
+    temporary folders are cleaned up on the way out."""
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def alternate(commands: dict[str, Callable[[], Sample]], runs: int,

@@ -19,7 +19,7 @@ import overhead
 import scaling
 import startup
 import versus_newman
-from common import ROOT, BenchError
+from common import ROOT, BenchError, end_on_sigterm
 from summary import Case, Row, parse_settings, save, table
 
 CASES: dict[str, Case] = {
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: unknown case {', '.join(unknown)}; the cases are {', '.join(CASES)}",
                   file=sys.stderr)
             return 2
+    end_on_sigterm()
     rows: list[Row] = []
     notes: list[str] = []
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, BenchError
+from common import RESULTS, ROOT, BenchError, end_on_sigterm
 
 
 @dataclass
@@ -106,6 +106,7 @@ Case = Callable[[Settings], tuple[list[Row], list[str]]]
 def main_for(name: str, description: str, case: Case, argv: list[str] | None = None) -> int:
     """What ``python bench/<case>.py`` does: run the one case, print and save its table."""
     settings, _ = parse_settings(description, argv)
+    end_on_sigterm()
     try:
         rows, notes = case(settings)
     except BenchError as exc:

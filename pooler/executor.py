@@ -23,7 +23,10 @@ Decisions the seeds leave open:
   rerun with the refusal it kept.  A call whose answer was lost keeps its key, so a store that
   honours keys answers the repeat without carrying it out twice.
 - A new task clears the step tables of ``out``; a task run again keeps them, so the rows written
-  by calls it now skips stay where the skipped entries say they are.
+  by calls it now skips stay where the skipped entries say they are (``RunConfig.clear_tables``
+  overrides this for a caller whose every run is a new pool).
+- The task is opened in the journal only after the pool is planned: a pool refused while
+  planning (a data file missing) sent nothing and leaves no task that looks unfinished.
 - Steps over rows: the detail a later step refers to is that of the call with the last row.
 """
 
@@ -42,7 +45,7 @@ from pooler.answer import Collector
 from pooler.calls import Call, CallRunner, StepPlan
 from pooler.client import ToolRunClient
 from pooler.errors import InputError, JournalError, Problem
-from pooler.journal import Journal
+from pooler.journal import Journal, pool_identity
 from pooler.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.refs import refs_to, unescape_all
@@ -69,6 +72,10 @@ class RunConfig:
     redactor: Redactor = field(default_factory=Redactor)
     #: Only the first N rows of every step over rows.
     sample: int | None = None
+    #: Remove the step tables of ``out`` before the run.  None: when the task is new (a task run
+    #: again keeps the rows of the calls it skips).  True for a caller whose every run is a new
+    #: pool under one task, as the MCP server's tool_pool calls are.
+    clear_tables: bool | None = None
 
 
 class StopSignal(threading.Event):
@@ -92,7 +99,8 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
              reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
     """Run ``pool`` and return its answer (contract §3); every call ends with exactly one status.
 
-    Without a journal the keys hold within this run only.
+    Without a journal the keys hold within this run only.  A pool refused before its first call
+    (a data file missing) raises and leaves the journal as it was: no task is opened for it.
     """
     started = time.monotonic()
     reporter = reporter or NullReporter()
@@ -100,12 +108,14 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
     own = journal is None
     journal = journal or Journal.in_memory()
     try:
-        task, run_no, rerun = _open_task(journal, pool, config)
-        base = Path(pool.file).absolute().parent
+        task_id, rerun = _find_task(journal, pool, config)
+        clear = not rerun if config.clear_tables is None else config.clear_tables
+        base = pool_base(pool)
+        runs = _plan(pool, base, config.sample, keep_tables=rerun and not clear)
+        task, run_no = _open_task(journal, pool, task_id, rerun)
         writer = TableWriter(config.out)
-        if not rerun:
+        if clear:
             writer.clear_step_tables()
-        runs = _plan(pool, base, config.sample, keep_tables=rerun)
         runner = CallRunner(client=client, journal=journal, task=task, run=run_no, writer=writer,
                             redactor=config.redactor, reporter=reporter, stop=stop,
                             variables=_values(config.variables), base=base,
@@ -136,6 +146,11 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
             journal.close()
 
 
+def pool_base(pool: Pool) -> Path:
+    """The folder the pool's relative data files are read from: the loader's, else the file's."""
+    return Path(pool.base).absolute() if pool.base is not None else Path(pool.file).absolute().parent
+
+
 def _values(variables: Any) -> Mapping[str, Any]:
     if isinstance(variables, Mapping):
         return variables
@@ -143,23 +158,31 @@ def _values(variables: Any) -> Mapping[str, Any]:
     return found if isinstance(found, Mapping) else {}
 
 
-def _open_task(journal: Journal, pool: Pool, config: RunConfig) -> tuple[str, int, bool]:
-    """The task id, the number of this run of it, and whether the task ran before."""
+def _find_task(journal: Journal, pool: Pool, config: RunConfig) -> tuple[str | None, bool]:
+    """The id of the task to run (None: a new one, named by the journal) and whether it ran before.
+
+    Only reads the journal: the task is opened once the pool has been planned.
+    """
     task_id = config.task_id
     if task_id is None and config.resume:
         task_id = journal.last_unfinished(pool.file)
-        if task_id is None:
-            return journal.new_task(pool.file), 1, False
     if task_id is None:
-        return journal.new_task(pool.file), 1, False
+        return None, False
     known = journal.task(task_id)
     if known is None:
-        return journal.new_task(pool.file, task_id), 1, False
-    here = str(Path(pool.file).resolve())
+        return task_id, False
+    here = pool_identity(pool.file)
     if known.pool_file != here:
         raise JournalError(f"the task {task_id} ran {known.pool_file}, not {here} - keys belong to "
                            "one pool: give this pool a task id of its own.")
-    return task_id, journal.open_task(task_id), True
+    return task_id, True
+
+
+def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool) -> tuple[str, int]:
+    """The task's id and the number of this run of it."""
+    if rerun and task_id is not None:
+        return task_id, journal.open_task(task_id)
+    return journal.new_task(pool.file, task_id), 1
 
 
 def _has_template(value: Any) -> bool:

@@ -125,6 +125,12 @@ def default_journal_path() -> Path:
     return base / "pooler" / "journal.sqlite"
 
 
+def pool_identity(pool_file: str | Path) -> str:
+    """The pool file as the journal knows it: resolved, so a path through a symlink or with ``..``
+    names the same pool (and its keys) as the real path does."""
+    return str(Path(pool_file).resolve())
+
+
 def _now() -> str:
     now = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
@@ -244,7 +250,7 @@ class Journal:
 
     def new_task(self, pool_file: str | Path, task_id: str | None = None) -> str:
         """Start a task for ``pool_file`` (kept resolved); a readable unique id when none is given."""
-        pool = str(Path(pool_file).resolve())
+        pool = pool_identity(pool_file)
         for _ in range(20):
             tid = task_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
             with self._tx() as db:
@@ -278,7 +284,7 @@ class Journal:
 
     def last_unfinished(self, pool_file: str | Path) -> str | None:
         """The latest task of ``pool_file`` that did not complete (stopped, failed, or killed)."""
-        pool = str(Path(pool_file).resolve())
+        pool = pool_identity(pool_file)
         rows = self._query(
             "SELECT id FROM tasks WHERE pool_file = ? AND status != 'completed' "
             "ORDER BY started DESC, rowid DESC LIMIT 1", (pool,))

@@ -26,6 +26,10 @@ _LEADING_DOTS = re.compile(r"^\.+")
 _BUFFER = 1024 * 1024
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Locks of the files being written, shared by every writer of the process: the MCP server's
+#: tool_run and tool_pool each have a writer and may append to one job at the same time.
+_FILE_LOCKS: dict[Path, threading.Lock] = {}
+_FILE_GUARD = threading.Lock()
 
 
 def safe_name(name: str) -> str:
@@ -37,16 +41,17 @@ def safe_name(name: str) -> str:
 class TableWriter:
     """Writes the tables of answers under ``out`` and appends them to ``into`` jobs.
 
-    One writer serves a whole run and may be shared by threads: writes to one file are serialized,
-    and a job's row count is taken from disk once and then kept.
+    One writer serves a whole run and may be shared by threads: writes to one file are serialized
+    (across writers too).  A job's row count is taken from disk and then kept while the file stays
+    as this writer left it; once its size or mtime has changed (another writer, another process),
+    it is counted again.
     """
 
     def __init__(self, out: Path) -> None:
         self.out = Path(out).absolute()
         self.tables_dir = self.out / "tables"
-        self._guard = threading.Lock()
-        self._locks: dict[Path, threading.Lock] = {}
-        self._job_rows: dict[Path, int] = {}
+        #: A job's rows, with the size and mtime of its file when they were counted.
+        self._job_rows: dict[Path, tuple[int, int, int]] = {}
 
     def clear_step_tables(self) -> None:
         """Remove ``<out>/tables/step*.jsonl``: a new pool run replaces the step tables."""
@@ -120,19 +125,33 @@ class TableWriter:
                     # The job file may hold part of the rows now; count it again next time.
                     self._job_rows.pop(job, None)
                     raise
-                self._job_rows[job] = held + len(rows)
+                self._remember(job, held + len(rows))
                 return {"rows": len(rows), "file": str(path), "head": head,
                         "job": str(job), "job_rows": held + len(rows)}
 
-    def _lock(self, path: Path) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(path, threading.Lock())
+    @staticmethod
+    def _lock(path: Path) -> threading.Lock:
+        with _FILE_GUARD:
+            return _FILE_LOCKS.setdefault(path, threading.Lock())
+
+    def _remember(self, job: Path, count: int) -> None:
+        try:
+            st = job.stat()
+        except OSError:
+            self._job_rows.pop(job, None)
+            return
+        self._job_rows[job] = (count, st.st_size, st.st_mtime_ns)
 
     def _job_count(self, job: Path) -> int:
-        """Rows the job file holds (counted once per writer); a last line cut short is ended."""
+        """Rows the job file holds (kept while the file is unchanged); a last line cut short is ended."""
         known = self._job_rows.get(job)
         if known is not None:
-            return known
+            try:
+                st = job.stat()
+            except OSError:
+                st = None
+            if st is not None and (st.st_size, st.st_mtime_ns) == known[1:]:
+                return known[0]
         count = 0
         last = b"\n"
         try:
@@ -146,7 +165,7 @@ class TableWriter:
             with _open(job, True) as jh:
                 jh.write("\n")
             count += 1
-        self._job_rows[job] = count
+        self._remember(job, count)
         return count
 
     def _inside(self, path: Path) -> Path:

@@ -132,6 +132,41 @@ pool:
     assert store.ops() == []
 
 
+def test_a_pool_refused_for_a_missing_data_file_leaves_no_running_task(store: Store,
+                                                                       tmp_path: Path) -> None:
+    pool = write(tmp_path, "rows.yaml", """\
+pool:
+  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {n: "${row.n}"}, for_each: {file: rows.csv}}
+""")
+    proc = run(store, tmp_path, pool, "--json")
+    assert proc.returncode == 2, proc.stderr
+    assert f"No such file: {tmp_path / 'rows.csv'}" in proc.stderr
+    journal = str(tmp_path / "journal.sqlite")
+    assert answer_of(pooler("runs", "--journal", journal, "--json")) == {"tasks": []}
+    (tmp_path / "rows.csv").write_text("n\n1\n", encoding="utf-8")
+    resumed = answer_of(run(store, tmp_path, pool, "--json", "--resume"))
+    assert resumed["result"] is True
+    tasks = answer_of(pooler("runs", "--journal", journal, "--json"))["tasks"]
+    assert [(t["id"], t["status"], t["runs"]) for t in tasks] == [(resumed["task"], "completed", 1)]
+
+
+def test_the_engine_acts_on_the_stores_own_answer_and_masks_what_it_writes(store: Store,
+                                                                           tmp_path: Path) -> None:
+    """A secret that happens to be a word of the answer's shape (here "tables") is masked in what
+    is written, but the run still sees the store's answer whole: its table is written."""
+    pool = write(tmp_path, "table.yaml", """\
+vars:
+  word: {env: POOL_WORD, secret: true}
+pool:
+  - {unit: MELBIS_AGENT_TEST, command: CmdTable, key: "t-${word}", params: {rows: 2, width: 3}}
+""")
+    proc = run(store, tmp_path, pool, "--json", env={"POOL_WORD": "tables"})
+    assert proc.returncode == 0, proc.stderr
+    written = tmp_path / "out" / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl"
+    assert [json.loads(line)["n"] for line in written.read_text(encoding="utf-8").splitlines()] == [1, 2]
+    assert answer_of(proc)["steps"][0]["key"] == "t-***"
+
+
 def test_a_missing_variable_and_a_bad_option_are_told_together(store: Store, tmp_path: Path) -> None:
     pool = write(tmp_path, "two.yaml", """\
 vars:
@@ -284,6 +319,9 @@ def test_a_signal_stops_new_calls_and_prints_the_partial_answer(
     assert answer["succeeded"] + answer["not_run"] == 20
     assert f"pooler: {name}: no new calls start; the calls in flight finish" in err
     assert len(store.ops()) == answer["succeeded"]
+    # The journal keeps the same answer: the signal's name, not only that the run was stopped.
+    shown = pooler("show", answer["task"], "--journal", str(tmp_path / "journal.sqlite"), "--json")
+    assert answer_of(shown)["interrupted"] == name
 
 
 def read_until(proc: subprocess.Popen[str], text: str) -> None:

@@ -16,6 +16,7 @@ from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, statuses, step
 from pooler.errors import InputError
 from pooler.executor import StopSignal
 from pooler.journal import Journal
+from pooler.loader import load_pool, load_pool_value
 from pooler.model import ForEach, Retry
 from pooler.redact import Redactor
 from pooler.values import Variables
@@ -124,6 +125,21 @@ def test_a_new_task_clears_the_step_tables_of_the_run_before(store: Store, tmp_p
     run(make_pool(tmp_path, [echo(), step(TEST, "CmdTable", {"rows": 1})]), store, out)
     assert (out / "tables" / "step2.MELBIS_AGENT_TEST.CmdTable.rows.jsonl").exists()
     run(make_pool(tmp_path, [step(TEST, "CmdTable", {"rows": 1})]), store, out)
+    assert sorted(p.name for p in (out / "tables").iterdir()) == [f"step1.{TEST}.CmdTable.rows.jsonl"]
+
+
+def test_a_task_run_again_keeps_its_step_tables_unless_told_to_clear_them(store: Store,
+                                                                         tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    journal = Journal(tmp_path / "j.sqlite")
+    longer = make_pool(tmp_path, [echo(), echo(), step(TEST, "CmdTable", {"rows": 1})])
+    shorter = make_pool(tmp_path, [step(TEST, "CmdTable", {"rows": 1})])
+    run(longer, store, out, journal=journal, task_id="t")
+    run(shorter, store, out, journal=journal, task_id="t")
+    assert sorted(p.name for p in (out / "tables").iterdir()) == [
+        f"step1.{TEST}.CmdTable.rows.jsonl", f"step3.{TEST}.CmdTable.rows.jsonl"]
+    # A caller whose every run is a new pool under one task (tool_pool) clears them.
+    run(shorter, store, out, journal=journal, task_id="t", clear_tables=True)
     assert sorted(p.name for p in (out / "tables").iterdir()) == [f"step1.{TEST}.CmdTable.rows.jsonl"]
 
 
@@ -252,6 +268,42 @@ def test_jsonl_files_in_params_are_read_beside_the_pool(store: Store, tmp_path: 
     assert answer["result"] is True
     assert answer["steps"][0]["tables"]["goods"]["rows"] == 2
     assert [g["sku"] for g in ops_of(store)[0]["params"]["goods"]] == ["S1", "S2"]
+
+
+def test_a_pool_built_in_memory_reads_its_files_from_the_loaders_base(store: Store, tmp_path: Path) -> None:
+    folder = tmp_path / "store-folder"
+    folder.mkdir()
+    (folder / "goods.jsonl").write_text('{"ref": "a", "sku": "S1", "name": "One"}\n')
+    (folder / "rows.csv").write_text("n\n1\n2\n")
+    pool = load_pool_value({"pool": [
+        {"unit": IMPORT, "command": "CmdAdd", "params": {"goods": {"file": "goods.jsonl"}}},
+        {"unit": TEST, "command": "CmdEcho", "params": {"n": "${row.n}"}, "for_each": {"file": "rows.csv"}},
+    ]}, file="<tool_pool>", base=folder)
+    answer = run(pool, store, tmp_path / "out")
+    assert answer["result"] is True, answer
+    assert [g["sku"] for g in ops_of(store, "CmdAdd")[0]["params"]["goods"]] == ["S1"]
+    assert [op["params"] for op in ops_of(store, "CmdEcho")] == [{"n": "1"}, {"n": "2"}]
+
+
+def test_a_pool_through_a_symlinked_folder_is_the_same_pool(store: Store, tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    (real / "pool.json").write_text(json.dumps({"pool": [
+        {"key": "a", "unit": TEST, "command": "CmdEcho", "params": {"n": 1}},
+        {"key": "b", "unit": TEST, "command": "CmdFail"}]}))
+    journal = Journal(tmp_path / "j.sqlite")
+    first = run(load_pool(real / "pool.json"), store, tmp_path / "out", journal=journal, task_id="t")
+    again = run(load_pool(tmp_path / "link" / "pool.json"), store, tmp_path / "out", journal=journal,
+                task_id="t")
+    assert statuses(first) == [(1, None, "completed"), (2, None, "failed")]
+    assert statuses(again) == [(1, None, "skipped"), (2, None, "failed")]
+    resumed = run(load_pool(tmp_path / "link" / ".." / "link" / "pool.json"), store, tmp_path / "out",
+                  journal=journal, resume=True)
+    assert resumed["task"] == "t"
+    task = journal.task("t")
+    assert task is not None
+    assert (task.pool_file, task.runs) == (str((real / "pool.json").resolve()), 3)
 
 
 def test_a_template_naming_no_variable_fails_that_call_unsent(store: Store, tmp_path: Path) -> None:
@@ -487,6 +539,22 @@ def test_a_missing_data_file_is_refused_before_anything_is_sent(store: Store, tm
     assert caught.value.message == (f"No such file: {tmp_path / 'nope.csv'} - for_each.file of step 2 is "
                                     "read relative to the pool file's folder.")
     assert ops_of(store) == []
+
+
+def test_a_pool_refused_while_planning_leaves_no_task_behind(store: Store, tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    (tmp_path / "rows.csv").write_text("n\n1\n")
+    pool = make_pool(tmp_path, [echo({"n": "${row.n}"}, for_each=ForEach(file="rows.csv"))])
+    assert run(pool, store, tmp_path / "out", journal=journal, task_id="t")["result"] is True
+    (tmp_path / "rows.csv").unlink()
+    with pytest.raises(InputError):
+        run(pool, store, tmp_path / "out", journal=journal)
+    with pytest.raises(InputError):
+        run(pool, store, tmp_path / "out", journal=journal, task_id="t")
+    # Neither refusal opened a task: the one done stays as it was, and nothing looks unfinished.
+    assert [(t.id, t.status, t.runs) for t in journal.tasks()] == [("t", "completed", 1)]
+    assert journal.last_unfinished(pool.file) is None
+    assert len(ops_of(store)) == 1
 
 
 def test_a_row_the_data_file_breaks_at_fails_the_step_there(store: Store, tmp_path: Path) -> None:

@@ -520,6 +520,38 @@ def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: P
     run(scenario)
 
 
+def test_each_pool_replaces_the_step_tables_of_the_pool_before(store: Store, out: Path) -> None:
+    echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
+    table = {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": 1}}
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            longer = answer_of(await session.call_tool("tool_pool", {"pool": [echo] * 4 + [table]}))
+            shorter = answer_of(await session.call_tool("tool_pool", {"pool": [echo, table]}))
+        # One session, one task for keys; still every call is a pool of its own.
+        assert longer["task"] == shorter["task"]
+        assert shorter["result"] is True
+        assert sorted(p.name for p in (out / "tables").iterdir()) == [
+            "step2.MELBIS_AGENT_TEST.CmdTable.rows.jsonl"]
+    run(scenario)
+
+
+def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: Path) -> None:
+    def rows(n: int) -> dict[str, Any]:
+        return {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": n}, "into": "job"}
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            first = answer_of(await session.call_tool("tool_run", rows(2)))
+            pooled = answer_of(await session.call_tool("tool_pool", {"pool": [rows(3)]}))
+            last = answer_of(await session.call_tool("tool_run", rows(1)))
+        assert first["tables"]["rows"]["job_rows"] == 2
+        assert pooled["steps"][0]["tables"]["rows"]["job_rows"] == 5
+        assert last["tables"]["rows"]["job_rows"] == 6
+        assert len((out / "job.rows.jsonl").read_text(encoding="utf-8").splitlines()) == 6
+    run(scenario)
+
+
 def test_a_named_task_keeps_keys_across_server_processes(store: Store, out: Path) -> None:
     pool = {"task": "import-2026", "pool": [
         {"key": "k1", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}

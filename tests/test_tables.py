@@ -89,6 +89,20 @@ def test_into_appends_to_the_job_across_writes(tmp_path: Path) -> None:
     assert len(lines(job)) == 8
 
 
+def test_two_writers_of_one_job_count_each_others_rows(tmp_path: Path) -> None:
+    """The MCP server's tool_run and tool_pool each have a writer; both append to one job."""
+    runs, pools = TableWriter(tmp_path), TableWriter(tmp_path)
+    job = tmp_path / "cur.currency.jsonl"
+    assert runs.write("A.CmdList", {"currency": CURRENCY[:2]}, into="cur")["currency"]["job_rows"] == 2
+    assert pools.write("step1.A.CmdList", {"currency": CURRENCY}, into="cur")["currency"]["job_rows"] == 6
+    assert runs.write("A.CmdList", {"currency": CURRENCY[:1]}, into="cur")["currency"]["job_rows"] == 7
+    assert pools.write("step1.A.CmdList", {"currency": CURRENCY[:1]}, into="cur")["currency"]["job_rows"] == 8
+    assert len(lines(job)) == 8
+    # A job emptied by hand is counted anew, not from what the writer knew of it.
+    job.write_text("", encoding="utf-8")
+    assert runs.write("A.CmdList", {"currency": CURRENCY[:1]}, into="cur")["currency"]["job_rows"] == 1
+
+
 def test_a_job_whose_last_line_was_cut_is_ended_before_appending(tmp_path: Path) -> None:
     job = tmp_path / "goods.rows.jsonl"
     job.write_text('{"a":1}\n{"a":', encoding="utf-8")

@@ -56,6 +56,11 @@ def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
     return tools
 
 
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths as given name one file (by their absolute paths: nothing is read)."""
+    return Path(first).absolute() == Path(second).absolute()
+
+
 def handle(args: argparse.Namespace, ctx: Context) -> int:
     tools = fetch_tools(args, ctx) if args.store else None
     results = [(path, check_file(path, tools)) for path in args.pools]
@@ -66,9 +71,12 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         ctx.emit_json(check_json(results))
     human = ctx.human(args)
-    for _, problems in bad:
+    for path, problems in bad:
         for problem in problems:
             human.write(ctx.redactor.text(problem.render()) + "\n")
+            if problem.file is not None and not same_file(problem.file, path):
+                # A problem in a file the pool reads (pool_source, params_source): say which pool.
+                human.write(ctx.redactor.text(f"    (read by {path})") + "\n")
     files = f"{len(results)} file" + ("s" if len(results) != 1 else "")
     if bad:
         human.write(f"{count} problem{'s' if count != 1 else ''} in {len(bad)} of {files}\n")

@@ -126,8 +126,11 @@ class MaskingClient(ToolRunClient):
         return reply
 
 
-def make_client(args: argparse.Namespace, ctx: Context) -> ToolRunClient:
-    """A ``ToolRunClient`` for the store the flags name."""
+def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True) -> ToolRunClient:
+    """A ``ToolRunClient`` for the store the flags name; with ``masking`` a ``MaskingClient``.
+
+    ``masking=False`` is for a caller that masks what it writes itself, as the executor does.
+    """
     found = target(args, ctx)
     if args.insecure:
         ctx.stderr.write(INSECURE_WARNING)
@@ -137,6 +140,8 @@ def make_client(args: argparse.Namespace, ctx: Context) -> ToolRunClient:
     options: dict[str, Any] = {"verify": not args.insecure}
     if args.timeout is not None:
         options["read_timeout"] = args.timeout
+    if not masking:
+        return ToolRunClient(found.url, found.token, **options)
     return MaskingClient(found.url, found.token, redactor=ctx.redactor, **options)
 
 

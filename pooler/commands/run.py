@@ -131,7 +131,9 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     if args.dry_run:
         return show_plan(pool, variables, args, ctx)
     journal_path = Path(args.journal) if args.journal else default_journal_path()
-    with make_client(args, ctx) as client, PoolLock(Path(args.pool), lock_dir(journal_path)), \
+    # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
+    # on the store's own answer: a client masking it as well could hide the very keys it reads.
+    with make_client(args, ctx, masking=False) as client, PoolLock(Path(args.pool), lock_dir(journal_path)), \
             Journal(journal_path) as journal, open_log(args.log) as log:
         sent = SentCounter()
         reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])

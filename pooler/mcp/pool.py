@@ -37,6 +37,8 @@ OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on":
 NESTED_NAMES = frozenset({"tool_pool"})
 
 #: What the journal records as the pool file of every tool_pool call (no such file is written).
+#: Placed in the store folder, whose path is resolved when the server starts, so a task named by
+#: an agent is known as the same pool whatever folder a later server process starts in.
 POOL_FILE = "tool_pool"
 
 
@@ -156,8 +158,8 @@ class PoolRuns:
             raise InputError("pool_source is the path of a JSON file holding the list of steps - "
                              "give it as a string.")
         confine(source, self.out, "pool_source")
-        # The executor reads the files a step names from the pool file's folder: naming the pool
-        # as a file inside the store folder makes that folder the one relative paths start from.
+        # Relative paths in the steps start from the store folder: the loader keeps it as the
+        # pool's base, and the executor reads the files the steps name from there.
         pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out)
         check_loaded(pool)
         problems = meaning_problems(pool)
@@ -171,7 +173,9 @@ class PoolRuns:
         with self._lock:
             if self._journal is None:
                 self._journal = Journal(self.journal_path)
-            config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
+            # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
+            # files"), even when the session's task carries its keys over from an earlier call.
+            config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True)
             answer = run_pool(pool, self.client, config, journal=self._journal, reporter=reporter,
                               stop=stop)
         return answered(answer, is_error=answer.get("result") is not True)
