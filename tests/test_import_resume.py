@@ -161,7 +161,9 @@ def test_a_killed_import_resumes_without_adding_any_row_twice(keyed_store: Store
     job = Import(keyed_store, tmp_path / "keyed")
     key, row = job.kill_with_a_landed_call_in_doubt()
     done = job.journal_rows("completed")
-    assert HALF - 1 <= len(done) < COUNT
+    # One call at a time, in row order: every row before the one in doubt is done, none after it.
+    assert [r for _, r in done] == list(range(row))
+    assert HALF - 1 <= row < COUNT
     assert job.journal_rows("sent") == [(key, row)]
 
     status, answer, err = job.resume()
@@ -173,10 +175,9 @@ def test_a_killed_import_resumes_without_adding_any_row_twice(keyed_store: Store
     assert (answer["failed"], answer["not_run"]) == (0, 0)
     # The call in doubt was sent again with its key, and the store answered it from the first time.
     assert_retried(answer, key, row)
-    statuses = Counter((s["status"], s["row"] < row or (s["row"] == row and s["key"] != key))
-                       for s in answer["steps"])
     # The rows done before the kill are skipped; the one in doubt and every later one completed.
-    assert statuses == {("skipped", True): len(done), ("completed", False): COUNT - len(done)}
+    assert [s["row"] for s in answer["steps"]] == list(range(COUNT))
+    assert [s["status"] for s in answer["steps"]] == ["skipped"] * row + ["completed"] * (COUNT - row)
 
     adds = job.adds()
     assert Counter(op["params"]["sku"] for op in adds) == Counter(SKUS)
@@ -205,6 +206,8 @@ def test_without_store_keys_the_one_repeat_is_the_call_in_doubt(keyless_store: S
     assert sorted(adds) == SKUS
     goods = job.goods()
     assert sorted(goods) == SKUS
-    (refused,) = [s for s in answer["steps"] if s["status"] == "failed"]
+    assert [s["status"] for s in answer["steps"]] == ["skipped"] * row + ["failed"] + ["completed"] * (
+        COUNT - row - 1)
+    refused = answer["steps"][row]
     assert (refused["row"], refused["key"]) == (row, key)
     assert refused["message"] == f"The goods [{sku}] are in the store already: id {goods[sku]}."
