@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,16 +120,20 @@ def read_jsonl_fields(params: dict[str, Any], base: Path, *,
 
     The file holds one JSON object a line; blank lines are skipped.  Other values pass unchanged.
     """
-    out: dict[str, Any] = {}
+    out = dict(params)
+    for name, file in jsonl_files(params):
+        path = _resolve(file, base)
+        _check_size(path, max_source_bytes)
+        out[name] = list(iter_rows(path, "jsonl"))
+    return out
+
+
+def jsonl_files(params: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(field, file)`` for every params value written ``{"file": "<path>.jsonl"}``."""
     for name, value in params.items():
         if (isinstance(value, dict) and len(value) == 1 and isinstance(value.get("file"), str)
                 and value["file"].lower().endswith(".jsonl")):
-            path = _resolve(value["file"], base)
-            _check_size(path, max_source_bytes)
-            out[name] = list(iter_rows(path, "jsonl"))
-        else:
-            out[name] = value
-    return out
+            yield name, value["file"]
 
 
 def _resolve(name: str, base: Path) -> Path:

@@ -86,8 +86,8 @@ class Prepared:
     key: str | None
     ids: CallId
     serial: str | None = None
-    #: An earlier run left this key in doubt and it is sent again.
-    retrying: bool = False
+    #: The step id of the call an earlier run left in doubt, when this one sends it again.
+    doubted: str | None = None
     number: int = 0
 
 
@@ -104,6 +104,8 @@ class Outcome:
     #: What was done about a call found in doubt: retried, stopped or skipped.
     in_doubt: str | None = None
     step_id: str | None = None
+    #: The call an earlier run left in doubt, which this one sent again: the in-doubt list names it.
+    doubted: str | None = None
 
 
 def render_key(template: str, scope: Mapping[str, Any]) -> str:
@@ -184,7 +186,7 @@ class CallRunner:
         if found is not None:
             ids = replace(ids, round=_round_after(found))
         ready = Prepared(call, params, key, ids)
-        ready.retrying = found is not None and found.doubtful
+        ready.doubted = found.step_id if found is not None and found.doubtful else None
         if self.serialize_on:
             ready.serial = serial_value(params, self.serialize_on)
         return ready
@@ -252,7 +254,7 @@ class CallRunner:
             entry = self.redactor.value({**entry, "result": False, "message": exc.message})
             self._done(ready, record, status, entry, sent=exc.sent)
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
-                           in_doubt="retried" if ready.retrying else None)
+                           in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
         data = reply.data
         status = "completed" if reply.result else "failed"
         tables: dict[str, Any] = {}
@@ -270,7 +272,7 @@ class CallRunner:
         detail = data.get("detail")
         self._done(ready, record, status, entry, sent=True)
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
-                       in_doubt="retried" if ready.retrying or retried else None)
+                       in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted)
 
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,
               sent: bool) -> None:

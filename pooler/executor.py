@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 from pooler.answer import Collector
+from pooler.callargs import jsonl_files
 from pooler.calls import Call, CallRunner, StepPlan
 from pooler.client import ToolRunClient
 from pooler.errors import InputError, JournalError, Problem
@@ -214,18 +215,23 @@ def _plan(pool: Pool, base: Path, sample: int | None, *, keep_tables: bool) -> l
         if fe is not None and fe.file:
             path = _data_file(step, base, fe.file)
             _count(run, count_rows(path, fe.format), sample)
+        for name, file in jsonl_files(params):
+            if "${" not in file:  # a templated name is only known per call
+                _data_file(step, base, file, ("params", name, "file"))
         runs.append(run)
         if step.name:
             known.add(step.name.lower())
     return runs
 
 
-def _data_file(step: Step, base: Path, name: str) -> Path:
+def _data_file(step: Step, base: Path, name: str,
+               where: tuple[str, ...] = ("for_each", "file")) -> Path:
+    """A data file the step reads, refused before anything is sent when it is not there."""
     path = Path(name).expanduser()
     path = path if path.is_absolute() else base / path
     if not path.is_file():
-        _raise(step.problem(f"No such file: {path} - for_each.file of step {step.num} is read "
-                            "relative to the pool file's folder.", "for_each", "file"))
+        _raise(step.problem(f"No such file: {path} - {'.'.join(where[:-1])}.file of step {step.num} "
+                            "is read relative to the pool file's folder.", *where))
     return path
 
 

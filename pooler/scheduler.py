@@ -239,7 +239,7 @@ class Scheduler:
         entry = outcome.entry
         self.collector.add(entry, compact=run.plan.over_rows)
         if outcome.in_doubt is not None:
-            self.collector.add_in_doubt(entry, outcome.in_doubt, outcome.step_id)
+            self.collector.add_in_doubt(entry, outcome.in_doubt, outcome.doubted or outcome.step_id)
         self.reporter.step_finished(step, entry)
         if run.plan.over_rows:
             run.rows_done += outcome.call.size

@@ -137,8 +137,6 @@ pool:
     assert (checked.returncode, checked.stdout) == (0, f"1 file valid against {store.url}\n")
 
 
-@pytest.mark.xfail(strict=True, reason="pooler/executor.py _plan checks for_each files before the first "
-                                       "call, but not the {file: *.jsonl} of params: step 1 is sent")
 def test_a_missing_jsonl_file_refuses_the_pool_before_anything_is_sent(store: Store, tmp_path: Path) -> None:
     pool = tmp_path / "missing.yaml"
     pool.write_text("""\
@@ -147,5 +145,6 @@ pool:
   - {name: imp, unit: MELBIS_AGENT_IMPORT_GOODS, command: CmdAdd, params: {goods: {file: data/nope.jsonl}}}
 """, encoding="utf-8")
     proc = run(store, tmp_path, pool)
-    assert f"No such file: {tmp_path / 'data' / 'nope.jsonl'}" in proc.stderr
+    assert (f"No such file: {tmp_path / 'data' / 'nope.jsonl'} - params.goods.file of step 2 is read "
+            "relative to the pool file's folder.") in proc.stderr
     assert (proc.returncode, store.ops()) == (2, [])
