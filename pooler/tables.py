@@ -98,29 +98,16 @@ class TableWriter:
                      append: bool) -> dict[str, Any]:
         path = self.path_for(prefix, table)
         job = self.job_path(into, table) if into is not None else None
-        head: list[str] = []
         with self._lock(path):
             if job is None:
                 with _open(path, append) as fh:
-                    for row in rows:
-                        line = _ENCODER.encode(row)
-                        if len(head) < HEAD_ROWS:
-                            head.append(line[:HEAD_CHARS])
-                        fh.write(line)
-                        fh.write("\n")
+                    head = _write_rows(rows, fh)
                 return {"rows": len(rows), "file": str(path), "head": head}
             with self._lock(job):
                 held = self._job_count(job)
                 try:
                     with _open(path, append) as fh, _open(job, True) as jh:
-                        for row in rows:
-                            line = _ENCODER.encode(row)
-                            if len(head) < HEAD_ROWS:
-                                head.append(line[:HEAD_CHARS])
-                            fh.write(line)
-                            fh.write("\n")
-                            jh.write(line)
-                            jh.write("\n")
+                        head = _write_rows(rows, fh, jh)
                 except BaseException:
                     # The job file may hold part of the rows now; count it again next time.
                     self._job_rows.pop(job, None)
@@ -194,3 +181,16 @@ def _open(path: Path, append: bool) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+def _write_rows(rows: Sequence[Any], *files: IO[str]) -> list[str]:
+    """Every row as one JSON line into each file; the first rows' text, cut, for the head."""
+    head: list[str] = []
+    for row in rows:
+        line = _ENCODER.encode(row)
+        if len(head) < HEAD_ROWS:
+            head.append(line[:HEAD_CHARS])
+        for fh in files:
+            fh.write(line)
+            fh.write("\n")
+    return head
