@@ -405,8 +405,10 @@ def test_retry_sends_an_in_doubt_key_again_and_the_store_answers_the_repeat(stor
                                                                           tmp_path: Path) -> None:
     again, sound = keyed_doubt(store_factory, tmp_path, "retry")
     assert statuses(again) == [(1, None, "completed"), (2, None, "completed")]
-    assert again["in_doubt"] == [{"num": 1, "name": "two", "key": "two", "step_id": "t-1-2",
+    # The in-doubt list names the call left in doubt (run 1); its resend is the step's own entry.
+    assert again["in_doubt"] == [{"num": 1, "name": "two", "key": "two", "step_id": "t-1-1",
                                   "action": "retried"}]
+    assert again["steps"][0]["step_id"] == "t-1-2"
     assert again["steps"][1]["detail"] == {"c": 2}
     # The store honours keys: the repeat was answered from the first call, not carried out again.
     assert [op["params"] for op in ops_of(sound)] == [{"b": 2}, {"c": 2}]
