@@ -622,8 +622,9 @@ def test_a_cancelled_pool_starts_no_further_step(store: Store, out: Path) -> Non
             after = await session.call_tool("tool_pool", {"pool": [{"unit": "MELBIS_AGENT_TEST",
                                                                     "command": "CmdOps"}]})
         assert answer_of(after)["result"] is True
-        # The first step landed, the one in flight when the cancel came finished, nothing after it.
-        assert len(ops_of(store, "MELBIS_AGENT_TEST")) == 2
+        # The first step landed; the second finished if it had left before the cancel came (the
+        # race is the client's, not pooler's); nothing after it started. Without the cancel: 6.
+        assert len(ops_of(store, "MELBIS_AGENT_TEST")) in (1, 2)
     run(scenario)
 
 
