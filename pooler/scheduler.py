@@ -252,9 +252,12 @@ class Scheduler:
                 run.last_row, run.detail = row, outcome.detail
             key = entry.get("key")
             if outcome.status == "completed" and isinstance(key, str):
-                # A key runs at most once per task, also when two rows of one run share it.
+                # A key runs at most once per task, also when two rows of one run share it.  A step
+                # over rows keeps no answer per key: 100,000 rows must not hold 100,000 answers.
+                kept = None if run.plan.over_rows else entry
                 self.runner.keyed[key] = CallRecord(key, step.num, outcome.call.row, outcome.step_id, 1,
-                                                    "completed", False, entry, entry.get("detail"))
+                                                    "completed", False, kept,
+                                                    None if kept is None else entry.get("detail"))
             return
         if outcome.status == "in_doubt" or not run.bad:
             run.bad = outcome.status
