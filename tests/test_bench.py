@@ -65,6 +65,18 @@ def test_the_bare_loop_sends_the_same_calls(store: Store, tmp_path: Path) -> Non
     assert params == expected
 
 
+def test_the_bare_thread_pool_sends_every_call_and_times_them(store: Store, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("demo\n", encoding="utf-8")
+    with common.work("test") as w:
+        cmd = [common.PYTHON, str(common.BENCH / "bare_loop.py"), store.url, str(token), "12", "4"]
+        sample, out, _ = common.run_process(cmd, w)
+        printed = json.loads(out.read_text(encoding="utf-8"))
+    assert sample.status == 0
+    assert 0 < printed["trip_ms"] <= sample.seconds * 1000
+    assert sorted(op["params"]["n"] for op in echo_ops(store)) == list(range(1, 13))
+
+
 def test_the_import_pool_sends_a_keyed_call_a_row(store: Store, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("demo\n", encoding="utf-8")
