@@ -122,8 +122,13 @@ def store(w: Work, *args: str) -> Iterator[Store]:
     cmd = [*pooler_cmd(), "store", "serve", "--host", "127.0.0.1", "--port", "0",
            "--db", str(folder / "store.db"), "--root", str(folder / "root"), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=w.env, cwd=w.tmp)
+    first: list[bytes] = []
+    started = threading.Event()
+    reader = threading.Thread(target=_read_stdout, args=(proc, first, started), daemon=True)
+    reader.start()
     try:
-        url = _first_line(proc, STORE_START_TIMEOUT)
+        started.wait(STORE_START_TIMEOUT)
+        url = first[0].decode("utf-8", "replace").strip() if first else ""
         if not url.startswith("http://127.0.0.1:"):
             log.flush()
             err = (folder / "store.log").read_text(encoding="utf-8", errors="replace")[-2000:]
@@ -137,19 +142,19 @@ def store(w: Work, *args: str) -> Iterator[Store]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        reader.join(10)
         log.close()
 
 
-def _first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
-    """The store's first line of stdout; a reader thread bounds the wait."""
-    box: list[bytes] = []
+def _read_stdout(proc: subprocess.Popen[bytes], first: list[bytes], started: threading.Event) -> None:
+    """The store's first line (its URL), then the rest read and dropped, so a full pipe never
+    stops the store; ends when the store does."""
     assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout)
-    return box[0].decode("utf-8", "replace").strip() if box else ""
+    with proc.stdout:
+        first.append(proc.stdout.readline())
+        started.set()
+        while proc.stdout.read(1 << 16):
+            pass
 
 
 def run_process(cmd: list[str], w: Work, *, cwd: Path | None = None, label: str = "run",

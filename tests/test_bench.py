@@ -150,3 +150,25 @@ def test_the_table_marks_missed_targets() -> None:
     assert lines[0].startswith("| case ")
     assert lines[2].split("|")[4:7] == [" 2.00  ", " ≤ 1.10 ", " NO  "]
     assert lines[3].split("|")[4].strip() == "—"
+
+
+def test_a_store_that_does_not_start_is_reported_with_its_log() -> None:
+    with common.work("test") as w:
+        try:
+            with common.store(w, "--latency-ms", "-1"):
+                message = ""
+        except common.BenchError as exc:
+            message = str(exc)
+    assert message.startswith("the store did not start: it printed ''; its log ends:\n")
+    assert "--latency-ms" in message
+
+
+def test_the_store_answers_and_its_cpu_is_read(tmp_path: Path) -> None:
+    with common.work("test") as w, common.store(w) as st:
+        token = tmp_path / "token"
+        token.write_text("demo\n", encoding="utf-8")
+        before = st.cpu()
+        sample = common.run_process([common.PYTHON, str(common.BENCH / "bare_loop.py"), st.url, str(token),
+                                     "50"], w, store=st)[0]
+    assert before > 0
+    assert sample.extra["store_cpu"] > 0
