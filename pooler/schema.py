@@ -13,15 +13,16 @@ import json
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
-
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING, Any, Literal
 
 from pooler.errors import Problem, did_you_mean
 from pooler.model import JsonPath, Source, format_path
 from pooler.positions import KEY
 from pooler.schema_fast import Check, compile_schema
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
 
 Part = Literal["pool", "steps"]
 
@@ -54,6 +55,10 @@ def _schema_of(part: Part) -> dict[str, Any]:
 @functools.cache
 def validator(part: Part = "pool") -> Draft202012Validator:
     """The compiled validator of a whole pool file, or of a list of steps (a pool_source file)."""
+    # Imported here: a valid pool passes the compiled pre-check and never needs jsonschema, whose
+    # import is a quarter of start-up; only a broken one needs its wording.
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
     return Draft202012Validator(_schema_of(part))
 
 

@@ -7,12 +7,14 @@ import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from pooler.client import Reply, ToolRunClient
 from pooler.config import Target, resolve_target
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.redact import Redactor
+
+if TYPE_CHECKING:
+    from pooler.client import ToolRunClient
 
 INSECURE_WARNING = (
     "pooler: WARNING: --insecure: the store's TLS certificate is NOT verified; anyone on the way "
@@ -105,32 +107,15 @@ def target(args: argparse.Namespace, ctx: Context) -> Target:
     return found
 
 
-class MaskingClient(ToolRunClient):
-    """A client whose answers come back with every secret masked.
-
-    The store may echo a secret back (a name written earlier, a field sent); masking it here, where
-    answers enter, keeps it out of everything written downstream: tables, job files, the journal.
-    """
-
-    def __init__(self, *args: Any, redactor: Redactor, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.redactor = redactor
-
-    def tool_run(self, *args: Any, **kwargs: Any) -> Reply:
-        reply = super().tool_run(*args, **kwargs)
-        if self.redactor:
-            # The detail stays whole: "@step.field" references read it, and a masked value would
-            # reach the store as "***". Every output (answer, journal, screen) masks it itself.
-            reply.data = {k if k == "detail" else self.redactor.text(k): v if k == "detail"
-                          else self.redactor.value(v) for k, v in reply.data.items()}
-        return reply
-
-
 def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True) -> ToolRunClient:
     """A ``ToolRunClient`` for the store the flags name; with ``masking`` a ``MaskingClient``.
 
     ``masking=False`` is for a caller that masks what it writes itself, as the executor does.
     """
+    # Imported here: requests is a fifth of start-up, and check and plan never call a store.
+    from pooler.client import ToolRunClient  # noqa: PLC0415
+    from pooler.commands.masking import MaskingClient  # noqa: PLC0415
+
     found = target(args, ctx)
     if args.insecure:
         ctx.stderr.write(INSECURE_WARNING)
