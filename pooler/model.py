@@ -7,6 +7,7 @@ The loader builds these from YAML or JSON and records where every value stood in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pooler.errors import Problem
@@ -171,6 +172,10 @@ class Pool:
     #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
     #: file's own folder.  A pool built in memory has no folder of its own to go by.
     base: str | None = None
+
+    def data_folder(self) -> Path:
+        """The folder the pool's relative data files are read from: the loader's, else the file's."""
+        return Path(self.base).absolute() if self.base is not None else Path(self.file).absolute().parent
 
     def step_named(self, name: str) -> Step | None:
         """The step with that name, case not told apart (the seed's rule for names)."""

@@ -22,7 +22,7 @@ from pooler.values import Variables, placeholders, substitute
 
 def data_path(pool: Pool, name: str) -> Path:
     path = Path(name).expanduser()
-    return path if path.is_absolute() else Path(pool.file).parent / path
+    return path if path.is_absolute() else pool.data_folder() / path
 
 
 def first_row(pool: Pool, step: Step) -> tuple[int | None, dict[str, Any] | None, str | None]:

@@ -1,0 +1,16 @@
+"""The dry-run plan reads data files from the folder the executor reads them from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pooler.commands.plan import data_path
+from pooler.loader import load_pool_value
+
+
+def test_a_pool_given_as_a_value_reads_data_files_from_its_base(tmp_path: Path) -> None:
+    steps = [{"name": "imp", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho",
+              "for_each": {"file": "rows.jsonl"}, "params": {"n": "@row.n"}}]
+    pool = load_pool_value({"pool": steps}, file="<pool>", base=tmp_path)
+    assert data_path(pool, "rows.jsonl") == tmp_path.absolute() / "rows.jsonl"
+    assert data_path(pool, str(tmp_path / "x.csv")) == tmp_path / "x.csv"
