@@ -199,6 +199,9 @@ class CallRunner:
 
     def _earlier(self, call: Call, key: str, found: CallRecord) -> Outcome | None:
         """A key an earlier run of the task recorded: done is skipped; in doubt follows the policy."""
+        if found.done and found.result is None:
+            # Keys of steps over rows are kept without their records: read this one now.
+            found = self.journal.record_of(self.task, key) or found
         ids = replace(self.call_ids(call, key, found.step_id), round=found.round)
         head = {**call.head(), "status": "skipped", "key": key, "step_id": found.step_id}
         if found.done:
@@ -261,8 +264,7 @@ class CallRunner:
         note = ""
         if data.get("tables"):
             try:
-                # A store may echo a secret into its rows; table and job files leave the process.
-                tables = self._write_tables(call, self.redactor.value(data["tables"]))
+                tables = self._write_tables(call, data["tables"])
             except (PoolerError, OSError) as exc:
                 status = "failed"
                 note = (f" The store carried the call out, but its tables could not be written: "
@@ -308,15 +310,20 @@ class CallRunner:
                 continue
             return reply, retried
 
-    def _write_tables(self, call: Call, tables: Mapping[str, Any]) -> dict[str, Any]:
+    def _write_tables(self, call: Call, tables: Any) -> dict[str, Any]:
+        """The answer's tables written (rows masked one by one as they go: a store may echo a
+        secret into its rows, and table and job files leave the process)."""
         plan = call.plan
+        if not isinstance(tables, Mapping):
+            tables = {}
         if not plan.over_rows:
-            return self.writer.write(plan.prefix, tables, into=plan.step.into)
+            return self.writer.write(plan.prefix, tables, into=plan.step.into, redactor=self.redactor)
         # The calls of a step over rows share its files: the first one of this run starts them
         # afresh (unless a rerun keeps the rows its skipped calls wrote), the others append.
         with plan.lock:
             append = plan.written or plan.keep_tables
-            written = self.writer.write(plan.prefix, tables, into=plan.step.into, append=append)
+            written = self.writer.write(plan.prefix, tables, into=plan.step.into, append=append,
+                                        redactor=self.redactor)
             plan.written = True
         return written
 

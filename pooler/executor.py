@@ -27,7 +27,8 @@ Decisions the seeds leave open:
   overrides this for a caller whose every run is a new pool).
 - The task is opened in the journal only after the pool is planned: a pool refused while
   planning (a data file missing) sent nothing and leaves no task that looks unfinished.
-- Steps over rows: the detail a later step refers to is that of the call with the last row.
+- Steps over rows: the detail a later step refers to is that of the call with the last row.  A
+  step over rows is one entry of the answer, a summary with its failed calls (see answer.py).
 """
 
 from __future__ import annotations

@@ -58,9 +58,13 @@ CREATE INDEX IF NOT EXISTS calls_key ON calls (task, key) WHERE key IS NOT NULL;
 """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallRecord:
-    """The last record of one key in a task."""
+    """The last record of one key in a task.
+
+    A key of a step over rows is kept light (``result`` and ``detail`` left out, ``DONE`` when it
+    simply completed): ``Journal.record_of`` reads the whole record when the key is met again.
+    """
 
     key: str
     num: int
@@ -84,6 +88,20 @@ class CallRecord:
     def doubtful(self) -> bool:
         """The request left and no answer was recorded: it may or may not have been carried out."""
         return self.status in ("sent", "in_doubt")
+
+
+#: The record of a key of a step over rows that completed: one object shared by all such keys.
+DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
+
+#: The last record of every key of a task, without the entry of a call of a step over rows
+#: (``row`` is set), except a failed one's: whether the store carried it out (only its tables
+#: failed here) decides the round it is sent again with.
+_KEYED = """
+SELECT key, num, row, step_id, round, status, in_doubt,
+       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END
+FROM calls WHERE id IN (SELECT MAX(id) FROM calls WHERE task = ? AND key IS NOT NULL
+                        AND status != 'not_run' GROUP BY key)
+"""
 
 
 @dataclass(frozen=True)
@@ -167,6 +185,14 @@ def _join(body: str | None, detail: str | None) -> dict[str, Any] | None:
             out["detail"] = value
     out.setdefault("detail", value)
     return out
+
+
+def _whole(columns: tuple[Any, ...]) -> CallRecord:
+    """A key's record with its entry, from the columns ``keyed`` and ``record_of`` read."""
+    key, num, row, step_id, rnd, status, in_doubt, result, detail = columns
+    entry = _join(result, detail)
+    return CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
+                      None if entry is None else entry.get("detail"))
 
 
 class Journal:
@@ -317,17 +343,35 @@ class Journal:
     # Calls
 
     def keyed(self, task_id: str) -> dict[str, CallRecord]:
-        """The last record of every key of the task (read once at the start of a run)."""
+        """The last record of every key of the task (read once at the start of a run).
+
+        Keys of steps over rows come without their entries: a 100,000-row import resumed holds
+        100,000 keys, not 100,000 answers.
+        """
+        out: dict[str, CallRecord] = {}
+        with self._lock:
+            try:
+                # Row by row from the cursor: no list of every record is built first.
+                for columns in self._db.execute(_KEYED, (task_id,)):
+                    key, num, row, step_id, rnd, status, in_doubt, result, _ = columns
+                    if row is None:
+                        out[key] = _whole(columns)
+                    elif status in ("completed", "skipped") and not in_doubt:
+                        out[key] = DONE
+                    else:
+                        landed = result is not None and json.loads(result).get("result") is True
+                        out[key] = CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt),
+                                              {"result": True} if landed else None, None)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+        return out
+
+    def record_of(self, task_id: str, key: str) -> CallRecord | None:
+        """The last record of one key of the task, whole: what ``keyed`` left out of it."""
         rows = self._query(
             "SELECT key, num, row, step_id, round, status, in_doubt, result, detail FROM calls "
-            "WHERE id IN (SELECT MAX(id) FROM calls WHERE task = ? AND key IS NOT NULL "
-            "AND status != 'not_run' GROUP BY key)", (task_id,))
-        out: dict[str, CallRecord] = {}
-        for key, num, row, step_id, rnd, status, in_doubt, result, detail in rows:
-            entry = _join(result, detail)
-            out[key] = CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
-                                  None if entry is None else entry.get("detail"))
-        return out
+            "WHERE task = ? AND key = ? AND status != 'not_run' ORDER BY id DESC LIMIT 1", (task_id, key))
+        return _whole(rows[0]) if rows else None
 
     def record_sent(self, call: CallId) -> int:
         """A call is about to leave; committed before it does.  Returns the record's id."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 MASK = "***"
@@ -32,13 +33,45 @@ class Redactor:
         return text
 
     def value(self, value: Any) -> Any:
-        """A copy of a JSON value with secrets masked in every string, keys included."""
+        """``value`` with secrets masked in every string, keys included.
+
+        Copy on write: what holds no secret is returned as it is (the same object), and a dict or
+        list is copied only when something inside it changed, so masking a large answer that has
+        no secret in it costs no second copy of it.
+        """
         if not self._secrets:
             return value
+        return self._masked(value)
+
+    def _masked(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {self.text(str(k)): self.value(v) for k, v in value.items()}
+            return self._dict(value)
         if isinstance(value, list):
-            return [self.value(v) for v in value]
+            return self._list(value)
         return value
+
+    def _dict(self, value: dict[Any, Any]) -> dict[str, Any]:
+        out: dict[str, Any] | None = None
+        for index, (key, item) in enumerate(value.items()):
+            # A key that is not a string becomes one, as JSON writes it.
+            name = self.text(key) if isinstance(key, str) else self.text(str(key))
+            masked = self._masked(item)
+            if out is None:
+                if name is key and masked is item:
+                    continue
+                out = dict(islice(value.items(), index))
+            out[name] = masked
+        return value if out is None else out
+
+    def _list(self, value: list[Any]) -> list[Any]:
+        out: list[Any] | None = None
+        for index, item in enumerate(value):
+            masked = self._masked(item)
+            if out is None:
+                if masked is item:
+                    continue
+                out = value[:index]
+            out.append(masked)
+        return value if out is None else out

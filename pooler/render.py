@@ -242,12 +242,28 @@ class FanOut:
             r.pool_finished(answer)
 
 
+def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's steps, each step over rows followed by the calls it lists as failures."""
+    out: list[dict[str, Any]] = []
+    for entry in answer.get("steps") or []:
+        out.append(entry)
+        failures = entry.get("failures")
+        if isinstance(failures, list):
+            out.extend(f for f in failures if isinstance(f, dict))
+            more = entry.get("failures_omitted")
+            if isinstance(more, int) and more > 0:
+                out.append({"num": entry.get("num"), "name": entry.get("name"), "unit": entry.get("unit"),
+                            "command": entry.get("command"), "status": status_of(entry),
+                            "message": f"{more:,} more failed or in-doubt calls: the journal has them all"})
+    return out
+
+
 def results_table(answer: dict[str, Any]) -> Table:
     """Every step of the answer: number, name, command, status, time, and what it said."""
     table = Table(title="results", title_justify="left", expand=False)
     for column in ("#", "name", "unit.command", "status", "ms", "message"):
         table.add_column(column, overflow="fold", justify="right" if column in ("#", "ms") else "left")
-    for entry in answer.get("steps") or []:
+    for entry in listed(answer):
         status = status_of(entry)
         ms = trip_ms(entry)
         table.add_row(
@@ -264,7 +280,7 @@ def results_table(answer: dict[str, Any]) -> Table:
 def answer_lines(answer: dict[str, Any]) -> list[str]:
     """The answer as plain text lines: one per step, then the summary."""
     lines = []
-    for entry in answer.get("steps") or []:
+    for entry in listed(answer):
         ms = trip_ms(entry)
         took = f" {ms} ms" if ms is not None else ""
         name = entry.get("name") or f"#{entry.get('num')}"

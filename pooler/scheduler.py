@@ -11,13 +11,16 @@ pool of threads, in file order as far as the rules allow:
   finish.
 
 A step over rows is done when all its calls are; the detail it gives to references is that of its
-last call in row order.  Every bookkeeping change happens on the scheduler's thread; workers only
-send calls and hand back their outcomes.
+last call in row order.  Its calls are added up as they come back, and its one summary entry is made
+when it is done (or when the run ends with it unfinished); its keys are remembered without answers.
+Every bookkeeping change happens on the scheduler's thread; workers only send calls and hand back
+their outcomes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +30,7 @@ from typing import Any, Literal
 from pooler.answer import Collector
 from pooler.calls import Call, CallRunner, Outcome, Prepared, StepPlan
 from pooler.errors import PoolerError
-from pooler.journal import CallRecord
+from pooler.journal import DONE, CallRecord
 from pooler.reporter import Reporter
 
 _WHY = {"failed": "failed", "in_doubt": "is in doubt", "not_run": "was not run"}
@@ -55,6 +58,10 @@ class StepRun:
     last_row: int = -2
     detail: Any = None
     tables: dict[str, Any] = field(default_factory=dict)
+    #: When the step started (monotonic seconds): a step over rows reports its wall time.
+    started: float | None = None
+    #: Its data broke before the end: the rows after the break are not run.
+    broken: bool = False
 
     @property
     def counted(self) -> int:
@@ -102,6 +109,7 @@ class Scheduler:
                         self._cond.wait()
                     batch, self._arrived = self._arrived, []
                 if not batch:
+                    self._close_unfinished()
                     return
                 for run, ready, got in batch:
                     self._complete(run, ready, got)
@@ -154,12 +162,20 @@ class Scheduler:
                             f"which {_WHY.get(dep.outcome, 'did not complete')}."}
         entry = self.runner.redactor.value(entry)
         self.runner.journal.record(self.runner.call_ids(Call(run.plan), None, None), "not_run", entry)
-        self.collector.add(entry, calls=run.counted)
+        if run.plan.over_rows:
+            self.collector.open_rows(Call(run.plan).head())
+            self.collector.close_rows(step.num, status="not_run", rows_total=run.rows_total, whole=False,
+                                      why=entry["message"], calls=run.counted)
+        else:
+            self.collector.add(entry, calls=run.counted)
         self.reporter.step_finished(step, entry)
         run.state, run.outcome, run.exhausted, run.issued = "done", "not_run", True, run.counted
 
     def _activate(self, run: StepRun) -> None:
         run.state = "active"
+        run.started = time.monotonic()
+        if run.plan.over_rows:
+            self.collector.open_rows(Call(run.plan).head())
         try:
             run.calls = self.opener(run, self.by_name)
         except PoolerError as exc:
@@ -173,7 +189,7 @@ class Scheduler:
         # The row the data broke at: the first one no call has taken.
         call = Call(run.plan, row=run.rows_issued if run.plan.over_rows else None)
         run.issued += 1
-        run.exhausted = True
+        run.exhausted = run.broken = True
         self._handle(run, self.runner.not_sent(call, self.runner.call_ids(call, None, None), "failed",
                                                 exc.message))
         self._finish_if_done(run)
@@ -237,7 +253,10 @@ class Scheduler:
     def _handle(self, run: StepRun, outcome: Outcome) -> None:
         step = run.plan.step
         entry = outcome.entry
-        self.collector.add(entry, compact=run.plan.over_rows)
+        if run.plan.over_rows:
+            self.collector.add_row(entry, outcome.call.size)
+        else:
+            self.collector.add(entry)
         if outcome.in_doubt is not None:
             self.collector.add_in_doubt(entry, outcome.in_doubt, outcome.doubted or outcome.step_id)
         self.reporter.step_finished(step, entry)
@@ -253,11 +272,11 @@ class Scheduler:
             key = entry.get("key")
             if outcome.status == "completed" and isinstance(key, str):
                 # A key runs at most once per task, also when two rows of one run share it.  A step
-                # over rows keeps no answer per key: 100,000 rows must not hold 100,000 answers.
-                kept = None if run.plan.over_rows else entry
-                self.runner.keyed[key] = CallRecord(key, step.num, outcome.call.row, outcome.step_id, 1,
-                                                    "completed", False, kept,
-                                                    None if kept is None else entry.get("detail"))
+                # over rows keeps only its keys (100,000 rows must not hold 100,000 records): a key
+                # met again is read back from the journal.
+                self.runner.keyed[key] = DONE if run.plan.over_rows else CallRecord(
+                    key, step.num, outcome.call.row, outcome.step_id, 1, "completed", False, entry,
+                    entry.get("detail"))
             return
         if outcome.status == "in_doubt" or not run.bad:
             run.bad = outcome.status
@@ -271,3 +290,24 @@ class Scheduler:
         run.outcome = run.bad or "completed"
         if run.outcome == "completed" and run.plan.step.name:
             self.details[run.plan.step.name.lower()] = {} if run.detail is None else run.detail
+        if run.plan.over_rows:
+            self._close_rows(run, whole=not run.broken)
+
+    def _close_unfinished(self) -> None:
+        """Steps over rows the run ended in (stopped, or halted on a failure) get their summary too."""
+        for run in self.runs:
+            if run.plan.over_rows and run.state == "active":
+                self._close_rows(run, whole=False)
+
+    def _close_rows(self, run: StepRun, *, whole: bool) -> None:
+        status = run.outcome
+        if not status:
+            # Unfinished: its rows not sent are not run, unless every row had been sent already.
+            planned = run.rows_total
+            status = run.bad or ("completed" if planned is not None and run.rows_done >= planned
+                                 else "not_run")
+        trip = None if run.started is None else round((time.monotonic() - run.started) * 1000)
+        # The detail references read, shown only where they may read it.
+        detail = run.detail if status == "completed" and run.last_row >= 0 else None
+        self.collector.close_rows(run.plan.step.num, status=status, rows_total=run.rows_total, whole=whole,
+                                  detail=self.runner.redactor.value(detail), trip_ms=trip)

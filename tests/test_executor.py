@@ -476,14 +476,29 @@ def test_a_step_over_csv_rows_sends_a_call_per_row_with_keys(store: Store, tmp_p
         echo({"last": "@goods.row.sku"}),
     ])
     answer = run(pool, store, tmp_path / "out", journal=journal, task_id="imp", reporter=recorder)
-    assert answer["total"] == 6
-    assert answer["steps"][:5] == [{"num": 1, "name": "goods", "row": n, "key": f"goods-S{n}",
-                                    "status": "completed"} for n in range(5)]
-    assert answer["steps"][5]["detail"] == {"last": "S4"}
+    assert (answer["total"], answer["succeeded"], len(answer["steps"])) == (6, 6, 2)
+    summary = answer["steps"][0]
+    assert {k: v for k, v in summary.items() if k not in ("detail", "time")} == {
+        "num": 1, "name": "goods", "unit": "MELBIS_AGENT_STORE", "command": "CmdAdd", "status": "completed",
+        "key": None, "result": True, "message": "5 rows: 5 completed",
+        "rows": {"total": 5, "completed": 5, "skipped": 0, "failed": 0, "in_doubt": 0, "not_run": 0},
+        "calls": 5, "tables": {}, "failures": [], "failures_omitted": 0}
+    # The last row's detail: the one references read.
+    assert summary["detail"]["row"]["sku"] == "S4"
+    assert isinstance(summary["time"]["trip"], int)
+    assert answer["steps"][1]["detail"] == {"last": "S4"}
     assert recorder.of("rows_progress") == [("rows_progress", 1, n, 5) for n in range(6)]
+    # Every call is in the journal, one record a row.
+    assert [(c["row"], c["key"], c["status"]) for c in journal.calls("imp") if c["num"] == 1] == [
+        (n, f"goods-S{n}", "completed") for n in range(5)]
     again = run(pool, store, tmp_path / "out", journal=journal, task_id="imp")
-    assert [e["status"] for e in again["steps"]] == ["skipped"] * 5 + ["completed"]
-    assert again["steps"][5]["detail"] == {"last": "S4"}
+    assert [e["status"] for e in again["steps"]] == ["completed", "completed"]
+    assert again["steps"][0]["message"] == "5 rows: 5 skipped"
+    assert again["steps"][0]["rows"]["skipped"] == 5
+    assert (again["skipped"], again["succeeded"]) == (5, 1)
+    # A skipped last row still gives its detail, read back from the journal.
+    assert again["steps"][0]["detail"] == summary["detail"]
+    assert again["steps"][1]["detail"] == {"last": "S4"}
     assert len(ops_of(store, "CmdAdd")) == 5
 
 
@@ -492,10 +507,16 @@ def test_a_failed_row_is_listed_in_full_and_stops_the_pool(store: Store, tmp_pat
     pool = make_pool(tmp_path, [step(TEST, "CmdSleep", {"ms": "${row.ms}"},
                                      for_each=ForEach(file="rows.jsonl"))])
     answer = run(pool, store, tmp_path / "out")
-    assert statuses(answer) == [(1, 0, "completed"), (1, 1, "failed")]
-    assert answer["steps"][1]["message"] == "ms is from 0 to 600000."
-    assert answer["steps"][1]["row"] == 1
-    assert (answer["total"], answer["not_run"]) == (3, 1)
+    (summary,) = answer["steps"]
+    assert (summary["status"], summary["result"]) == ("failed", False)
+    assert summary["message"] == "3 rows: 1 completed, 1 failed (first at row 1), 1 not run"
+    assert summary["rows"] == {"total": 3, "completed": 1, "skipped": 0, "failed": 1, "in_doubt": 0,
+                               "not_run": 1}
+    assert summary["calls"] == 2
+    (failure,) = summary["failures"]
+    assert (failure["row"], failure["status"], failure["message"]) == (1, "failed", "ms is from 0 to 600000.")
+    assert isinstance(failure["time"]["trip"], int)
+    assert (answer["total"], answer["succeeded"], answer["failed"], answer["not_run"]) == (3, 1, 1, 1)
 
 
 def test_chunks_send_many_rows_in_one_call(store: Store, tmp_path: Path) -> None:
@@ -504,13 +525,18 @@ def test_chunks_send_many_rows_in_one_call(store: Store, tmp_path: Path) -> None
     pool = make_pool(tmp_path, [step(IMPORT, "CmdAdd", name="imp", key="chunk-${row.sku}",
                                      for_each=ForEach(file="goods.csv", chunk=3, field="goods"))])
     answer = run(pool, store, out)
-    assert answer["steps"] == [
-        {"num": 1, "name": "imp", "rows": [0, 2], "key": "chunk-S0", "status": "completed"},
-        {"num": 1, "name": "imp", "rows": [3, 5], "key": "chunk-S3", "status": "completed"},
-        {"num": 1, "name": "imp", "rows": [6, 6], "key": "chunk-S6", "status": "completed"}]
+    (summary,) = answer["steps"]
+    assert (summary["calls"], summary["rows"]["total"], summary["rows"]["completed"]) == (3, 7, 7)
+    assert summary["message"] == "7 rows in 3 calls: 7 completed"
+    assert (answer["total"], answer["succeeded"]) == (3, 3)
     assert [len(op["params"]["goods"]) for op in ops_of(store)] == [3, 3, 1]
-    lines = (out / "tables" / f"step1.{IMPORT}.CmdAdd.goods.jsonl").read_text().splitlines()
+    path = out / "tables" / f"step1.{IMPORT}.CmdAdd.goods.jsonl"
+    lines = path.read_text().splitlines()
     assert len(lines) == 7
+    # The step's tables add up its calls': every row written, the first three as the head.
+    assert summary["tables"]["goods"]["rows"] == 7
+    assert summary["tables"]["goods"]["file"] == str(path)
+    assert summary["tables"]["goods"]["head"] == lines[:3]
 
 
 def test_sample_runs_only_the_first_rows(store: Store, tmp_path: Path) -> None:
@@ -518,7 +544,8 @@ def test_sample_runs_only_the_first_rows(store: Store, tmp_path: Path) -> None:
     pool = make_pool(tmp_path, [step("MELBIS_AGENT_STORE", "CmdGet", {"sku": "${row.sku}"},
                                      for_each=ForEach(file="goods.csv"))])
     answer = run(pool, store, tmp_path / "out", sample=3)
-    assert (answer["total"], len(answer["steps"])) == (3, 3)
+    assert (answer["total"], len(answer["steps"])) == (3, 1)
+    assert answer["steps"][0]["message"] == "3 rows: 3 completed"
     assert [op["params"]["sku"] for op in ops_of(store)] == ["S0", "S1", "S2"]
 
 
@@ -564,7 +591,10 @@ def test_a_row_the_data_file_breaks_at_fails_the_step_there(store: Store, tmp_pa
     data.write_text('{"n": 1}\n{"n": 2}\n{"n": 3\n{"n": 4}\n')
     pool = make_pool(tmp_path, [echo({"n": "${row.n}"}, for_each=ForEach(file="rows.jsonl")), echo()])
     answer = run(pool, store, tmp_path / "out")
-    assert statuses(answer) == [(1, 0, "completed"), (1, 1, "completed"), (1, 2, "failed")]
-    assert answer["steps"][-1]["message"] == (f"{data} line 3 is not whole json - Expecting ',' delimiter at "
-                                              "column 8; write one JSON object per line.")
+    (summary,) = answer["steps"]
+    assert (summary["status"], summary["message"]) == (
+        "failed", "4 rows: 2 completed, 1 failed (first at row 2), 1 not run")
+    assert statuses({"steps": summary["failures"]}) == [(1, 2, "failed")]
+    assert summary["failures"][0]["message"] == (f"{data} line 3 is not whole json - Expecting ',' delimiter "
+                                                 "at column 8; write one JSON object per line.")
     assert [op["params"] for op in ops_of(store)] == [{"n": 1}, {"n": 2}]

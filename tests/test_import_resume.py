@@ -176,8 +176,16 @@ def test_a_killed_import_resumes_without_adding_any_row_twice(keyed_store: Store
     # The call in doubt was sent again with its key, and the store answered it from the first time.
     assert_retried(answer, key, row)
     # The rows done before the kill are skipped; the one in doubt and every later one completed.
-    assert [s["row"] for s in answer["steps"]] == list(range(COUNT))
-    assert [s["status"] for s in answer["steps"]] == ["skipped"] * row + ["completed"] * (COUNT - row)
+    (summary,) = answer["steps"]
+    assert (summary["status"], summary["calls"], summary["failures"]) == ("completed", COUNT, [])
+    assert summary["rows"] == {"total": COUNT, "completed": COUNT - row, "skipped": row, "failed": 0,
+                               "in_doubt": 0, "not_run": 0}
+    assert summary["message"] == f"1,000 rows: {COUNT - row} completed, {row} skipped"
+    # The journal has a record of every call: the skipped rows name the call that did them.
+    with sqlite3.connect(f"file:{job.journal}?mode=ro", uri=True) as db:
+        skipped = db.execute("SELECT row, step_id FROM calls WHERE task = ? AND status = 'skipped' "
+                             "ORDER BY id", (TASK,)).fetchall()
+    assert skipped == [(r, f"{TASK}-1-{r}-1") for r in range(row)]
 
     adds = job.adds()
     assert Counter(op["params"]["sku"] for op in adds) == Counter(SKUS)
@@ -206,8 +214,12 @@ def test_without_store_keys_the_one_repeat_is_the_call_in_doubt(keyless_store: S
     assert sorted(adds) == SKUS
     goods = job.goods()
     assert sorted(goods) == SKUS
-    assert [s["status"] for s in answer["steps"]] == ["skipped"] * row + ["failed"] + ["completed"] * (
-        COUNT - row - 1)
-    refused = answer["steps"][row]
-    assert (refused["row"], refused["key"]) == (row, key)
+    (summary,) = answer["steps"]
+    assert (summary["status"], summary["result"]) == ("failed", False)
+    assert summary["rows"] == {"total": COUNT, "completed": COUNT - row - 1, "skipped": row, "failed": 1,
+                               "in_doubt": 0, "not_run": 0}
+    assert summary["message"] == (f"1,000 rows: {COUNT - row - 1} completed, {row} skipped, "
+                                  f"1 failed (first at row {row})")
+    (refused,) = summary["failures"]
+    assert (refused["row"], refused["key"], refused["status"]) == (row, key, "failed")
     assert refused["message"] == f"The goods [{sku}] are in the store already: id {goods[sku]}."

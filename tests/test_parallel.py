@@ -145,8 +145,10 @@ def test_steps_over_rows_run_side_by_side_and_a_dependent_waits_for_all(store_fa
     assert answer["result"] is True
     assert answer["total"] == 9
     assert recorder.most == 4
-    assert [(e["num"], e.get("row"), e["status"], e.get("key")) for e in answer["steps"][:8]] == [
-        (1, n, "completed", f"row-{n}") for n in range(8)]
+    assert [(e["num"], e["status"], e["message"]) for e in answer["steps"]] == [
+        (1, "completed", "8 rows: 8 completed"), (2, "completed", "The fields as received")]
+    # The summary gives the detail of the last row, whichever call came back last.
+    assert answer["steps"][0]["detail"] == {"n": "7"}
     assert sorted(op["idempotency_key"] for op in ops_of(slow)[:8]) == sorted(
         f"{answer['task']}:row-{n}" for n in range(8))
     # The step that refers to the step over rows waits for all its calls, and gets the last one's detail.

@@ -147,6 +147,31 @@ def test_answer_lines_for_show() -> None:
                      "pool completed: 2 calls, 2 succeeded, 0 failed, 0 skipped, 0 not_run in 145 ms"]
 
 
+def test_a_step_over_rows_shows_its_summary_then_the_failures_it_lists() -> None:
+    head = {"num": 2, "name": "add", "unit": "MELBIS_AGENT_STORE", "command": "CmdAdd"}
+    summary = {**head, "status": "failed", "key": None, "result": False,
+               "message": "1,000 rows: 996 completed, 4 failed (first at row 17)",
+               "rows": {"total": 1000, "completed": 996, "skipped": 0, "failed": 4, "in_doubt": 0,
+                        "not_run": 0},
+               "calls": 1000, "tables": {}, "failures_omitted": 3, "time": {"trip": 5230},
+               "failures": [{**head, "row": 17, "status": "failed", "key": "k17", "result": False,
+                             "message": "refused", "time": {"trip": 4}}]}
+    got = answer(result=False, status="partial", total=1001, succeeded=997, failed=4,
+                 steps=[*answer()["steps"], summary])
+    assert answer_lines(got)[1:4] == [
+        ("2. add MELBIS_AGENT_STORE.CmdAdd failed 5230 ms: 1,000 rows: 996 completed, 4 failed "
+         "(first at row 17)"),
+        "2. add MELBIS_AGENT_STORE.CmdAdd row 17 failed 4 ms: refused",
+        "2. add MELBIS_AGENT_STORE.CmdAdd failed: 3 more failed or in-doubt calls: the journal has them all"]
+    console = console_for(io.StringIO(), tty=False)
+    console.width = 200
+    with console.capture() as captured:
+        console.print(results_table(got))
+    text = captured.get()
+    assert re.search(r"│ 2 row 17 │ add\s+│ MELBIS_AGENT_STORE\.CmdAdd\s+│ failed\s+│\s+4 │ refused",
+                     text), text
+
+
 def test_a_run_on_a_terminal_shows_the_live_view(store: Store, tmp_path: Path) -> None:
     primary, secondary = os.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))

@@ -65,8 +65,10 @@ def test_sample_runs_only_the_first_rows_of_every_step_over_rows(store: Store, t
     answer = answer_of(proc)
     # 3 rows one by one, the same 3 rows in chunks of 2, and the step that is not over rows.
     assert (answer["total"], answer["succeeded"]) == (6, 6)
-    assert [(s["name"], s.get("row", s.get("rows"))) for s in answer["steps"]] == [
-        ("add", 0), ("add", 1), ("add", 2), ("imp", [0, 1]), ("imp", [2, 2]), ("last", None)]
+    assert [(s["name"], s["message"]) for s in answer["steps"]] == [
+        ("add", "3 rows: 3 completed"), ("imp", "3 rows in 2 calls: 3 completed"),
+        ("last", "The fields as received")]
+    assert [s.get("calls") for s in answer["steps"]] == [3, 2, None]
     ops = store.ops()
     assert commands(store) == ["MELBIS_AGENT_STORE.CmdAdd"] * 3 + [f"{IMPORT}.CmdAdd"] * 2 + [
         "MELBIS_AGENT_TEST.CmdEcho"]
@@ -93,9 +95,11 @@ pool:
     calls = math.ceil(count / 500)
     assert (answer["total"], answer["succeeded"]) == (calls, calls)
     spans = [[n, min(n + 499, count - 1)] for n in range(0, count, 500)]
-    assert [s["rows"] for s in answer["steps"]] == spans
-    assert [s["key"] for s in answer["steps"]] == [f"import-{rows[a]['ref']}" for a, _ in spans]
+    (summary,) = answer["steps"]
+    assert (summary["calls"], summary["rows"]["total"], summary["rows"]["completed"]) == (calls, count, count)
     ops = store.ops()
+    assert [op["idempotency_key"] for op in ops] == [
+        f"{answer['task']}:import-{rows[a]['ref']}" for a, _ in spans]
     assert [len(op["params"]["goods"]) for op in ops] == [b - a + 1 for a, b in spans]
     assert [row for op in ops for row in op["params"]["goods"]] == rows
     # The store's answer for each chunk lands in one table file, a row per goods.

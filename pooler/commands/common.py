@@ -37,7 +37,9 @@ class Context:
 
     def emit_json(self, document: Any) -> None:
         """The one JSON document of ``--json``, secrets masked."""
-        self.stdout.write(json.dumps(self.redactor.value(document), ensure_ascii=False, indent=2) + "\n")
+        # Written as it is encoded: a large answer never exists a second time as one string.
+        json.dump(self.redactor.value(document), self.stdout, ensure_ascii=False, indent=2)
+        self.stdout.write("\n")
         self.stdout.flush()
 
     def note(self, text: str) -> None:

@@ -1,0 +1,55 @@
+"""Masking copies only what changes, and ``--json`` streams the one document it prints."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from pooler.commands.common import Context
+from pooler.redact import Redactor
+
+ANSWER: dict[str, Any] = {
+    "result": True, "message": "ok", "steps": [
+        {"num": 1, "detail": {"id": 12, "row": {"sku": "A-1", "tags": ["x", "y"]}}, "tables": {}},
+        {"num": 2, "detail": None, "time": {"trip": 8}},
+    ],
+}
+
+
+def test_a_value_without_secrets_comes_back_as_the_same_object() -> None:
+    redactor = Redactor(["hush-hush"])
+    assert redactor.value(ANSWER) is ANSWER
+    assert redactor.value(ANSWER["steps"]) is ANSWER["steps"]
+    text = "nothing secret"
+    assert redactor.value(text) is text
+    # No secrets at all: nothing is walked.
+    assert Redactor().value(ANSWER) is ANSWER
+
+
+def test_a_secret_gives_a_masked_copy_sharing_what_did_not_change() -> None:
+    redactor = Redactor(["hush-hush"])
+    value = {"a": {"keep": [1, 2]}, "b": ["x", "key hush-hush", {"hush-hush": "y"}], "c": 3}
+    masked = redactor.value(value)
+    assert masked == {"a": {"keep": [1, 2]}, "b": ["x", "key ***", {"***": "y"}], "c": 3}
+    # The original is untouched, and the parts with no secret in them are shared, not copied.
+    assert value["b"] == ["x", "key hush-hush", {"hush-hush": "y"}]
+    assert masked is not value
+    assert masked["b"] is not value["b"]
+    assert masked["a"] is value["a"]
+    assert list(masked) == ["a", "b", "c"]
+
+
+def test_a_key_that_is_not_text_is_written_as_text() -> None:
+    redactor = Redactor(["hush-hush"])
+    assert redactor.value({1: "a", "b": 2}) == {"1": "a", "b": 2}
+
+
+def test_emit_json_writes_the_document_as_json_dumps_would() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    ctx = Context(out, err, {}, Redactor(["hush-hush"]))
+    document = {**ANSWER, "message": "Ünïcode and hush-hush", "list": []}
+    ctx.emit_json(document)
+    expected = json.dumps({**document, "message": "Ünïcode and ***"}, ensure_ascii=False, indent=2) + "\n"
+    assert out.getvalue() == expected
+    assert err.getvalue() == ""
