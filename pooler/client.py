@@ -33,17 +33,22 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import NameResolutionError, NewConnectionError, ReadTimeoutError
+from urllib3.connectionpool import ConnectionPool
 
 import pooler
+from pooler.envelope import Body, parse
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.rows import open_file
+from pooler.transport import connect_failure, is_timeout, tls_reason
 
 MB = 1024 * 1024
 #: The largest answer the client takes in; a bigger one is refused rather than exhausting memory.
 MAX_ANSWER_BYTES = 256 * MB
 #: A refusal as text keeps this much of the store's text.
 TEXT_LIMIT = 2000
+#: tool_run answers up to this size are decoded whole: the table scanner saves memory only on big
+#: answers and costs ten times json.loads' CPU time on the small ones every call gets.
+WHOLE_BELOW = 64 * 1024
 _IN_DOUBT = "the call may or may not have been carried out"
 # Visible ASCII but "%": what an Idempotency-Key header carries unchanged.
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
@@ -99,6 +104,26 @@ class _Bearer(requests.auth.AuthBase):
 
     def __repr__(self) -> str:
         return "_Bearer(***)"
+
+
+class _OneStoreAdapter(HTTPAdapter):
+    """requests' adapter for a client that only ever calls one store.
+
+    requests looks the connection pool up anew for every request (URL parsing, proxy selection,
+    pool key); every call here goes to the same store with the same TLS settings, so the pool
+    found first is the pool for all of them.
+    """
+
+    _found: tuple[tuple[Any, Any], ConnectionPool] | None = None
+
+    def get_connection_with_tls_context(self, request: requests.PreparedRequest, verify: Any,
+                                        proxies: Any = None, cert: Any = None) -> ConnectionPool:
+        found = self._found
+        if found is not None and found[0] == (verify, cert):
+            return found[1]
+        pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+        self._found = ((verify, cert), pool)
+        return pool
 
 
 class _MultipartBody:
@@ -190,16 +215,18 @@ class ToolRunClient:
         self.read_timeout = read_timeout
         self.max_answer_bytes = max_answer_bytes
         self._session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
+        adapter = _OneStoreAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        self._adapter = adapter
+        self._templates: dict[str, requests.PreparedRequest] = {}
         # The environment (proxy variables, NO_PROXY, REQUESTS_CA_BUNDLE) is read once here: requests
         # would read it again for every call, a quarter of its CPU time per call.  Every call goes to
         # this one store, so the once-read answer is the answer for all of them.
         env = self._session.merge_environment_settings(self.store, {}, None, verify, None)
         self._session.proxies = env["proxies"]
         self._session.trust_env = False
-        self._verify = env["verify"]
+        self._verify: bool | str = verify if env["verify"] is None else env["verify"]
         self._session.auth = _Bearer(token)
         self._session.headers.update(
             {"User-Agent": f"pooler/{pooler.__version__}", "Accept": "application/json"}
@@ -250,14 +277,15 @@ class ToolRunClient:
 
     def _post(self, endpoint: str, body: bytes | _MultipartBody, headers: dict[str, str]) -> Reply:
         started = time.monotonic()
+        request = self._prepared(endpoint).copy()
+        request.prepare_body(body, None)
+        request.headers.update(headers)
         failure: StoreError | None = None
         try:
-            resp = self._session.post(
-                f"{self.store}/{endpoint}", data=body, headers=headers, stream=True,
-                timeout=(self.connect_timeout, self.read_timeout), allow_redirects=False,
-                # Per request: a session-level verify=False loses to REQUESTS_CA_BUNDLE in requests.
-                verify=self._verify,
-            )
+            # Straight to the adapter: Session.send's hooks, cookie jar and redirect handling are
+            # unused here and cost a third of a call's CPU time.
+            resp = self._adapter.send(request, stream=True, timeout=(self.connect_timeout, self.read_timeout),
+                                      verify=self._verify, proxies=self._session.proxies)
         except requests.RequestException as exc:
             failure = self._send_failure(exc)
         # Raised outside the handler: requests' exception holds the request, token header and all.
@@ -268,28 +296,36 @@ class ToolRunClient:
         finally:
             resp.close()
         trip = round((time.monotonic() - started) * 1000)
-        return _reply(resp, content, trip)
+        return _reply(resp, content, trip, tables=endpoint == "tool_run")
 
-    def _read_body(self, resp: requests.Response) -> bytes:
+    def _prepared(self, endpoint: str) -> requests.PreparedRequest:
+        """The endpoint's request with the session's headers and the token, prepared once."""
+        found = self._templates.get(endpoint)
+        if found is None:
+            found = self._session.prepare_request(requests.Request("POST", f"{self.store}/{endpoint}"))
+            # A body is set per call; the template's own empty one must not leave a length behind.
+            found.headers.pop("Content-Length", None)
+            self._templates[endpoint] = found
+        return found
+
+    def _read_body(self, resp: requests.Response) -> bytearray:
         cap = self.max_answer_bytes
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise self._too_big()
-        chunks: list[bytes] = []
-        got = 0
+        # One growing buffer, not a list of chunks joined at the end: a big answer is held once.
+        content = bytearray()
         failure: StoreError | None = None
         try:
             for chunk in resp.iter_content(MB):
-                got += len(chunk)
-                if got > cap:
+                if len(content) + len(chunk) > cap:
                     failure = self._too_big()
                     break
-                chunks.append(chunk)
+                content += chunk
         except requests.RequestException as exc:
             failure = self._lost_answer(exc)
         if failure is not None:
             raise failure
-        content = b"".join(chunks)
         encoded = resp.headers.get("Content-Encoding", "identity").lower() not in ("", "identity")
         if declared.isdigit() and not encoded and len(content) < int(declared):
             raise self._fail("cut its answer short", sent=True)
@@ -305,7 +341,7 @@ class ToolRunClient:
                           " takes in (ask for fewer rows, or raise max_answer_bytes)", sent=True)
 
     def _lost_answer(self, exc: BaseException) -> StoreError:
-        if _is_timeout(exc):
+        if is_timeout(exc):
             return self._fail(f"did not finish its answer within {self.read_timeout:g} s", sent=True)
         return self._fail("cut its answer short", sent=True)
 
@@ -314,13 +350,13 @@ class ToolRunClient:
         if isinstance(exc, requests.exceptions.ConnectTimeout):
             return self._fail(f"no connection within {self.connect_timeout:g} s", sent=False)
         if isinstance(exc, requests.exceptions.SSLError):
-            return self._fail(f"TLS failed ({_tls_reason(exc)})", sent=False)
+            return self._fail(f"TLS failed ({tls_reason(exc)})", sent=False)
         if isinstance(exc, requests.exceptions.ProxyError):
             return self._fail("the proxy refused the connection", sent=False)
         if isinstance(exc, requests.exceptions.ReadTimeout):
             return self._fail(f"did not answer within {self.read_timeout:g} s", sent=True)
         if isinstance(exc, requests.exceptions.ConnectionError):
-            not_sent = _connect_failure(exc, urlsplit(self.store).hostname or "")
+            not_sent = connect_failure(exc, urlsplit(self.store).hostname or "")
             if not_sent is not None:
                 return self._fail(not_sent, sent=False)
             return self._fail("closed the connection before answering", sent=True)
@@ -342,60 +378,13 @@ def _open_attachment(path: Path) -> tuple[IO[bytes], int, Path]:
     return fh, os.fstat(fh.fileno()).st_size, path
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and everything it wraps (args, reason, cause, context), depth first."""
-    seen: list[BaseException] = []
-    todo: list[BaseException] = [exc]
-    while todo:
-        cur = todo.pop()
-        if any(cur is s for s in seen) or len(seen) > 20:
-            continue
-        seen.append(cur)
-        todo.extend(a for a in cur.args if isinstance(a, BaseException))
-        for attr in ("reason", "__cause__", "__context__"):
-            nxt = getattr(cur, attr, None)
-            if isinstance(nxt, BaseException):
-                todo.append(nxt)
-    return seen
-
-
-def _connect_failure(exc: BaseException, host: str) -> str | None:
-    """What went wrong while connecting, or ``None`` when the connection was made (sent or in doubt)."""
-    chain = _causes(exc)
-    if not any(isinstance(c, NewConnectionError) for c in chain):
-        return None
-    for cur in chain:
-        if isinstance(cur, NameResolutionError):
-            return f"the host name {host} is not known"
-        if isinstance(cur, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cur, TimeoutError):
-            return "no connection in time"
-    for cur in chain:
-        if isinstance(cur, OSError) and cur.strerror:
-            return cur.strerror.lower()
-    return "no connection could be made"
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return any(isinstance(c, ReadTimeoutError | TimeoutError) for c in _causes(exc))
-
-
-def _tls_reason(exc: BaseException) -> str:
-    text = str(exc)
-    found = re.search(r"\] ([^()\]]+?)(?: \(_ssl\.c:\d+\))", text)
-    if found:
-        return found.group(1).strip()
-    return "the secure connection could not be set up"
-
-
 def _int_or_none(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return round(value)
 
 
-def _text_refusal(resp: requests.Response, content: bytes, trip: int) -> Reply:
+def _text_refusal(resp: requests.Response, content: Body, trip: int) -> Reply:
     text = content[:8 * TEXT_LIMIT].decode("utf-8", "replace").strip()[:TEXT_LIMIT]
     if not text:
         text = f"the store answered HTTP {resp.status_code} with no text"
@@ -404,10 +393,14 @@ def _text_refusal(resp: requests.Response, content: bytes, trip: int) -> Reply:
     return Reply(resp.status_code, {"result": False, "message": text}, None, None, trip)
 
 
-def _reply(resp: requests.Response, content: bytes, trip: int) -> Reply:
-    """The answer with the envelope off; anything that is not an envelope is a refusal as text."""
+def _reply(resp: requests.Response, content: Body, trip: int, *, tables: bool) -> Reply:
+    """The answer with the envelope off; anything that is not an envelope is a refusal as text.
+
+    tool_run's table rows stay in the body (``TableRows``) until they are written; tool_list's
+    answer is small and is decoded whole, as its callers print it as it is.
+    """
     try:
-        doc = json.loads(content)
+        doc = parse(content) if tables and len(content) > WHOLE_BELOW else json.loads(content)
     except (ValueError, RecursionError):
         return _text_refusal(resp, content, trip)
     if not isinstance(doc, dict) or "ok" not in doc:

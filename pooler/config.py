@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pooler.errors import InputError, UsageError, did_you_mean
 
 NO_STORE = (
@@ -63,6 +61,9 @@ def load_stores(path: Path) -> dict[str, StoreEntry]:
     """The named stores of a config file; a missing file has none."""
     if not path.is_file():
         return {}
+    # Imported only when there is a file to read: most runs name the store by URL, without one.
+    import yaml  # noqa: PLC0415
+
     try:
         data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -11,12 +11,14 @@ import json
 import os
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from pooler.callargs import check_into
+from pooler.envelope import TableRows
 from pooler.errors import InputError
+from pooler.redact import Redactor
 
 HEAD_ROWS = 3
 HEAD_CHARS = 300
@@ -30,6 +32,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: tool_run and tool_pool each have a writer and may append to one job at the same time.
 _FILE_LOCKS: dict[Path, threading.Lock] = {}
 _FILE_GUARD = threading.Lock()
+Mask = Callable[[Any], Any] | None
 
 
 def safe_name(name: str) -> str:
@@ -69,13 +72,16 @@ class TableWriter:
         """The job file ``<out>/<into>.<table>.jsonl``."""
         return self._inside(self.out / f"{safe_name(into)}.{safe_name(table)}.jsonl")
 
-    def write(self, prefix: str, tables: Mapping[str, Sequence[Any]], into: str | None = None,
-              append: bool = False) -> dict[str, dict[str, Any]]:
+    def write(self, prefix: str, tables: Mapping[str, Any], into: str | None = None,
+              append: bool = False, redactor: Redactor | None = None) -> dict[str, dict[str, Any]]:
         """Write every table of an answer; the answer's ``tables`` object comes back.
 
         Each table's file is overwritten (appended to with ``append``: the calls of one step over
         rows share its file); ``rows`` and ``head`` describe what this call wrote.  With ``into``
         the rows are appended to the job's file too, and ``job_rows`` is what it holds now.
+        A table is any iterable of rows (a list, ``TableRows``); rows are read once, one at a
+        time.  With ``redactor``, table names and each row are masked just before they are
+        written, so no masked copy of a whole table is ever made.
         """
         check_into(into)
         if not tables:
@@ -83,38 +89,40 @@ class TableWriter:
         _make_dir(self.out)
         _make_dir(self.tables_dir)
         out: dict[str, dict[str, Any]] = {}
+        mask = redactor.value if redactor else None
         for table, rows in tables.items():
             # A store that answers one row instead of a list still gets its row written.
-            seq: Sequence[Any] = rows if isinstance(rows, list | tuple) else [rows]
+            seq: Iterable[Any] = rows if isinstance(rows, list | tuple | TableRows) else [rows]
+            name = redactor.text(str(table)) if redactor else str(table)
             try:
-                out[str(table)] = self._write_table(prefix, str(table), seq, into, append)
+                out[name] = self._write_table(prefix, name, seq, into, append, mask=mask)
             except OSError as exc:
                 raise InputError(
                     f"cannot write the table {table!r} under {self.out}: {exc.strerror or exc} - check --out."
                 ) from None
         return out
 
-    def _write_table(self, prefix: str, table: str, rows: Sequence[Any], into: str | None,
-                     append: bool) -> dict[str, Any]:
+    def _write_table(self, prefix: str, table: str, rows: Iterable[Any], into: str | None,
+                     append: bool, *, mask: Mask) -> dict[str, Any]:
         path = self.path_for(prefix, table)
         job = self.job_path(into, table) if into is not None else None
         with self._lock(path):
             if job is None:
                 with _open(path, append) as fh:
-                    head = _write_rows(rows, fh)
-                return {"rows": len(rows), "file": str(path), "head": head}
+                    count, head = _write_rows(rows, mask, fh)
+                return {"rows": count, "file": str(path), "head": head}
             with self._lock(job):
                 held = self._job_count(job)
                 try:
                     with _open(path, append) as fh, _open(job, True) as jh:
-                        head = _write_rows(rows, fh, jh)
+                        count, head = _write_rows(rows, mask, fh, jh)
                 except BaseException:
                     # The job file may hold part of the rows now; count it again next time.
                     self._job_rows.pop(job, None)
                     raise
-                self._remember(job, held + len(rows))
-                return {"rows": len(rows), "file": str(path), "head": head,
-                        "job": str(job), "job_rows": held + len(rows)}
+                self._remember(job, held + count)
+                return {"rows": count, "file": str(path), "head": head,
+                        "job": str(job), "job_rows": held + count}
 
     @staticmethod
     def _lock(path: Path) -> threading.Lock:
@@ -183,14 +191,16 @@ def _open(path: Path, append: bool) -> IO[str]:
         raise
 
 
-def _write_rows(rows: Sequence[Any], *files: IO[str]) -> list[str]:
-    """Every row as one JSON line into each file; the first rows' text, cut, for the head."""
+def _write_rows(rows: Iterable[Any], mask: Mask, *files: IO[str]) -> tuple[int, list[str]]:
+    """Every row as one JSON line into each file: the rows written, and the first ones' text, cut."""
     head: list[str] = []
+    count = 0
     for row in rows:
-        line = _ENCODER.encode(row)
-        if len(head) < HEAD_ROWS:
+        line = _ENCODER.encode(row if mask is None else mask(row))
+        if count < HEAD_ROWS:
             head.append(line[:HEAD_CHARS])
+        count += 1
         for fh in files:
             fh.write(line)
             fh.write("\n")
-    return head
+    return count, head

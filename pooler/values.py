@@ -12,6 +12,7 @@ at any depth of params and in a step's key; mapping keys are never templates.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -123,10 +124,16 @@ def substitute(value: Any, scope: Mapping[str, Any]) -> Any:
     return map_strings(value, lambda text: _fill(text, scope) if "$" in text else text)
 
 
+@functools.lru_cache(maxsize=4096)
+def _pieces(text: str) -> tuple[Piece, ...]:
+    # A step over rows fills the same few templates once per row: scan each once.
+    return tuple(scan(text))
+
+
 def _fill(text: str, scope: Mapping[str, Any]) -> Any:
     if OPEN not in text:
         return text
-    pieces = scan(text)
+    pieces = _pieces(text)
     if len(pieces) == 1 and pieces[0].name is not None:
         return lookup(pieces[0].name, scope)
     out: list[str] = []

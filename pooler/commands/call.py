@@ -7,13 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
-
 from pooler.callargs import prepare_call
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_store_options, add_traceback, make_client
 from pooler.errors import UsageError
-from pooler.render import console_for
 from pooler.tables import TableWriter
 
 FIRST_KEYS = ("result", "message", "detail", "tables", "files")
@@ -73,6 +70,16 @@ def seed_answer(data: dict[str, Any], tables: dict[str, Any], time: dict[str, An
 
 
 def handle(args: argparse.Namespace, ctx: Context) -> int:
+    answer = carry_out(args, ctx)
+    if args.json:
+        ctx.emit_json(answer)
+    else:
+        show(answer, ctx)
+    return 0 if answer["result"] else 1
+
+
+def carry_out(args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
+    """The call made and its tables written: the answer, which no longer holds the store's body."""
     prepared = prepare_call(
         params=json_flag("--params", args.params),
         params_source=args.params_source,
@@ -89,16 +96,16 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     raw_tables = data.get("tables") if isinstance(data.get("tables"), dict) else {}
     tables = TableWriter(Path(args.out)).write(f"{args.unit}.{args.command}", raw_tables or {},
                                               into=prepared.into)
-    answer = seed_answer(data, tables, reply.time())
-    if args.json:
-        ctx.emit_json(answer)
-    else:
-        show(answer, ctx)
-    return 0 if answer["result"] else 1
+    return seed_answer(data, tables, reply.time())
 
 
 def show(answer: dict[str, Any], ctx: Context) -> None:
     """The answer for a person: the verdict and message, then detail, tables and files."""
+    # Imported here: --json never needs rich, and by now a big answer's body is gone.
+    from rich.text import Text  # noqa: PLC0415
+
+    from pooler.render import console_for  # noqa: PLC0415
+
     console = console_for(ctx.stdout)
     verdict = ("done", "green") if answer["result"] else ("refused", "bold red")
     console.print(Text.assemble(verdict, f": {ctx.redactor.text(str(answer['message']))}"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pooler.client import Reply, ToolRunClient
+from pooler.envelope import TableRows
 from pooler.redact import Redactor
 
 
@@ -25,5 +26,12 @@ class MaskingClient(ToolRunClient):
             # The detail stays whole: "@step.field" references read it, and a masked value would
             # reach the store as "***". Every output (answer, journal, screen) masks it itself.
             reply.data = {k if k == "detail" else self.redactor.text(k): v if k == "detail"
+                          else self._masked_tables(v) if k == "tables" and isinstance(v, dict)
                           else self.redactor.value(v) for k, v in reply.data.items()}
         return reply
+
+    def _masked_tables(self, tables: dict[str, Any]) -> dict[str, Any]:
+        # Rows left in the body are masked one by one as they are read: no masked copy of a table.
+        return {self.redactor.text(str(name)): rows.masked(self.redactor.value)
+                if isinstance(rows, TableRows) else self.redactor.value(rows)
+                for name, rows in tables.items()}

@@ -9,6 +9,7 @@ from typing import Any
 
 from pooler.callargs import prepare_call
 from pooler.client import Reply, ToolRunClient
+from pooler.envelope import TableRows
 from pooler.mcp.arguments import check_names, confine, optional, required_name
 from pooler.mcp.outcome import Outcome, answered, refused
 from pooler.tables import TableWriter
@@ -94,7 +95,8 @@ class StoreCalls:
         """The seed's answer: the five keys, the command's own extra keys, then time."""
         data = reply.data
         raw = data.get("tables")
-        rows = {str(k): v for k, v in raw.items() if isinstance(v, list)} if isinstance(raw, dict) else {}
+        rows = ({str(k): v for k, v in raw.items() if isinstance(v, list | TableRows)}
+                if isinstance(raw, dict) else {})
         detail = data.get("detail")
         files = data.get("files")
         answer: dict[str, Any] = {
