@@ -30,3 +30,18 @@ def store_factory(tmp_path: Path) -> Iterator[Any]:
     for s in started:
         s.stop()
 
+
+@pytest.fixture
+def secret_store(store_factory: Any, request: pytest.FixtureRequest) -> Store:
+    """A store whose token is the test module's ``TOKEN``."""
+    found: Store = store_factory("--token", request.module.TOKEN)
+    return found
+
+
+@pytest.fixture
+def token_file(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The test module's ``TOKEN`` in an owner-only file."""
+    path = tmp_path / "token"
+    path.write_text(request.module.TOKEN + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +88,26 @@ def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The one JSON document ``--json`` prints on stdout."""
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
+
+
+@contextlib.contextmanager
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stand-in store of fixed behaviour on 127.0.0.1, for answers the reference store never gives."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def send_answer(handler: BaseHTTPRequestHandler, status: int, ctype: str, body: bytes) -> None:
+    """A stand-in store's answer: the request's body read, then one whole response."""
+    handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+    handler.send_response(status)
+    handler.send_header("Content-Type", ctype)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)

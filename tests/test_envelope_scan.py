@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import tracemalloc
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from helpers import send_answer, serve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -280,13 +280,7 @@ class FixedAnswers(BaseHTTPRequestHandler):
     bodies: ClassVar[list[tuple[int, str, bytes]]] = []
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        status, ctype, body = self.bodies.pop(0)
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_answer(self, *self.bodies.pop(0))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Quiet."""
@@ -295,15 +289,8 @@ class FixedAnswers(BaseHTTPRequestHandler):
 @pytest.fixture
 def fixed() -> Iterator[Fixed]:
     FixedAnswers.bodies = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FixedAnswers)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    client = ToolRunClient(f"http://127.0.0.1:{server.server_address[1]}", "tok")
-    yield client, FixedAnswers.bodies
-    client.close()
-    server.shutdown()
-    server.server_close()
-
+    with serve(FixedAnswers) as url, ToolRunClient(url, "tok") as client:
+        yield client, FixedAnswers.bodies
 
 
 def test_a_truncated_answer_is_the_refusal_as_text(fixed: Fixed) -> None:

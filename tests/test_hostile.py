@@ -13,15 +13,14 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import threading
 import tracemalloc
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler
+from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
 
 from pooler.callargs import prepare_call
 from pooler.commands.common import INSECURE_WARNING
@@ -288,15 +287,10 @@ class HostileStore(BaseHTTPRequestHandler):
     """Answers every call with tables named like paths out of --out."""
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         tables = {name: [{"name": name}] for name in HOSTILE_NAMES}
         body = json.dumps({"ok": True, "ms": 1, "data": {"result": True, "message": "here", "detail": {},
                                                          "tables": tables, "files": []}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_answer(self, 200, "application/json", body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Quiet."""
@@ -304,12 +298,8 @@ class HostileStore(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def hostile_store() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), HostileStore)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(HostileStore) as url:
+        yield url
 
 
 def test_a_store_that_names_tables_like_paths_writes_nothing_outside_out(hostile_store: str,

@@ -5,9 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
 from helpers import Store, answer_of, pooler
 
 TOKEN = "tok-4711-never-shown-Zq"
@@ -36,20 +34,6 @@ pool:
     command: CmdUpdate
     params: {id: "${signature}"}
 """
-
-
-@pytest.fixture
-def secret_store(store_factory: Any) -> Store:
-    store: Store = store_factory("--token", TOKEN)
-    return store
-
-
-@pytest.fixture
-def token_file(tmp_path: Path) -> Path:
-    path = tmp_path / "token"
-    path.write_text(TOKEN + "\n")
-    path.chmod(0o600)
-    return path
 
 
 def files_under(folder: Path) -> Iterator[Path]:

@@ -151,20 +151,6 @@ def masked_bytes(rows: list[dict[str, Any]], *secrets: str) -> bytes:
                    for r in rows).encode()
 
 
-@pytest.fixture
-def secret_store(store_factory: Any) -> Store:
-    store: Store = store_factory("--token", TOKEN)
-    return store
-
-
-@pytest.fixture
-def token_file(tmp_path: Path) -> Path:
-    path = tmp_path / "token"
-    path.write_text(TOKEN + "\n", encoding="utf-8")
-    path.chmod(0o600)
-    return path
-
-
 def test_pooler_call_masks_the_token_in_every_row(secret_store: Store, tmp_path: Path,
                                                    token_file: Path) -> None:
     rows = goods_with_secrets(secret_store, 1500)
