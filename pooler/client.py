@@ -34,6 +34,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import ConnectionPool
+from urllib3.exceptions import HTTPError
 
 import pooler
 from pooler.envelope import Body, parse
@@ -313,20 +314,25 @@ class ToolRunClient:
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise self._too_big()
+        encoded = resp.headers.get("Content-Encoding", "identity").lower() not in ("", "identity")
         # One growing buffer, not a list of chunks joined at the end: a big answer is held once.
         content = bytearray()
         failure: StoreError | None = None
         try:
-            for chunk in resp.iter_content(MB):
-                if len(content) + len(chunk) > cap:
-                    failure = self._too_big()
-                    break
-                content += chunk
-        except requests.RequestException as exc:
+            if declared.isdigit() and not encoded and int(declared) <= MB:
+                # The common answer: small and of known length, read in one go (the chunk
+                # generator costs a tenth of a small call's client time).
+                content += resp.raw.read(int(declared))
+            else:
+                for chunk in resp.iter_content(MB):
+                    if len(content) + len(chunk) > cap:
+                        failure = self._too_big()
+                        break
+                    content += chunk
+        except (requests.RequestException, HTTPError, OSError) as exc:
             failure = self._lost_answer(exc)
         if failure is not None:
             raise failure
-        encoded = resp.headers.get("Content-Encoding", "identity").lower() not in ("", "identity")
         if declared.isdigit() and not encoded and len(content) < int(declared):
             raise self._fail("cut its answer short", sent=True)
         return content

@@ -149,9 +149,18 @@ def pool_identity(pool_file: str | Path) -> str:
     return str(Path(pool_file).resolve())
 
 
+_SECOND: tuple[int, str] = (-1, "")
+
+
 def _now() -> str:
+    global _SECOND  # noqa: PLW0603 - a one-entry cache: two stamps a call, formatted once a second
     now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    whole = int(now)
+    second, text = _SECOND
+    if second != whole:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(whole))
+        _SECOND = (whole, text)
+    return f"{text}.{int(now * 1000) % 1000:03d}"
 
 
 def _dumps(value: Any) -> str:

@@ -42,7 +42,8 @@ def test_a_secret_gives_a_masked_copy_sharing_what_did_not_change() -> None:
 
 def test_a_key_that_is_not_text_is_written_as_text() -> None:
     redactor = Redactor(["hush-hush"])
-    assert redactor.value({1: "a", "b": 2}) == {"1": "a", "b": 2}
+    assert redactor.value({1: "hush-hush", "b": 2}) == {"1": "***", "b": 2}
+    assert json.dumps(redactor.value({1: "a", "b": 2})) == '{"1": "a", "b": 2}'
 
 
 def test_emit_json_writes_the_document_as_json_dumps_would() -> None:
@@ -53,3 +54,28 @@ def test_emit_json_writes_the_document_as_json_dumps_would() -> None:
     expected = json.dumps({**document, "message": "Ünïcode and ***"}, ensure_ascii=False, indent=2) + "\n"
     assert out.getvalue() == expected
     assert err.getvalue() == ""
+
+
+def test_secrets_json_writes_otherwise_are_masked_too() -> None:
+    # A quote, a backslash and a line break are escaped in JSON text: the quick look cannot see
+    # them there, so these values are walked.
+    for secret in ('pa"ss', "pa\\ss", "pa\nss"):
+        value = {"a": [f"x{secret}y", {"k": secret}], f"key-{secret}": 1}
+        assert Redactor([secret]).value(value) == {"a": ["x***y", {"k": "***"}], "key-***": 1}
+
+
+def test_a_secret_in_a_number_masks_nothing_and_changes_nothing() -> None:
+    value = {"id": 512345, "name": "plain"}
+    assert Redactor(["1234"]).value(value) is value
+
+
+def test_a_value_json_cannot_write_is_walked() -> None:
+    value = {"a": ("tok-secret-9", {1, 2}), "b": ["tok-secret-9"]}
+    masked = Redactor(["tok-secret-9"]).value(value)
+    assert masked["b"] == ["***"]
+    assert masked["a"] is value["a"]  # tuples are not JSON lists: left as they are, as before
+
+
+def test_unicode_secrets_are_found_in_json_text() -> None:
+    value = {"name": "Grüße-Ключ-секрет", "list": ["… Ключ-секрет …"]}
+    assert Redactor(["Ключ-секрет"]).value(value) == {"name": "Grüße-***", "list": ["… *** …"]}
