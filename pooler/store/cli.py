@@ -20,8 +20,9 @@ The bundled reference store: a real HTTP server on SQLite speaking tool_run and 
 It prints its URL (http://HOST:PORT) as the first line of stdout, and serves until SIGINT or
 SIGTERM. State lives in --db and --root, so it survives a restart.
 
-Tokens: --token T grants every command; --read-token T grants CmdList, CmdGet, CmdEcho and CmdOps
-only; with neither option the token "demo" grants every command.
+Tokens: --token T grants every command; --read-token T grants CmdList, CmdGet and CmdEcho only
+(CmdOps, which shows every caller's params, needs a full token); with neither option the token
+"demo" grants every command.
 
 MELBIS_AGENT_TEST CmdOps lists every command the store has carried out (a command whose function
 ran, whatever it answered); CmdOps adds no row itself, so reading the ops does not change them."""
@@ -49,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", action="append", default=[], metavar="T",
                        help="a token granted every command (repeatable)")
     serve.add_argument("--read-token", action="append", default=[], metavar="T",
-                       help="a token granted only CmdList, CmdGet, CmdEcho and CmdOps (repeatable)")
+                       help="a token granted only CmdList, CmdGet and CmdEcho (repeatable)")
     serve.add_argument("--registry", action="append", default=[], type=Path, metavar="DIR",
                        help="a folder of tool declarations (*.json) to add; a call of one of them answers "
                             "'Module not found!'. A declaration of a unit the store has replaces its own.")

@@ -27,8 +27,8 @@ from pooler.store.idempotency import Idempotency, Stored
 from pooler.store.registry import Command, Registry, Tool, load_registry
 
 TOOLS_PACKAGE = "pooler.store.tools"
-#: What a read token is granted, in every tool.
-READ_COMMANDS = frozenset({"cmdlist", "cmdget", "cmdecho", "cmdops"})
+#: What a read token is granted, in every tool.  Not CmdOps: it shows every caller's params.
+READ_COMMANDS = frozenset({"cmdlist", "cmdget", "cmdecho"})
 DEMO_TOKEN = "demo"  # noqa: S105 - the documented token of a store started with none
 
 

@@ -73,7 +73,6 @@ def test_a_read_token_gets_only_the_reading_commands(guarded: Store) -> None:
     assert (
         _run(guarded, reader, "MELBIS_AGENT_STORE", "cmdget", {"sku": "x"}).json()["data"]["result"] is True
     )
-    assert _run(guarded, reader, TEST, "CmdOps").json()["data"]["result"] is True
     before = len(guarded.ops())
     resp = _run(guarded, reader, CUR, "CmdAdd", {"name": "Nope"})
     assert resp.status_code == 200
@@ -126,3 +125,12 @@ def test_only_a_read_token_leaves_no_full_token(store_factory: Any) -> None:
         == "ACCESS_DENIED: the command MELBIS_AGENT_CURRENCY\\CmdRemove is not granted "
         "to this token."
     )
+
+
+def test_a_read_token_cannot_read_the_ops_of_every_caller(guarded: Store) -> None:
+    _run(guarded, {"Authorization": "Bearer full-2"}, TEST, "CmdEcho", {"card": "4111-private"})
+    doc = _run(guarded, {"Authorization": "Bearer reader"}, TEST, "CmdOps").json()
+    assert doc["data"] == {"result": False, "detail": {}, "tables": {}, "files": [],
+                           "message": "ACCESS_DENIED: the command MELBIS_AGENT_TEST\\CmdOps is not granted "
+                                      "to this token."}
+    assert "4111-private" in str(guarded.ops())
