@@ -89,6 +89,10 @@ def folder(out: Path, parts: tuple[str, ...], *, create: bool) -> Iterator[int |
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and here.is_symlink():
                     raise link_refusal(here) from None
+                if exc.errno == errno.ENOTDIR and not create:
+                    # A file in the folder's place holds no folder's files; writing there fails.
+                    yield None
+                    return
                 raise InputError(f"cannot open the folder {here}: {exc.strerror or exc} - "
                                  "check --out.") from None
             os.close(fd)
