@@ -58,48 +58,50 @@ def folder(out: Path, parts: tuple[str, ...], *, create: bool) -> Iterator[int |
     """
     if create:
         _mkdir(out)
-    try:
-        fd = os.open(out, os.O_RDONLY | _DIRECTORY)
-    except FileNotFoundError:
-        if create:
-            raise
-        yield None
-        return
-    except OSError as exc:
-        raise InputError(f"cannot open the folder {out}: {exc.strerror or exc} - check --out.") from None
+    fd = _enter(None, out, out, create=create)
     try:
         here = out
         for part in parts:
+            if fd is None:
+                break
             here = here / part
             if create:
-                try:
-                    os.mkdir(part, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                except OSError as exc:
-                    raise InputError(f"cannot create the folder {here}: {exc.strerror or exc} - "
-                                     "check --out.") from None
-            try:
-                inner = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                if create:
-                    raise
-                yield None
-                return
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and here.is_symlink():
-                    raise link_refusal(here) from None
-                if exc.errno == errno.ENOTDIR and not create:
-                    # A file in the folder's place holds no folder's files; writing there fails.
-                    yield None
-                    return
-                raise InputError(f"cannot open the folder {here}: {exc.strerror or exc} - "
-                                 "check --out.") from None
+                _mkdir_at(fd, part, here)
+            inner = _enter(fd, part, here, create=create)
             os.close(fd)
             fd = inner
         yield fd
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
+
+
+def _enter(parent: int | None, name: Path | str, here: Path, *, create: bool) -> int | None:
+    """``name`` opened as a folder: ``out`` itself as named, a folder below it (in ``parent``)
+    without following a link; ``None`` when there is none and ``create`` is off."""
+    flags = os.O_RDONLY | _DIRECTORY | (0 if parent is None else _NOFOLLOW)
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    except OSError as exc:
+        if parent is not None and exc.errno in (errno.ELOOP, errno.ENOTDIR) and here.is_symlink():
+            raise link_refusal(here) from None
+        if exc.errno == errno.ENOTDIR and not create and parent is not None:
+            # A file in the folder's place holds no folder's files; writing there fails.
+            return None
+        raise InputError(f"cannot open the folder {here}: {exc.strerror or exc} - check --out.") from None
+
+
+def _mkdir_at(parent: int, name: str, here: Path) -> None:
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise InputError(f"cannot create the folder {here}: {exc.strerror or exc} - check --out.") from None
 
 
 def check_real(out: Path, path: Path) -> None:
