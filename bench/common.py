@@ -22,7 +22,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 PYTHON = sys.executable
-TOKEN = "demo"
+TOKEN = "bench-token-5c1e0a9d"
 STORE_START_TIMEOUT = 30.0
 PROCESS_TIMEOUT = 3600.0
 
@@ -120,7 +120,8 @@ def store(w: Work, *args: str) -> Iterator[Store]:
     folder = w.fresh("store")
     log = (folder / "store.log").open("wb")
     cmd = [*pooler_cmd(), "store", "serve", "--host", "127.0.0.1", "--port", "0",
-           "--db", str(folder / "store.db"), "--root", str(folder / "root"), *args]
+           "--db", str(folder / "store.db"), "--root", str(folder / "root"),
+           *(() if "--token" in args else ("--token", TOKEN)), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=w.env, cwd=w.tmp)
     first: list[bytes] = []
     started = threading.Event()

@@ -20,6 +20,7 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "keepalive-token-83f2"
 
 
 def main() -> int:
@@ -28,7 +29,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pooler-keepalive-") as tmp:
         proc = subprocess.Popen([sys.executable, "-m", "pooler", "store", "serve", "--port", "0",
-                                 "--db", f"{tmp}/store.db", "--root", f"{tmp}/root"],
+                                 "--db", f"{tmp}/store.db", "--root", f"{tmp}/root", "--token", TOKEN],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         try:
             assert proc.stdout is not None
@@ -52,7 +53,7 @@ def main() -> int:
 def _run(url: str, calls: int) -> list[float]:
     times: list[float] = []
     with requests.Session() as session:
-        session.headers["Authorization"] = "Bearer demo"
+        session.headers["Authorization"] = f"Bearer {TOKEN}"
         body = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 0}}
         session.post(f"{url}/tool_run", json=body, timeout=10).raise_for_status()  # the connection is opened
         for n in range(calls):

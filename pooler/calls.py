@@ -264,7 +264,7 @@ class CallRunner:
         note = ""
         if data.get("tables"):
             try:
-                tables = self._write_tables(call, data["tables"])
+                tables = self._write_tables(call, data["tables"], _job_call(ready))
             except (PoolerError, OSError) as exc:
                 status = "failed"
                 note = (f" The store carried the call out, but its tables could not be written: "
@@ -310,20 +310,21 @@ class CallRunner:
                 continue
             return reply, retried
 
-    def _write_tables(self, call: Call, tables: Any) -> dict[str, Any]:
+    def _write_tables(self, call: Call, tables: Any, job_call: str | None) -> dict[str, Any]:
         """The answer's tables written (rows masked one by one as they go: a store may echo a
         secret into its rows, and table and job files leave the process)."""
         plan = call.plan
         if not isinstance(tables, Mapping):
             tables = {}
         if not plan.over_rows:
-            return self.writer.write(plan.prefix, tables, into=plan.step.into, redactor=self.redactor)
+            return self.writer.write(plan.prefix, tables, into=plan.step.into, redactor=self.redactor,
+                                     call=job_call)
         # The calls of a step over rows share its files: the first one of this run starts them
         # afresh (unless a rerun keeps the rows its skipped calls wrote), the others append.
         with plan.lock:
             append = plan.written or plan.keep_tables
             written = self.writer.write(plan.prefix, tables, into=plan.step.into, append=append,
-                                        redactor=self.redactor)
+                                        redactor=self.redactor, call=job_call)
             plan.written = True
         return written
 
@@ -342,6 +343,14 @@ class CallRunner:
             entry[name if name not in entry and name != "time" else f"store_{name}"] = value
         entry["time"] = reply.time()
         return entry
+
+
+def _job_call(ready: Prepared) -> str | None:
+    """A keyed call's identity in a job's ledger: sent again under the same key and round, the
+    store answers it with the same rows, which the job already holds."""
+    if ready.ids.key is None:
+        return None
+    return json.dumps([ready.ids.task, ready.ids.key, ready.ids.round], ensure_ascii=False)
 
 
 def _round_after(found: CallRecord) -> int:

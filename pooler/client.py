@@ -39,6 +39,7 @@ from urllib3.exceptions import HTTPError
 import pooler
 from pooler.envelope import Body, parse
 from pooler.errors import InputError, StoreError, UsageError
+from pooler.redact import Redactor
 from pooler.rows import open_file
 from pooler.transport import connect_failure, is_timeout, tls_reason
 
@@ -196,7 +197,7 @@ class ToolRunClient:
 
     def __init__(self, store: str, token: str | None = None, *, connect_timeout: float = 5.0,
                  read_timeout: float = 60.0, verify: bool = True, pool_size: int = 16,
-                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
+                 max_answer_bytes: int = MAX_ANSWER_BYTES, redactor: Redactor | None = None) -> None:
         parts = urlsplit(store.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(
@@ -215,6 +216,9 @@ class ToolRunClient:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_answer_bytes = max_answer_bytes
+        #: Masks a store's text before it is cut to TEXT_LIMIT, so a secret at the cut never
+        #: leaves its first characters behind.
+        self.redactor = redactor if redactor is not None else Redactor()
         self._session = requests.Session()
         adapter = _OneStoreAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
         self._session.mount("http://", adapter)
@@ -297,7 +301,7 @@ class ToolRunClient:
         finally:
             resp.close()
         trip = round((time.monotonic() - started) * 1000)
-        return _reply(resp, content, trip, tables=endpoint == "tool_run")
+        return _reply(resp, content, trip, tables=endpoint == "tool_run", redactor=self.redactor)
 
     def _prepared(self, endpoint: str) -> requests.PreparedRequest:
         """The endpoint's request with the session's headers and the token, prepared once."""
@@ -390,8 +394,9 @@ def _int_or_none(value: Any) -> int | None:
     return round(value)
 
 
-def _text_refusal(resp: requests.Response, content: Body, trip: int) -> Reply:
-    text = content[:8 * TEXT_LIMIT].decode("utf-8", "replace").strip()[:TEXT_LIMIT]
+def _text_refusal(resp: requests.Response, content: Body, trip: int, redactor: Redactor) -> Reply:
+    raw = content[:8 * TEXT_LIMIT]
+    text = redactor.cut(raw.decode("utf-8", "replace").strip(), TEXT_LIMIT, was_cut=len(raw) < len(content))
     if not text:
         text = f"the store answered HTTP {resp.status_code} with no text"
         if 300 <= resp.status_code < 400 and resp.headers.get("Location"):
@@ -399,7 +404,7 @@ def _text_refusal(resp: requests.Response, content: Body, trip: int) -> Reply:
     return Reply(resp.status_code, {"result": False, "message": text}, None, None, trip)
 
 
-def _reply(resp: requests.Response, content: Body, trip: int, *, tables: bool) -> Reply:
+def _reply(resp: requests.Response, content: Body, trip: int, *, tables: bool, redactor: Redactor) -> Reply:
     """The answer with the envelope off; anything that is not an envelope is a refusal as text.
 
     tool_run's table rows stay in the body (``TableRows``) until they are written; tool_list's
@@ -408,13 +413,13 @@ def _reply(resp: requests.Response, content: Body, trip: int, *, tables: bool) -
     try:
         doc = parse(content) if tables and len(content) > WHOLE_BELOW else json.loads(content)
     except (ValueError, RecursionError):
-        return _text_refusal(resp, content, trip)
+        return _text_refusal(resp, content, trip, redactor)
     if not isinstance(doc, dict) or "ok" not in doc:
-        return _text_refusal(resp, content, trip)
+        return _text_refusal(resp, content, trip, redactor)
     if doc["ok"] is True and isinstance(doc.get("data"), dict):
         return Reply(resp.status_code, doc["data"], _int_or_none(doc.get("ms")),
                      _int_or_none(doc.get("unit_ms")), trip, doc.get("sql"), doc.get("sql_ms"))
     if doc["ok"] is False and isinstance(doc.get("error"), str):
-        message = doc["error"].strip()[:TEXT_LIMIT]
+        message = redactor.cut(doc["error"].strip(), TEXT_LIMIT)
         return Reply(resp.status_code, {"result": False, "message": message}, None, None, trip)
-    return _text_refusal(resp, content, trip)
+    return _text_refusal(resp, content, trip, redactor)

@@ -78,8 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     out = Path(args.out)
     say = sys.stderr.write
-    # A fresh token per demo: the store's built-in "demo" token would be masked as *** wherever
-    # the word appears in the output, pool file names included.
+    # A fresh token per demo, given to the store and to pooler alike.
     token = "demo-" + secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="pooler-demo-") as tmp:
         try:

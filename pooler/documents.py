@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from pooler.errors import InputError
+from pooler.infile import open_input
 from pooler.marks import LazyPositions
 from pooler.model import JsonPath, Source
 from pooler.positions import (
@@ -59,12 +60,8 @@ def _read_capped(handle: BinaryIO, max_bytes: int) -> bytes | None:
 def read_text(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> str:
     """The file's text: utf-8 (a BOM is dropped), no zero byte, not over ``max_bytes``."""
     try:
-        with path.open("rb") as handle:
+        with open_input(path, display) as handle:
             raw = _read_capped(handle, max_bytes)
-    except FileNotFoundError:
-        raise InputError(f"No such file: {display}", file=display) from None
-    except IsADirectoryError:
-        raise InputError(f"No such file: {display} - it is a folder; name a file.", file=display) from None
     except OSError as exc:
         raise InputError(f"{display} cannot be read: {exc.strerror or exc} - check its permissions.",
                          file=display) from None

@@ -44,8 +44,25 @@ class Problem:
         if self.source_line is None or self.line is None:
             return text
         gutter = f"{self.line:>5} | "
-        caret_pad = " " * (len(gutter) - 2) + "| " + " " * max((self.column or 1) - 1, 0)
-        return f"{text}\n{gutter}{self.source_line.rstrip()}\n{caret_pad}^"
+        shown, column = quote_window(self.source_line.rstrip(), self.column or 1)
+        caret_pad = " " * (len(gutter) - 2) + "| " + " " * max(column - 1, 0)
+        return f"{text}\n{gutter}{shown}\n{caret_pad}^"
+
+
+#: The most of a source line an error quotes: a longer line is shown as a window around the spot.
+QUOTE_CHARS = 120
+
+
+def quote_window(line: str, column: int) -> tuple[str, int]:
+    """``line`` cut to ``QUOTE_CHARS`` around ``column`` (``...`` where it was cut), and the column
+    of the same spot in what is shown."""
+    if len(line) <= QUOTE_CHARS:
+        return line, column
+    start = max(0, min(column - 1 - QUOTE_CHARS // 2, len(line) - QUOTE_CHARS))
+    end = start + QUOTE_CHARS
+    head = "..." if start > 0 else ""
+    tail = "..." if end < len(line) else ""
+    return f"{head}{line[start:end]}{tail}", column - start + len(head)
 
 
 class PoolerError(Exception):

@@ -256,7 +256,7 @@ def _variables(raw: dict[str, Any]) -> dict[str, Variable]:
                 has_default="default" in spec,
                 default=spec.get("default"),
                 env=spec.get("env"),
-                secret=bool(spec.get("secret", False)),
+                secret=bool(spec["secret"]) if "secret" in spec else None,
             )
         else:
             out[name] = Variable(name=name, has_default=spec is not None, default=spec)

@@ -107,7 +107,8 @@ class Variable:
     has_default: bool = False
     default: Any = None
     env: str | None = None
-    secret: bool = False
+    #: True or False as declared; None when not declared (then a value from the environment is secret).
+    secret: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from pooler.errors import InputError
+from pooler.infile import open_input
 
 T = TypeVar("T")
 
@@ -61,14 +62,7 @@ def format_of(path: Path, fmt: str | None = None) -> str:
 
 def open_file(path: Path) -> IO[bytes]:
     """``path`` opened for reading bytes; a missing or unreadable file is an ``InputError``."""
-    try:
-        return path.open("rb")
-    except FileNotFoundError:
-        raise InputError(f"No such file: {path}") from None
-    except IsADirectoryError:
-        raise InputError(f"No such file: {path} - it is a folder; name a file.") from None
-    except OSError as exc:
-        raise InputError(f"{path} cannot be read: {exc.strerror or exc} - check its permissions.") from None
+    return open_input(path)
 
 
 def _text_lines(path: Path, raw: IO[bytes]) -> Iterator[tuple[int, str]]:
@@ -212,7 +206,7 @@ def count_rows(path: Path, fmt: str | None = None) -> int | None:
             if path.stat().st_size > _COUNT_JSON_BYTES:
                 return None
             return sum(1 for _ in _json(path))
-        with path.open("rb") as raw:
+        with open_file(path) as raw:
             lines = sum(1 for line in raw if line.strip())
     except (InputError, OSError):
         return None

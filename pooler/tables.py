@@ -7,9 +7,10 @@ created owner-only, since they hold the store's data.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
-import re
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -18,13 +19,15 @@ from typing import IO, Any
 from pooler.callargs import check_into
 from pooler.envelope import TableRows
 from pooler.errors import InputError
+from pooler.jobfile import JobLedger
+from pooler.outdir import check_real, folder, safe_name
 from pooler.redact import Redactor
+
+__all__ = ["HEAD_CHARS", "HEAD_ROWS", "TableWriter", "safe_name"]
 
 HEAD_ROWS = 3
 HEAD_CHARS = 300
-_MAX_NAME = 120
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-_LEADING_DOTS = re.compile(r"^\.+")
+_TABLES = "tables"
 _BUFFER = 1024 * 1024
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -35,50 +38,52 @@ _FILE_GUARD = threading.Lock()
 Mask = Callable[[Any], Any] | None
 
 
-def safe_name(name: str) -> str:
-    """``name`` as one harmless file-name piece: only [A-Za-z0-9_.-], never starting with a dot."""
-    text = _LEADING_DOTS.sub("_", _UNSAFE.sub("_", str(name)))[:_MAX_NAME]
-    return text or "_"
-
-
 class TableWriter:
     """Writes the tables of answers under ``out`` and appends them to ``into`` jobs.
 
     One writer serves a whole run and may be shared by threads: writes to one file are serialized
-    (across writers too).  A job's row count is taken from disk and then kept while the file stays
-    as this writer left it; once its size or mtime has changed (another writer, another process),
-    it is counted again.
+    (across writers too).  Job files are appended through a ``JobLedger``, so each call's rows
+    land in a job once and whole even when a run is killed halfway through writing them.
     """
 
     def __init__(self, out: Path) -> None:
         self.out = Path(out).absolute()
-        self.tables_dir = self.out / "tables"
-        #: A job's rows, with the size and mtime of its file when they were counted.
-        self._job_rows: dict[Path, tuple[int, int, int]] = {}
+        self.tables_dir = self.out / _TABLES
+        self._jobs = JobLedger()
 
     def clear_step_tables(self) -> None:
         """Remove ``<out>/tables/step*.jsonl``: a new pool run replaces the step tables."""
-        if not self.tables_dir.is_dir():
-            return
-        for path in self.tables_dir.glob("step*.jsonl"):
-            if path.is_file() or path.is_symlink():
-                path.unlink(missing_ok=True)
+        with folder(self.out, (_TABLES,), create=False) as fd:
+            if fd is None:
+                return
+            for name in os.listdir(fd):  # noqa: PTH208 - the folder's descriptor, entered without a link
+                if not fnmatch.fnmatchcase(name, "step*.jsonl"):
+                    continue
+                try:
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                        os.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
 
     def path_for(self, prefix: str, table: str) -> Path:
         """Where ``write`` puts ``table`` of a call written under ``prefix``."""
-        return self._inside(self.tables_dir / f"{safe_name(prefix)}.{safe_name(table)}.jsonl")
+        path = self._inside(self.tables_dir / f"{safe_name(prefix)}.{safe_name(table)}.jsonl")
+        check_real(self.out, path)
+        return path
 
     def job_path(self, into: str, table: str) -> Path:
         """The job file ``<out>/<into>.<table>.jsonl``."""
         return self._inside(self.out / f"{safe_name(into)}.{safe_name(table)}.jsonl")
 
     def write(self, prefix: str, tables: Mapping[str, Any], into: str | None = None,
-              append: bool = False, redactor: Redactor | None = None) -> dict[str, dict[str, Any]]:
+              append: bool = False, redactor: Redactor | None = None, *,
+              call: str | None = None) -> dict[str, dict[str, Any]]:
         """Write every table of an answer; the answer's ``tables`` object comes back.
 
         Each table's file is overwritten (appended to with ``append``: the calls of one step over
         rows share its file); ``rows`` and ``head`` describe what this call wrote.  With ``into``
-        the rows are appended to the job's file too, and ``job_rows`` is what it holds now.
+        the rows are appended to the job's file too, and ``job_rows`` is what it holds now; a
+        ``call`` whose rows a job already holds (the same call sent again) is not appended twice.
         A table is any iterable of rows (a list, ``TableRows``); rows are read once, one at a
         time.  With ``redactor``, table names and each row are masked just before they are
         written, so no masked copy of a whole table is ever made.
@@ -86,82 +91,50 @@ class TableWriter:
         check_into(into)
         if not tables:
             return {}
-        _make_dir(self.out)
-        _make_dir(self.tables_dir)
         out: dict[str, dict[str, Any]] = {}
         mask = redactor.value if redactor else None
-        for table, rows in tables.items():
-            # A store that answers one row instead of a list still gets its row written.
-            seq: Iterable[Any] = rows if isinstance(rows, list | tuple | TableRows) else [rows]
-            name = redactor.text(str(table)) if redactor else str(table)
-            try:
-                out[name] = self._write_table(prefix, name, seq, into, append, mask=mask)
-            except OSError as exc:
-                raise InputError(
-                    f"cannot write the table {table!r} under {self.out}: {exc.strerror or exc} - check --out."
-                ) from None
+        with folder(self.out, (_TABLES,), create=True) as fd:
+            assert fd is not None
+            for table, rows in tables.items():
+                # A store that answers one row instead of a list still gets its row written.
+                seq: Iterable[Any] = rows if isinstance(rows, list | tuple | TableRows) else [rows]
+                name = redactor.text(str(table)) if redactor else str(table)
+                try:
+                    out[name] = self._write_table(fd, prefix, name, seq, into=into, append=append,
+                                                   call=call, mask=mask)
+                except OSError as exc:
+                    raise InputError(f"cannot write the table {table!r} under {self.out}: "
+                                     f"{exc.strerror or exc} - check --out.") from None
         return out
 
-    def _write_table(self, prefix: str, table: str, rows: Iterable[Any], into: str | None,
-                     append: bool, *, mask: Mask) -> dict[str, Any]:
+    def _write_table(self, fd: int, prefix: str, table: str, rows: Iterable[Any], *, into: str | None,
+                     append: bool, call: str | None, mask: Mask) -> dict[str, Any]:
         path = self.path_for(prefix, table)
         job = self.job_path(into, table) if into is not None else None
         with self._lock(path):
             if job is None:
-                with _open(path, append) as fh:
+                with _open(path, append, fd) as fh:
                     count, head = _write_rows(rows, mask, fh)
                 return {"rows": count, "file": str(path), "head": head}
             with self._lock(job):
-                held = self._job_count(job)
+                held, fresh = self._jobs.begin(job, call)
+                if not fresh:
+                    with _open(path, append, fd) as fh:
+                        count, head = _write_rows(rows, mask, fh)
+                    return {"rows": count, "file": str(path), "head": head, "job": str(job), "job_rows": held}
                 try:
-                    with _open(path, append) as fh, _open(job, True) as jh:
+                    with _open(path, append, fd) as fh, _open(job, True) as jh:
                         count, head = _write_rows(rows, mask, fh, jh)
                 except BaseException:
-                    # The job file may hold part of the rows now; count it again next time.
-                    self._job_rows.pop(job, None)
+                    self._jobs.undo(job)
                     raise
-                self._remember(job, held + count)
                 return {"rows": count, "file": str(path), "head": head,
-                        "job": str(job), "job_rows": held + count}
+                        "job": str(job), "job_rows": self._jobs.end(job, call, count)}
 
     @staticmethod
     def _lock(path: Path) -> threading.Lock:
         with _FILE_GUARD:
             return _FILE_LOCKS.setdefault(path, threading.Lock())
-
-    def _remember(self, job: Path, count: int) -> None:
-        try:
-            st = job.stat()
-        except OSError:
-            self._job_rows.pop(job, None)
-            return
-        self._job_rows[job] = (count, st.st_size, st.st_mtime_ns)
-
-    def _job_count(self, job: Path) -> int:
-        """Rows the job file holds (kept while the file is unchanged); a last line cut short is ended."""
-        known = self._job_rows.get(job)
-        if known is not None:
-            try:
-                st = job.stat()
-            except OSError:
-                st = None
-            if st is not None and (st.st_size, st.st_mtime_ns) == known[1:]:
-                return known[0]
-        count = 0
-        last = b"\n"
-        try:
-            with job.open("rb") as fh:
-                while block := fh.read(_BUFFER):
-                    count += block.count(b"\n")
-                    last = block[-1:]
-        except FileNotFoundError:
-            pass
-        if last != b"\n":
-            with _open(job, True) as jh:
-                jh.write("\n")
-            count += 1
-        self._remember(job, count)
-        return count
 
     def _inside(self, path: Path) -> Path:
         if path.parent not in (self.out, self.tables_dir) or path.name in ("", ".", ".."):
@@ -169,18 +142,14 @@ class TableWriter:
         return path
 
 
-def _make_dir(path: Path) -> None:
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the folder {path}: {exc.strerror or exc} - check --out.") from None
+def _open(path: Path, append: bool, dir_fd: int | None = None) -> IO[str]:
+    """A buffered text file, owner-only; a symlink in its place is refused rather than followed.
 
-
-def _open(path: Path, append: bool) -> IO[str]:
-    """A buffered text file, owner-only; a symlink in its place is refused rather than followed."""
+    With ``dir_fd`` the file is opened in that folder (entered without following a link).
+    """
     flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
     try:
-        fd = os.open(path, flags, 0o600)
+        fd = os.open(path if dir_fd is None else path.name, flags, 0o600, dir_fd=dir_fd)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc} - check --out.") from None
     try:

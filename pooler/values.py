@@ -25,6 +25,7 @@ from pooler.errors import CheckFailed, InputError, Problem, UsageError, did_you_
 from pooler.jsonmap import map_strings
 from pooler.model import JsonPath, Pool
 from pooler.positions import KEY
+from pooler.redact import secret_texts
 
 OPEN = "${"
 ESCAPE = "$${"
@@ -35,7 +36,9 @@ class Variables:
     """The value of every declared variable, and the secret strings among them (for ``Redactor``)."""
 
     values: dict[str, Any] = field(default_factory=dict)
+    #: The texts the secret variables are masked as (``redact.secret_texts`` of each value).
     secrets: set[str] = field(default_factory=set)
+    secret_names: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,8 @@ def parse_var(text: str) -> Any:
 def resolve_variables(pool: Pool, overrides: Mapping[str, str], vars_file: Path | None = None,
                       environ: Mapping[str, str] = os.environ) -> Variables:
     """Every variable's value: ``--var`` over ``--vars-file`` over the environment (``env:``) over the
-    default.  A variable declared secret, or read from the environment, is a secret.
+    default.  A variable declared secret, or read from the environment and not declared
+    ``secret: false``, is a secret.
 
     ``UsageError`` for a ``--var`` the pool does not declare; ``CheckFailed`` for names in the vars
     file the pool does not declare and for variables left with no value.
@@ -222,8 +226,9 @@ def resolve_variables(pool: Pool, overrides: Mapping[str, str], vars_file: Path 
             missing.append(unset_problem(pool, name, var.env))
             continue
         result.values[name] = value
-        if var.secret or from_env:
-            result.secrets.add(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        if var.secret or (from_env and var.secret is None):
+            result.secret_names.append(name)
+            result.secrets.update(secret_texts(value))
     if missing:
         raise CheckFailed(missing)
     return result

@@ -17,6 +17,8 @@ from typing import Any
 import requests
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The token of every store the tests start without a token option of their own.
+STORE_TOKEN = "test-store-token-4f1c9a"
 
 
 @dataclass
@@ -27,7 +29,7 @@ class Store:
     proc: subprocess.Popen[str]
     db: Path
     root: Path
-    token: str = "demo"
+    token: str = ""
     args: list[str] = field(default_factory=list)
 
     def call(self, unit: str, command: str, params: dict[str, Any] | None = None,
@@ -56,6 +58,8 @@ def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None
     """Start the reference store on a free port and wait for the URL it prints first."""
     db = db or tmp / "store.db"
     root = root or tmp / "store-root"
+    if "--token" not in args and "--read-token" not in args:
+        args = ("--token", STORE_TOKEN, *args)
     cmd = [sys.executable, "-m", "pooler", "store", "serve", "--port", "0",
            "--db", str(db), "--root", str(root), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -66,7 +70,7 @@ def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None
         proc.kill()
         _, err = proc.communicate()
         raise RuntimeError(f"store did not start: {url!r} {err}")
-    token = "demo"
+    token = ""
     for i, a in enumerate(args):
         if a == "--token":
             token = args[i + 1]

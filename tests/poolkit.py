@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from helpers import Store
+from helpers import STORE_TOKEN, Store
 
 from pooler.client import ToolRunClient
 from pooler.executor import RunConfig, run_pool
@@ -36,7 +36,7 @@ def make_pool(folder: Path, steps: list[dict[str, Any]], **options: Any) -> Pool
 
 
 def run(pool: Pool, store: Store | str, out: Path, *, journal: Journal | None = None,
-        reporter: Any = None, stop: threading.Event | None = None, token: str = "demo",
+        reporter: Any = None, stop: threading.Event | None = None, token: str = STORE_TOKEN,
         **config: Any) -> dict[str, Any]:
     url = store if isinstance(store, str) else store.url
     with ToolRunClient(url, token, read_timeout=config.pop("read_timeout", 30.0)) as client:

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 import requests
-from helpers import ROOT, Store, start_store
+from helpers import ROOT, STORE_TOKEN, Store, start_store
 
 from pooler.checks import check_against
 from pooler.loader import load_pool, load_pool_value
 from pooler.model import Pool
 
 
-def tool_list(store: Store, token: str = "demo") -> list[dict[str, Any]]:
+def tool_list(store: Store, token: str = STORE_TOKEN) -> list[dict[str, Any]]:
     answer = requests.post(store.url + "/tool_list", json={}, headers={"Authorization": f"Bearer {token}"},
                            timeout=30)
     assert answer.status_code == 200

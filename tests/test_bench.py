@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, Store, answer_of, pooler
+from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -23,7 +23,7 @@ def echo_ops(store: Store) -> list[dict[str, Any]]:
 
 def test_generated_pools_pass_check_against_the_store(store: Store, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     generate.write_rows(tmp_path / "rows.jsonl", 3)
     files = [
         generate.write_yaml_pool(tmp_path / "keyed.yaml", 30),
@@ -39,7 +39,7 @@ def test_generated_pools_pass_check_against_the_store(store: Store, tmp_path: Pa
 
 def test_the_chained_pool_sends_each_previous_n(store: Store, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     pool = generate.write_json_pool(tmp_path / "chain.json", 5)
     done = pooler("run", str(pool), "--store", store.url, "--token-file", str(token), "--out",
                   str(tmp_path / "out"), "--journal", str(tmp_path / "j.db"), "--json")
@@ -52,7 +52,7 @@ def test_the_chained_pool_sends_each_previous_n(store: Store, tmp_path: Path) ->
 
 def test_the_bare_loop_sends_the_same_calls(store: Store, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     with common.work("test") as w:
         cmd = [common.PYTHON, str(common.BENCH / "bare_loop.py"), store.url, str(token), "5"]
         sample = common.run_process(cmd, w)[0]
@@ -67,7 +67,7 @@ def test_the_bare_loop_sends_the_same_calls(store: Store, tmp_path: Path) -> Non
 
 def test_the_bare_thread_pool_sends_every_call_and_times_them(store: Store, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     with common.work("test") as w:
         cmd = [common.PYTHON, str(common.BENCH / "bare_loop.py"), store.url, str(token), "12", "4"]
         sample, out, _ = common.run_process(cmd, w)
@@ -79,7 +79,7 @@ def test_the_bare_thread_pool_sends_every_call_and_times_them(store: Store, tmp_
 
 def test_the_import_pool_sends_a_keyed_call_a_row(store: Store, tmp_path: Path) -> None:
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     size = generate.write_rows(tmp_path / "rows.jsonl", 4)
     assert size == (tmp_path / "rows.jsonl").stat().st_size
     pool = generate.write_import_pool(tmp_path / "import.yaml", "rows.jsonl")
@@ -166,7 +166,7 @@ def test_a_store_that_does_not_start_is_reported_with_its_log() -> None:
 def test_the_store_answers_and_its_cpu_is_read(tmp_path: Path) -> None:
     with common.work("test") as w, common.store(w) as st:
         token = tmp_path / "token"
-        token.write_text("demo\n", encoding="utf-8")
+        token.write_text(common.TOKEN + "\n", encoding="utf-8")
         before = st.cpu()
         sample = common.run_process([common.PYTHON, str(common.BENCH / "bare_loop.py"), st.url, str(token),
                                      "50"], w, store=st)[0]

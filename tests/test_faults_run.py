@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler, start_store
+from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, start_store
 
 from pooler.client import ToolRunClient
 from pooler.executor import RunConfig, run_pool
@@ -48,7 +48,7 @@ def echo(marker: str, **extra: Any) -> dict[str, Any]:
 
 def run(store_url: str, tmp_path: Path, pool: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     return pooler("run", str(pool), "--store", store_url, "--token-file", str(token),
                   "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"),
                   "--json", *extra)
@@ -172,7 +172,7 @@ def test_a_store_that_comes_up_during_the_backoff_gets_the_call(tmp_path: Path) 
     port = free_port()
     pool = write_pool(tmp_path, [echo("patient", retry={"attempts": 8, "backoff_ms": 500})])
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", f"http://127.0.0.1:{port}",
          "--token-file", str(token), "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite"),
@@ -310,7 +310,7 @@ def test_a_huge_answer_is_taken_in_bounded_memory(store_factory: Any, tmp_path: 
     reaches no file, and the run's memory stays a small multiple of the answer."""
     store = store_factory("--fault", "huge:1")
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
     pool = write_pool(tmp_path, [echo("big", key="big")])
     status, peak_kib, out, err = run_measured(
         ["run", str(pool), "--store", store.url, "--token-file", str(token), "--out", str(tmp_path / "out"),
@@ -329,7 +329,7 @@ def test_an_answer_over_the_clients_cap_is_in_doubt_with_a_clear_message(
     store = store_factory("--fault", "huge:1")
     pool = load_pool(write_pool(tmp_path, [echo("big", key="big")]))
     with Journal(tmp_path / "journal.sqlite") as journal, \
-            ToolRunClient(store.url, "demo", max_answer_bytes=4 << 20) as client:
+            ToolRunClient(store.url, STORE_TOKEN, max_answer_bytes=4 << 20) as client:
         answer = run_pool(pool, client, RunConfig(out=tmp_path / "out", task_id="t"), journal=journal)
     entry = answer["steps"][0]
     assert (entry["status"], entry["message"]) == (

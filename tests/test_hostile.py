@@ -276,10 +276,12 @@ def test_the_table_writer_keeps_every_name_inside_out(tmp_path: Path, table: str
     written = TableWriter(out).write("step1.U.C", {table: [{"a": 1}]}, into="job")
     entry = written[table]
     made = files_under(tmp_path) - before
-    assert made == {Path(entry["file"]), Path(entry["job"])}
+    job = Path(entry["job"])
+    ledger = job.with_name(f".{job.name}.calls")
+    assert made == {Path(entry["file"]), job, ledger}
     assert Path(entry["file"]).parent == out / "tables"
-    assert Path(entry["job"]).parent == out
-    assert all(not p.name.startswith(".") and "/" not in p.name for p in made)
+    assert job.parent == out
+    assert all(not p.name.startswith(".") and "/" not in p.name for p in made - {ledger})
     assert Path(entry["file"]).read_text() == '{"a":1}\n'
 
 

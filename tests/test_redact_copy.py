@@ -60,8 +60,8 @@ def test_secrets_json_writes_otherwise_are_masked_too() -> None:
     # A quote, a backslash and a line break are escaped in JSON text: the quick look cannot see
     # them there, so these values are walked.
     for secret in ('pa"ss', "pa\\ss", "pa\nss"):
-        value = {"a": [f"x{secret}y", {"k": secret}], f"key-{secret}": 1}
-        assert Redactor([secret]).value(value) == {"a": ["x***y", {"k": "***"}], "key-***": 1}
+        value = {"a": [f"x {secret} y", {"k": secret}], f"key-{secret}": 1}
+        assert Redactor([secret]).value(value) == {"a": ["x *** y", {"k": "***"}], "key-***": 1}
 
 
 def test_a_secret_in_a_number_masks_nothing_and_changes_nothing() -> None:

@@ -248,7 +248,8 @@ def test_the_writer_takes_rows_left_in_a_body_and_plain_lists(tmp_path: Path) ->
     assert written["t"] == {"rows": 5, "file": str(folder / "p.t.jsonl"),
                             "head": ['{"a":"***"}', '{"b":[1,2.5,null,true]}', '"ü😀"'],
                             "job": str(tmp_path / "out" / "job.t.jsonl"), "job_rows": 5}
-    assert (folder / "p.___.jsonl").read_bytes() == b'{"n":1}\n'
+    assert Path(written["***"]["file"]).parent == folder
+    assert Path(written["***"]["file"]).read_bytes() == b'{"n":1}\n'
     assert (folder / "p.e.jsonl").read_bytes() == b""
     assert written["e"]["rows"] == 0
     assert (folder / "p.plain.jsonl").read_bytes() == b'{"k":"v"}\n'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import threading
@@ -103,12 +104,33 @@ def test_two_writers_of_one_job_count_each_others_rows(tmp_path: Path) -> None:
     assert runs.write("A.CmdList", {"currency": CURRENCY[:1]}, into="cur")["currency"]["job_rows"] == 1
 
 
-def test_a_job_whose_last_line_was_cut_is_ended_before_appending(tmp_path: Path) -> None:
+def test_a_job_whose_last_line_was_cut_loses_the_broken_line_before_appending(tmp_path: Path) -> None:
     job = tmp_path / "goods.rows.jsonl"
     job.write_text('{"a":1}\n{"a":', encoding="utf-8")
     got = TableWriter(tmp_path).write("step1.U.C", {"rows": [{"a": 3}]}, into="goods")
-    assert got["rows"]["job_rows"] == 3
-    assert lines(job) == ['{"a":1}', '{"a":', '{"a":3}']
+    assert got["rows"]["job_rows"] == 2
+    assert lines(job) == ['{"a":1}', '{"a":3}']
+
+
+def test_an_append_left_open_in_the_ledger_is_cut_back_and_a_call_is_appended_once(tmp_path: Path) -> None:
+    w = TableWriter(tmp_path)
+    first = w.write("step1.U.C", {"rows": [{"a": 1}]}, into="goods", call="c1")
+    assert first["rows"]["job_rows"] == 1
+    job = Path(first["rows"]["job"])
+    # What a kill halfway through the next call's rows leaves: the ledger opened its append.
+    ledger = tmp_path / ".goods.rows.jsonl.calls"
+    with ledger.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"at": job.stat().st_size, "call": "c2"}) + "\n")
+    with job.open("a", encoding="utf-8") as fh:
+        fh.write('{"b":1}\n{"b":2}\n{"b"')
+    again = TableWriter(tmp_path)
+    got = again.write("step1.U.C", {"rows": [{"b": 1}, {"b": 2}, {"b": 3}]}, into="goods", call="c2")
+    assert got["rows"]["job_rows"] == 4
+    # The same call once more (sent again, answered from its key): its rows are not added twice.
+    assert TableWriter(tmp_path).write("step1.U.C", {"rows": [{"b": 1}, {"b": 2}, {"b": 3}]}, into="goods",
+                                       call="c2")["rows"]["job_rows"] == 4
+    assert lines(job) == ['{"a":1}', '{"b":1}', '{"b":2}', '{"b":3}']
+    assert mode(ledger) == 0o600
 
 
 def test_parallel_appends_to_one_job_keep_whole_rows(tmp_path: Path) -> None:
@@ -141,24 +163,31 @@ def test_parallel_appends_to_one_job_keep_whole_rows(tmp_path: Path) -> None:
     ("...hidden", "_hidden"),
     ("", "_"),
     ("C:\\win", "C__win"),
-    ("ünï code", "_n__code"),
+    ("ünï code", "ünï_code"),
 ])
 def test_unsafe_table_names_stay_inside_out(tmp_path: Path, table: str, name: str) -> None:
     out = tmp_path / "out"
     w = TableWriter(out)
     got = w.write("../step1.U/../C", {table: [{"a": 1}]}, into="job")
     written = Path(got[table]["file"])
-    assert written.name == f"__step1.U_.._C.{name}.jsonl"
+    # A name that had to change carries a short hash of itself: two such names never meet.
+    name = f"{name}~{hashlib.sha256(table.encode()).hexdigest()[:10]}"
+    prefix = f"__step1.U_.._C~{hashlib.sha256(b'../step1.U/../C').hexdigest()[:10]}"
+    assert written.name == f"{prefix}.{name}.jsonl"
     assert written.parent == out / "tables"
     assert Path(got[table]["job"]) == out / f"job.{name}.jsonl"
     everything = {p for p in tmp_path.rglob("*") if p.is_file()}
-    assert everything == {written, out / f"job.{name}.jsonl"}
+    assert everything == {written, out / f"job.{name}.jsonl", out / f".job.{name}.jsonl.calls"}
 
 
 def test_safe_name() -> None:
     assert safe_name("MELBIS_AGENT_CURRENCY.CmdList") == "MELBIS_AGENT_CURRENCY.CmdList"
-    assert safe_name("/etc/passwd") == "_etc_passwd"
-    assert len(safe_name("a" * 1000)) == 120
+    assert safe_name("товары") == "товары"
+    assert safe_name("/etc/passwd").startswith("_etc_passwd~")
+    assert safe_name("a/b") != safe_name("a_b") == "a_b"
+    assert safe_name("a/b") != safe_name("a\\b")
+    assert len(safe_name("a" * 1000).encode()) == 111
+    assert len(safe_name("я" * 1000).encode()) == 111
 
 
 def test_a_bad_into_is_refused(tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def test_secrets_are_the_declared_ones_and_the_ones_from_the_environment(tmp_pat
     found = resolve_variables(pool, {}, None, {"POOLER_T_TOKEN": "s3cret-token", "POOLER_T_URL": "http://x"})
     assert found == Variables(
         values={"token": "s3cret-token", "pin": 4711, "url": "http://x", "plain": "visible"},
-        secrets={"s3cret-token", "4711", "http://x"},
+        secrets={"s3cret-token", "4711", "http://x"}, secret_names=["token", "pin", "url"],
     )
 
 

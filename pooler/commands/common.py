@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pooler.config import Target, resolve_target
 from pooler.errors import CheckFailed, PoolerError, UsageError
-from pooler.redact import Redactor
+from pooler.redact import Redactor, short_warning
 
 if TYPE_CHECKING:
     from pooler.client import ToolRunClient
@@ -105,7 +105,11 @@ def add_store_options(parser: argparse.ArgumentParser, *, store_flag: str = "--s
 def target(args: argparse.Namespace, ctx: Context) -> Target:
     """The store and token the flags name; the token joins the redactor at once."""
     found = resolve_target(args.store, args.token_file, args.config, ctx.environ)
-    ctx.redactor.add(found.token)
+    if found.token:
+        ctx.redactor.add(found.token.strip())
+        warning = short_warning("the token", found.token.strip())
+        if warning:
+            ctx.note(warning)
     return found
 
 
@@ -128,7 +132,7 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True)
     if args.timeout is not None:
         options["read_timeout"] = args.timeout
     if not masking:
-        return ToolRunClient(found.url, found.token, **options)
+        return ToolRunClient(found.url, found.token, redactor=ctx.redactor, **options)
     return MaskingClient(found.url, found.token, redactor=ctx.redactor, **options)
 
 

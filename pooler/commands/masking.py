@@ -17,8 +17,7 @@ class MaskingClient(ToolRunClient):
     """
 
     def __init__(self, *args: Any, redactor: Redactor, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.redactor = redactor
+        super().__init__(*args, redactor=redactor, **kwargs)
 
     def tool_run(self, *args: Any, **kwargs: Any) -> Reply:
         reply = super().tool_run(*args, **kwargs)

@@ -58,9 +58,8 @@ def key_plan(step: Step, scope: dict[str, Any], row: dict[str, Any] | None) -> d
 def build_plan(pool: Pool, variables: Variables | None, sample: int | None = None) -> dict[str, Any]:
     """The plan as a JSON-ready dict: options, variables (secrets as ***), steps, rows, keys, waits."""
     values: dict[str, Any] = dict(variables.values) if variables else {}
-    hidden = variables.secrets if variables else set()
-    secrets = {n for n, v in values.items()
-               if (n in pool.variables and pool.variables[n].secret) or (isinstance(v, str) and v in hidden)}
+    secrets = set(variables.secret_names) if variables else set()
+    secrets.update(n for n, var in pool.variables.items() if var.secret)
     opts = pool.options
     steps: list[dict[str, Any]] = []
     earlier: dict[str, Step] = {}

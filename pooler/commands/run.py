@@ -31,6 +31,7 @@ from pooler.journal import Journal, default_journal_path
 from pooler.loader import load_pool
 from pooler.lock import PoolLock, lock_dir
 from pooler.model import MODES, Pool, Step
+from pooler.redact import short_warning
 from pooler.render import FanOut, make_reporter
 from pooler.reporter import NullReporter
 from pooler.values import Variables, resolve_variables
@@ -116,8 +117,11 @@ def prepare(args: argparse.Namespace, ctx: Context) -> tuple[Pool, Variables]:
     except PoolerError as exc:
         problems.extend(exc.problems())
     if variables is not None:
-        for secret in variables.secrets:
-            ctx.redactor.add(secret)
+        for name in variables.secret_names:
+            ctx.redactor.add(variables.values[name])
+            warning = short_warning(f"the secret variable [{name}]", variables.values[name])
+            if warning:
+                ctx.note(warning)
     problems.extend(check_pool(pool, variables.values if variables is not None else None))
     problems.extend(check_options(pool))
     if problems or variables is None:

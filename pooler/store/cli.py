@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -20,8 +22,14 @@ The bundled reference store: a real HTTP server on SQLite speaking tool_run and 
 It prints its URL (http://HOST:PORT) as the first line of stdout, and serves until SIGINT or
 SIGTERM. State lives in --db and --root, so it survives a restart.
 
-Tokens: --token T grants every command; --read-token T grants CmdList, CmdGet, CmdEcho and CmdOps
-only; with neither option the token "demo" grants every command.
+Tokens: --token T grants every command; --read-token T grants CmdList, CmdGet and CmdEcho only
+(CmdOps, which shows every caller's params, needs a full token). With neither option the store
+makes a random token, grants it every command and prints "token: <token>" as the second line.
+On an address other than loopback the store starts only with --token.
+
+Bounds: a request's token is checked before its body is read; at most --max-connections
+connections are served at once (more wait to be accepted), and one left idle --idle-timeout
+seconds is closed.
 
 MELBIS_AGENT_TEST CmdOps lists every command the store has carried out (a command whose function
 ran, whatever it answered); CmdOps adds no row itself, so reading the ops does not change them."""
@@ -49,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", action="append", default=[], metavar="T",
                        help="a token granted every command (repeatable)")
     serve.add_argument("--read-token", action="append", default=[], metavar="T",
-                       help="a token granted only CmdList, CmdGet, CmdEcho and CmdOps (repeatable)")
+                       help="a token granted only CmdList, CmdGet and CmdEcho (repeatable)")
     serve.add_argument("--registry", action="append", default=[], type=Path, metavar="DIR",
                        help="a folder of tool declarations (*.json) to add; a call of one of them answers "
                             "'Module not found!'. A declaration of a unit the store has replaces its own.")
@@ -61,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fault", action="append", default=[], metavar="KIND:RATE",
                        help=f"inject a fault into that share of /tool_run calls; KIND is one of "
                             f"{', '.join(KINDS)} (repeatable; MELBIS_AGENT_TEST CmdOps is never faulted)")
+    serve.add_argument("--max-connections", type=int, default=64, metavar="N",
+                       help="connections served at once, each by a thread of its own (default 64)")
+    serve.add_argument("--idle-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="close a connection that sends nothing for this long (default 30)")
     serve.add_argument("--seed", type=int, default=None, metavar="N", help="seed of the fault draws")
     serve.add_argument("--slow-ms", type=int, default=30000, metavar="N",
                        help="how late a 'slow' fault answers (default 30000)")
@@ -76,8 +88,17 @@ def main(argv: list[str]) -> int:
     try:
         if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
             raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
+        if args.max_connections < 1 or not args.idle_timeout > 0:
+            raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
+                             "seconds")
+        if not args.token and not is_loopback(args.host):
+            raise UsageError(f"--host {args.host} is reachable from other machines, and no --token was "
+                             "given - give --token with a long random token, so that only its holders may "
+                             "call the store.")
+        made = None if args.token or args.read_token else secrets.token_hex(16)
+        tokens = tuple(args.token) or ((made,) if made else ())
         faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
-        config = StoreConfig(db=args.db, root=args.root, tokens=tuple(args.token),
+        config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
                              read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
                              latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
                              idempotency=not args.no_idempotency)
@@ -86,7 +107,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"pooler store: {exc.render()}\n")
         return 2
     try:
-        server = StoreServer((args.host, args.port), engine, faults, log=_log)
+        server = StoreServer((args.host, args.port), engine, faults, log=_log,
+                             max_connections=args.max_connections, idle_timeout=args.idle_timeout)
     except OSError as exc:
         engine.close()
         sys.stderr.write(f"pooler store: cannot listen on {args.host}:{args.port}: {exc.strerror} - "
@@ -95,6 +117,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     sys.stdout.write(server.url + "\n")
+    if made is not None:
+        # As notebook servers do: a token nobody could guess, shown once to who started the store.
+        sys.stdout.write(f"token: {made}\n")
     sys.stdout.flush()
     try:
         server.serve_forever(poll_interval=0.5)
@@ -106,6 +131,16 @@ def main(argv: list[str]) -> int:
         server.server_close()
         engine.close()
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only: localhost, 127.0.0.0/8 or ::1."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _log(text: str) -> None:

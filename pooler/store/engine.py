@@ -27,9 +27,8 @@ from pooler.store.idempotency import Idempotency, Stored
 from pooler.store.registry import Command, Registry, Tool, load_registry
 
 TOOLS_PACKAGE = "pooler.store.tools"
-#: What a read token is granted, in every tool.
-READ_COMMANDS = frozenset({"cmdlist", "cmdget", "cmdecho", "cmdops"})
-DEMO_TOKEN = "demo"  # noqa: S105 - the documented token of a store started with none
+#: What a read token is granted, in every tool.  Not CmdOps: it shows every caller's params.
+READ_COMMANDS = frozenset({"cmdlist", "cmdget", "cmdecho"})
 
 
 @dataclass(frozen=True)
@@ -74,14 +73,17 @@ class Engine:
         config.root.mkdir(parents=True, exist_ok=True)
         self.attachments = Attachments(config.root, config.max_file_kb)
         self.idempotency = Idempotency(self.db)
-        full = set(config.tokens) or ({DEMO_TOKEN} if not config.read_tokens else set())
-        self._full = frozenset(full)
+        self._full = frozenset(config.tokens)
         self._read = frozenset(config.read_tokens) - self._full
 
     def close(self) -> None:
         self.db.close()
 
     # -- grants ------------------------------------------------------------------------------
+
+    def knows(self, token: str | None) -> bool:
+        """Whether ``token`` is granted anything: the server asks before it reads a body."""
+        return token is not None and (token in self._full or token in self._read)
 
     def _grants(self, token: str | None) -> Callable[[str], bool] | None:
         if token in self._full:
@@ -90,7 +92,7 @@ class Engine:
             return lambda command: command.lower() in READ_COMMANDS
         return None
 
-    def _unauthorized(self, token: str | None) -> Answer:
+    def unauthorized(self, token: str | None) -> Answer:
         why = ("no token - send the header Authorization: Bearer <token>" if not token
                else "the token is not known to this store")
         return Answer(401, env.JSON_TYPE, env.denied(why))
@@ -102,7 +104,7 @@ class Engine:
         self._latency()
         granted = self._grants(token)
         if granted is None:
-            return self._unauthorized(token)
+            return self.unauthorized(token)
         unit = request.get("unit")
         tools = self.registry.tools()
         if unit is not None:
@@ -127,7 +129,7 @@ class Engine:
         self._latency()
         granted = self._grants(token)
         if granted is None or token is None:
-            return self._unauthorized(token)
+            return self.unauthorized(token)
         key = idempotency_key if self.config.idempotency else None
         call = _Call(token, t0, key)
         if key is None:

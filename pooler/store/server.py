@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -30,6 +31,9 @@ MAX_JSON_BYTES = 64 << 20
 #: Files are streamed to disk, so a multipart body may be larger than a JSON one.
 MAX_MULTIPART_BYTES = 1 << 30
 ENDPOINTS = ("/tool_run", "/tool_list")
+#: The body of a request with an unknown token is read and dropped up to this size, so the client
+#: gets its 401 rather than a reset; a larger one is not read at all and the connection is closed.
+DROP_UNREAD_BYTES = 64 << 10
 
 
 class BadRequestError(Exception):
@@ -46,11 +50,31 @@ class StoreServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], engine: Engine, faults: fx.FaultPlan | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, *, max_connections: int = 64,
+                 idle_timeout: float = 30.0) -> None:
         self.engine = engine
         self.faults = faults
         self.log = log or (lambda text: None)
+        self.idle_timeout = idle_timeout
+        # One thread a connection, and no more than this many: the next waits to be accepted.
+        self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, StoreHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Waited for in short turns: a signal that stops the store is handled between them.
+        while not self._slots.acquire(timeout=0.5):
+            pass
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind asks DNS for the host's full name, which can stall start-up.
@@ -82,12 +106,12 @@ class StoreHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "pooler-store"
     sys_version = ""
-    #: An idle keep-alive connection is closed after this many seconds.
-    timeout = 300
     server: StoreServer
 
     def setup(self) -> None:
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # A connection that sends nothing for this long (idle keep-alive, a stalled body) is closed.
+        self.request.settimeout(self.server.idle_timeout)
         super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
@@ -164,6 +188,13 @@ class StoreHandler(BaseHTTPRequestHandler):
             raise BadRequestError(413, f"The body is larger than {limit >> 20} MB - send fewer rows or files "
                                        "per call.")
         token = self._token()
+        if not self.server.engine.knows(token):
+            # Before the body: a caller without a token never makes the store hold what it sends.
+            if length <= DROP_UNREAD_BYTES:
+                self._body(length)
+            answer = self.server.engine.unauthorized(token)
+            self._send(answer.status, answer.content_type, answer.body, close=True)
+            return
         if path == "/tool_list":
             request = _json(self._body(length)) if length else {}
             self._deliver(self.server.engine.tool_list(token, request, started), None)

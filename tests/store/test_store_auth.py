@@ -1,13 +1,18 @@
-"""Tokens and grants: --token, --read-token, the demo token, 401."""
+"""Tokens and grants: --token, --read-token, the random token of a store started with none, 401."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from helpers import Store, start_store
+from helpers import ROOT, Store, start_store
 from storekit import TEST
 
 CUR = "MELBIS_AGENT_CURRENCY"
@@ -73,7 +78,6 @@ def test_a_read_token_gets_only_the_reading_commands(guarded: Store) -> None:
     assert (
         _run(guarded, reader, "MELBIS_AGENT_STORE", "cmdget", {"sku": "x"}).json()["data"]["result"] is True
     )
-    assert _run(guarded, reader, TEST, "CmdOps").json()["data"]["result"] is True
     before = len(guarded.ops())
     resp = _run(guarded, reader, CUR, "CmdAdd", {"name": "Nope"})
     assert resp.status_code == 200
@@ -111,10 +115,41 @@ def test_tool_list_shows_the_grants_of_the_callers_token(guarded: Store) -> None
     assert all(granted("full-1").values())
 
 
-def test_demo_grants_everything_when_no_token_is_given(shared: Store) -> None:
-    assert shared.token == "demo"
-    resp = _run(shared, {"Authorization": "Bearer demo"}, CUR, "CmdAdd", {"name": "Demo"})
-    assert resp.json()["data"]["result"] is True
+def test_with_no_token_option_the_store_makes_a_random_token_and_prints_it(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "pooler", "store", "serve", "--port", "0",
+                             "--db", str(tmp_path / "s.db"), "--root", str(tmp_path / "root")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        out = proc.stdout
+        lines: list[str] = []
+        # Read aside: a store that prints no second line must fail the test, not hang it.
+        reader = threading.Thread(target=lambda: lines.extend(out.readline().strip() for _ in range(2)),
+                                  daemon=True)
+        reader.start()
+        reader.join(60)
+        assert len(lines) == 2, lines
+        url, line = lines
+        assert re.fullmatch(r"token: [0-9a-f]{32}", line)
+        store = Store(url=url, proc=proc, db=tmp_path / "s.db", root=tmp_path / "root", token=line[7:])
+        assert _run(store, {"Authorization": "Bearer demo"}).status_code == 401
+        resp = _run(store, {"Authorization": f"Bearer {store.token}"}, CUR, "CmdAdd", {"name": "Demo"})
+        assert resp.json()["data"]["result"] is True
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1"])
+def test_the_store_will_not_listen_beyond_loopback_without_a_token(tmp_path: Path, host: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pooler", "store", "serve", "--host", host, "--port", "0",
+                           "--db", str(tmp_path / "s.db"), "--root", str(tmp_path / "root")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == (f"pooler store: --host {host} is reachable from other machines, and no --token "
+                           "was given - give --token with a long random token, so that only its holders may "
+                           "call the store.\n")
 
 
 def test_only_a_read_token_leaves_no_full_token(store_factory: Any) -> None:
@@ -126,3 +161,12 @@ def test_only_a_read_token_leaves_no_full_token(store_factory: Any) -> None:
         == "ACCESS_DENIED: the command MELBIS_AGENT_CURRENCY\\CmdRemove is not granted "
         "to this token."
     )
+
+
+def test_a_read_token_cannot_read_the_ops_of_every_caller(guarded: Store) -> None:
+    _run(guarded, {"Authorization": "Bearer full-2"}, TEST, "CmdEcho", {"card": "4111-private"})
+    doc = _run(guarded, {"Authorization": "Bearer reader"}, TEST, "CmdOps").json()
+    assert doc["data"] == {"result": False, "detail": {}, "tables": {}, "files": [],
+                           "message": "ACCESS_DENIED: the command MELBIS_AGENT_TEST\\CmdOps is not granted "
+                                      "to this token."}
+    assert "4111-private" in str(guarded.ops())

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import Store, start_store
+from helpers import STORE_TOKEN, Store, start_store
 from storekit import TEST, unique
 
 from pooler.store.cli import main as store_main
 
 KINDS = ("refuse", "reset", "slow", "garbage", "truncate", "crash", "huge")
-HEADERS = {"Authorization": "Bearer demo"}
+HEADERS = {"Authorization": f"Bearer {STORE_TOKEN}"}
 
 
 @pytest.fixture(scope="module")

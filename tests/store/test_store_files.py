@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import requests
-from helpers import Store
+from helpers import STORE_TOKEN, Store
 from storekit import FILES, TEST, add_goods, data_of, files_on_disk, request_of, upload
 
 
@@ -225,7 +225,7 @@ def test_a_file_part_before_the_request_part(shared: Store) -> None:
     resp = requests.post(
         f"{shared.url}/tool_run",
         timeout=10,
-        headers={"Authorization": "Bearer demo"},
+        headers={"Authorization": f"Bearer {STORE_TOKEN}"},
         files=[("data_1", ("early.jpg", b"early")), ("request", (None, json.dumps(body)))],
     )
     got = data_of(resp)

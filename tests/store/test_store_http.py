@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 import requests
-from helpers import Store, start_store
+from helpers import STORE_TOKEN, Store, start_store
 from storekit import TEST, add_goods, data, unique, upload
 
 from pooler.store.cli import main as store_main
 
-HEADERS = {"Authorization": "Bearer demo"}
+HEADERS = {"Authorization": f"Bearer {STORE_TOKEN}"}
 
 
 def _alive(store: Store) -> None:
@@ -100,7 +100,7 @@ def test_a_body_over_the_limit_is_refused_unread(shared: Store) -> None:
     out = _raw(
         shared,
         b"POST /tool_run HTTP/1.1\r\nHost: x\r\nContent-Length: 70000000\r\n"
-        b"Authorization: Bearer demo\r\n\r\n{",
+        b"Authorization: Bearer test-store-token-4f1c9a\r\n\r\n{",
     )
     head, _, body = out.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413 ")
@@ -160,7 +160,7 @@ def test_a_broken_multipart_body_is_closed_without_a_traceback(shared: Store) ->
     out = _raw(
         shared,
         b"POST /tool_run HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
-        b"Content-Length: %d\r\nAuthorization: Bearer demo\r\n\r\n" % len(body) + body,
+        b"Content-Length: %d\r\nAuthorization: Bearer test-store-token-4f1c9a\r\n\r\n" % len(body) + body,
     )
     assert b"Traceback" not in out
     _alive(shared)
@@ -170,7 +170,7 @@ def test_keep_alive_calls_share_one_connection_and_are_quick(shared: Store) -> N
     host, port = shared.url.removeprefix("http://").split(":")
     body = json.dumps({"unit": TEST, "command": "CmdEcho", "params": {"n": 1}}).encode()
     request = (
-        b"POST /tool_run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer demo\r\n"
+        b"POST /tool_run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-store-token-4f1c9a\r\n"
         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
     )
     with socket.create_connection((host, int(port)), timeout=10) as sock:

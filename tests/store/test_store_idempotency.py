@@ -6,12 +6,13 @@ import threading
 from typing import Any
 
 import requests
-from helpers import Store
+from helpers import STORE_TOKEN, Store
 from storekit import TEST, unique
 
 
 def _keyed(
-    store: Store, key: str, unit: str, command: str, params: dict[str, Any] | None = None, token: str = "demo"
+    store: Store, key: str, unit: str, command: str, params: dict[str, Any] | None = None,
+    token: str = STORE_TOKEN,
 ) -> requests.Response:
     return requests.post(
         f"{store.url}/tool_run",

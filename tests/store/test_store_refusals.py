@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import requests
-from helpers import Store
+from helpers import STORE_TOKEN, Store
 from storekit import TEST, crash, data, envelope, refusal
 
 CUR = "MELBIS_AGENT_CURRENCY"
@@ -14,7 +14,7 @@ CUR = "MELBIS_AGENT_CURRENCY"
 
 def _post(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     resp = requests.post(
-        f"{store.url}/tool_run", json=body, headers={"Authorization": "Bearer demo"}, timeout=10
+        f"{store.url}/tool_run", json=body, headers={"Authorization": f"Bearer {STORE_TOKEN}"}, timeout=10
     )
     assert resp.status_code == 200
     doc: dict[str, Any] = resp.json()
@@ -273,7 +273,7 @@ def test_a_declared_tool_without_a_module(typed: Store) -> None:
 
 def test_the_registry_folder_shows_in_tool_list(typed: Store) -> None:
     doc = requests.post(
-        f"{typed.url}/tool_list", json={}, headers={"Authorization": "Bearer demo"}, timeout=10
+        f"{typed.url}/tool_list", json={}, headers={"Authorization": f"Bearer {STORE_TOKEN}"}, timeout=10
     ).json()
     tools = {t["unit"]: t for t in doc["data"]["tools"]}
     acme = tools["ACME_WIDGETS"]

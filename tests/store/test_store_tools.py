@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import requests
-from helpers import Store
+from helpers import STORE_TOKEN, Store
 from storekit import TEST, crash, data, envelope, refusal, unique
 
 CUR = "MELBIS_AGENT_CURRENCY"
@@ -222,7 +222,7 @@ def test_big_table_streams_whole(shared: Store) -> None:
     resp = requests.post(
         f"{shared.url}/tool_run",
         json={"unit": TEST, "command": "CmdTable", "params": {"rows": 200_000, "width": 20}},
-        headers={"Authorization": "Bearer demo"},
+        headers={"Authorization": f"Bearer {STORE_TOKEN}"},
         timeout=60,
     )
     rows = resp.json()["data"]["tables"]["rows"]
@@ -270,7 +270,7 @@ def test_ops_record_every_command_run_and_nothing_else(shared: Store) -> None:
     no_unit = requests.post(
         f"{shared.url}/tool_run",
         json={"command": "CmdEcho"},
-        headers={"Authorization": "Bearer demo"},
+        headers={"Authorization": f"Bearer {STORE_TOKEN}"},
         timeout=10,
     ).json()["data"]
     assert no_unit["result"] is False  # no unit: no op
@@ -289,7 +289,7 @@ def test_ops_record_every_command_run_and_nothing_else(shared: Store) -> None:
 
 def test_tool_list_declares_every_tool(shared: Store) -> None:
     resp = requests.post(
-        f"{shared.url}/tool_list", json={}, headers={"Authorization": "Bearer demo"}, timeout=10
+        f"{shared.url}/tool_list", json={}, headers={"Authorization": f"Bearer {STORE_TOKEN}"}, timeout=10
     )
     doc = resp.json()
     assert doc["ok"] is True
@@ -330,7 +330,7 @@ def test_tool_list_declares_every_tool(shared: Store) -> None:
 
 
 def test_tool_list_of_one_unit_and_of_none(shared: Store) -> None:
-    headers = {"Authorization": "Bearer demo"}
+    headers = {"Authorization": f"Bearer {STORE_TOKEN}"}
     one = requests.post(
         f"{shared.url}/tool_list", json={"unit": "melbis_agent_order"}, headers=headers, timeout=10
     ).json()["data"]
@@ -364,7 +364,8 @@ def test_concurrent_writers_lose_no_row(shared: Store) -> None:
                     "params": {"sku": f"{prefix}-{w}-{n}", "name": "M"},
                 }
                 doc = session.post(
-                    f"{shared.url}/tool_run", json=body, headers={"Authorization": "Bearer demo"}, timeout=30
+                    f"{shared.url}/tool_run", json=body, headers={"Authorization": f"Bearer {STORE_TOKEN}"},
+                    timeout=30,
                 ).json()
                 if doc["data"]["result"] is not True:
                     failures.append(doc["data"]["message"])

@@ -7,7 +7,7 @@ import socket
 import threading
 from typing import Any
 
-from helpers import Store
+from helpers import STORE_TOKEN, Store
 from storekit import FILES, add_goods, data_of, files_on_disk, request_of, unique, upload, wait_for
 
 
@@ -26,7 +26,7 @@ def _slow_upload(store: Store, gid: int, first: bytes) -> tuple[socket.socket, b
     host, port = store.url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
     sock.sendall(
-        f"POST /tool_run HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer demo\r\n"
+        f"POST /tool_run HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {STORE_TOKEN}\r\n"
         f"Content-Type: multipart/form-data; boundary={boundary}\r\n"
         f"Content-Length: {body_len}\r\n\r\n".encode()
         + head

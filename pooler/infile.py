@@ -1,0 +1,55 @@
+"""Opening an input file (a pool, a params or files source, a data file, an attachment).
+
+Only a regular file is read: a named pipe would block the reader forever and a device never
+ends, so anything else is refused before a byte is read.  The file is opened without blocking
+and looked at through its descriptor, so nothing can be swapped in between the look and the read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from pooler.errors import InputError
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_input(path: Path, display: str | None = None) -> BinaryIO:
+    """``path`` opened for reading bytes; ``InputError`` when it is missing, a folder, unreadable,
+    or not a regular file."""
+    shown = str(path) if display is None else display
+    # A document's errors name it as their file; a data file's name is in the message alone.
+    where = display
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+    except FileNotFoundError:
+        raise InputError(f"No such file: {shown}", file=where) from None
+    except IsADirectoryError:
+        raise InputError(f"No such file: {shown} - it is a folder; name a file.", file=where) from None
+    except OSError as exc:
+        raise InputError(f"{shown} cannot be read: {exc.strerror or exc} - check its permissions.",
+                         file=where) from None
+    try:
+        refusal = _not_regular(os.fstat(fd).st_mode, shown, where)
+        if refusal is None:
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    raise refusal
+
+
+def _not_regular(mode: int, shown: str, where: str | None) -> InputError | None:
+    if stat.S_ISDIR(mode):
+        return InputError(f"No such file: {shown} - it is a folder; name a file.", file=where)
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return InputError(f"{shown} is {kind}, not a file - name a regular file.", file=where)
