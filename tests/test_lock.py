@@ -179,7 +179,8 @@ def test_the_lock_holds_whatever_journal_each_run_keeps(tmp_path: Path, store_fa
     assert second.returncode == 3, second.stderr
     holder = rf"\(pid {first.pid}, started \S+\)"
     if shared == "pool":
-        expected = rf"pooler: another run of {re.escape(str(pool))} is running {holder}; this run sent nothing\.\n"
+        expected = (rf"pooler: another run of {re.escape(str(pool))} is running {holder}; "
+                    r"this run sent nothing\.\n")
     else:
         expected = (rf"pooler: another run writes its tables to --out {re.escape(str(out))} {holder}; this "
                     r"run sent nothing - give it an --out of its own, or wait for that run to end\.\n")
