@@ -155,6 +155,9 @@ class CallRunner:
     keyed: dict[str, CallRecord]
     in_doubt_policy: InDoubt = "retry"
     serialize_on: str | None = None
+    #: Runs of the task going on in other processes (``Journal.live_runs``): their unanswered calls
+    #: are theirs, not in doubt.
+    live_runs: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         self._vars = dict(self.variables)
@@ -242,6 +245,8 @@ class CallRunner:
             action = "skipped" if found.in_doubt else "retried" if doubted else None
             return Outcome(call, "skipped", entry, found.detail, step_id=found.step_id,
                            in_doubt=action, doubted=doubted if isinstance(doubted, str) else None)
+        if found.run in self.live_runs:
+            return self._taken(call, key, found)
         if self.in_doubt_policy == "retry":
             return None
         if self.in_doubt_policy == "skip":
@@ -322,18 +327,17 @@ class CallRunner:
             if isinstance(got, int):
                 return got
             if got.done:
-                return self._earlier(ready.call, key, got) or self._taken(ready, key, got)
+                return self._earlier(ready.call, key, got) or self._taken(ready.call, key, got)
             if got.doubtful:
-                return self._taken(ready, key, got)
+                return self._taken(ready.call, key, got)
             # Refused since: sent anew, under the round after the refusal.
             ready.ids = replace(ready.ids, round=_round_after(got))
             ready.seen = got.id
             ready.doubted = None
 
-    def _taken(self, ready: Prepared, key: str, found: CallRecord) -> Outcome:
+    def _taken(self, call: Call, key: str, found: CallRecord) -> Outcome:
         """Another run of the task sent this key and its answer is not recorded (yet): this run does
         not send it a second time."""
-        call = ready.call
         step = call.plan.step
         named = f" ({step.name})" if step.name else ""
         message = (f"Step {step.num}{named} was not sent: another run of this task sent its key as "
@@ -341,8 +345,8 @@ class CallRunner:
                    "or may not have been carried out. Run the task again to learn what it became.")
         entry = self.redactor.value({**call.head(), "status": "in_doubt", "key": key,
                                      "step_id": found.step_id, "result": False, "message": message})
-        self.journal.record(replace(ready.ids, step_id=found.step_id, round=found.round), "in_doubt",
-                            entry)
+        self.journal.record(replace(self.call_ids(call, key, found.step_id), round=found.round),
+                            "in_doubt", entry)
         return Outcome(call, "in_doubt", entry, None, step_id=found.step_id)
 
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,

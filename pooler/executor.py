@@ -124,6 +124,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
                             redactor=config.redactor, reporter=reporter, stop=stop,
                             variables=_values(config.variables), base=base,
                             keyed=journal.keyed(task) if rerun else {},
+                            live_runs=journal.live_runs(task) if rerun else frozenset(),
                             in_doubt_policy=config.in_doubt,
                             serialize_on=pool.options.serialize_on if pool.options.mode == "parallel"
                             else None)

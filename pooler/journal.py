@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import sqlite3
 import threading
 import time
@@ -56,6 +57,13 @@ CREATE TABLE IF NOT EXISTS calls (
     detail TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls (task, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS runs (
+    task TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    PRIMARY KEY (task, run)
+);
 """
 
 #: ``PRAGMA application_id`` of a pooler journal ("pool"): a SQLite file of another program is
@@ -90,6 +98,8 @@ class CallRecord:
     detail: Any
     #: The record's id in the journal (0 when not read from it): what ``Journal.claim`` compares.
     id: int = 0
+    #: The run of the task that wrote it.
+    run: int = 0
 
     @property
     def done(self) -> bool:
@@ -115,11 +125,12 @@ _STANDING = ("COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id 
 _KEYED = f"""
 SELECT key, num, row, step_id, round, status, in_doubt,
        CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
-       id
+       id, run
 FROM calls WHERE id IN (SELECT {_STANDING} FROM calls WHERE task = ? AND key IS NOT NULL
                         AND status != 'not_run' GROUP BY key)
 """
-_RECORD = "SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id FROM calls WHERE id = ?"
+_RECORD = ("SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls "
+           "WHERE id = ?")
 _STANDING_OF = (f"SELECT {_STANDING} FROM calls WHERE task = ? AND key = ? AND status != 'not_run'")
 
 
@@ -184,6 +195,31 @@ def _now() -> str:
     return f"{text}.{int(now * 1000) % 1000:03d}"
 
 
+def _host() -> str:
+    """This machine since its last boot: a pid names one process only within it."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()} {boot}".strip()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
+    """Which process makes this run of the task (see ``Journal.live_runs``)."""
+    db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
+               (task_id, run, _host(), os.getpid()))
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -219,10 +255,10 @@ def _join(body: str | None, detail: str | None) -> dict[str, Any] | None:
 
 def _whole(columns: tuple[Any, ...]) -> CallRecord:
     """A key's record with its entry, from the columns ``keyed`` and ``record_of`` read."""
-    key, num, row, step_id, rnd, status, in_doubt, result, detail, rid = columns
+    key, num, row, step_id, rnd, status, in_doubt, result, detail, rid, run = columns
     entry = _join(result, detail)
     return CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
-                      None if entry is None else entry.get("detail"), rid)
+                      None if entry is None else entry.get("detail"), rid, run)
 
 
 class Journal:
@@ -353,6 +389,7 @@ class Journal:
                 if db.execute("SELECT 1 FROM tasks WHERE id = ?", (tid,)).fetchone() is None:
                     db.execute("INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?)",
                                (tid, pool, _now(), store))
+                    _enter_run(db, tid, 1)
                     return tid
             if task_id is not None:
                 raise JournalError(f"the task {task_id} is already in the journal - "
@@ -374,7 +411,20 @@ class Journal:
             runs = int(row[0]) + 1
             db.execute("UPDATE tasks SET runs = ?, status = 'running', finished = NULL, "
                        "store = COALESCE(store, ?) WHERE id = ?", (runs, store, task_id))
+            _enter_run(db, task_id, runs)
             return runs
+
+    def live_runs(self, task_id: str) -> frozenset[int]:
+        """The runs of the task going on now in another process of this machine.
+
+        Their calls sent without an answer yet are in flight, not in doubt: sending them again would
+        run them twice against a store that ignores Idempotency-Key.  A run on another machine, or
+        one whose process is gone, is not counted (what it left unanswered is in doubt).
+        """
+        rows = self._query("SELECT run, host, pid FROM runs WHERE task = ?", (task_id,))
+        here = _host()
+        return frozenset(int(run) for run, host, pid in rows
+                         if host == here and pid != os.getpid() and _alive(int(pid)))
 
     def task(self, task_id: str) -> TaskRow | None:
         rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,))
@@ -426,7 +476,7 @@ class Journal:
             try:
                 # Row by row from the cursor: no list of every record is built first.
                 for columns in self._db.execute(_KEYED, (task_id,)):
-                    key, num, row, step_id, rnd, status, in_doubt, result, _, rid = columns
+                    key, num, row, step_id, rnd, status, in_doubt, result, _, rid, run = columns
                     if row is None:
                         out[key] = _whole(columns)
                     elif status in ("completed", "skipped") and not in_doubt:
@@ -434,7 +484,7 @@ class Journal:
                     else:
                         landed = result is not None and json.loads(result).get("result") is True
                         out[key] = CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt),
-                                              {"result": True} if landed else None, None, rid)
+                                              {"result": True} if landed else None, None, rid, run)
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
         return out
