@@ -21,6 +21,7 @@ from pooler.callargs import read_jsonl_fields
 from pooler.client import Reply, ToolRunClient
 from pooler.errors import PoolerError, StoreError
 from pooler.journal import CallId, CallRecord, Journal
+from pooler.keys import chunk_key, chunk_span, idempotency_header
 from pooler.model import Retry, Step
 from pooler.redact import Redactor
 from pooler.refs import Ref, apply_refs
@@ -32,6 +33,8 @@ InDoubt = Literal["retry", "stop", "skip"]
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.
 DEFAULT_RETRY = Retry(attempts=3, backoff_ms=200, on_in_doubt=False)
 _ANSWER_KEYS = ("result", "message", "detail", "tables", "files")
+#: In a journal entry only: the step id of the call found in doubt that this call sent again.
+_DOUBTED = "doubted"
 
 
 @dataclass
@@ -89,6 +92,8 @@ class Prepared:
     #: The step id of the call an earlier run left in doubt, when this one sends it again.
     doubted: str | None = None
     number: int = 0
+    #: The id of the key's standing record this run read (0: none): see ``Journal.claim``.
+    seen: int = 0
 
 
 @dataclass
@@ -150,9 +155,30 @@ class CallRunner:
     keyed: dict[str, CallRecord]
     in_doubt_policy: InDoubt = "retry"
     serialize_on: str | None = None
+    #: Runs of the task going on in other processes (``Journal.live_runs``): their unanswered calls
+    #: are theirs, not in doubt.
+    live_runs: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         self._vars = dict(self.variables)
+        #: The chunks this task recorded: (key of the first row, first row) -> last row.
+        self._spans: dict[tuple[str, int], int] = {}
+        for key in self.keyed:
+            span = chunk_span(key)
+            if span is not None:
+                self._spans[(span[0], span[1])] = span[2]
+
+    def recorded_span(self, plan: StepPlan, first: int, row: Any) -> int | None:
+        """The last row of the chunk an earlier run of the task sent from row ``first``, when it
+        began with this row's key: the chunk is cut the same way again, so the rows it carried are
+        neither sent twice nor left out (a ``--sample`` run continued by a full one)."""
+        if plan.step.key is None or not self._spans:
+            return None
+        try:
+            key = render_key(plan.step.key, ChainMap({"row": row}, self._vars))
+        except PoolerError:
+            return None
+        return self._spans.get((self.redactor.text(key), first))
 
     # Preparing (scheduler thread)
 
@@ -168,6 +194,9 @@ class CallRunner:
         try:
             if step.key is not None:
                 key = render_key(step.key, scope)
+                if call.last is not None:
+                    # A chunk is known by the rows it carries, not only by its first row's key.
+                    key = chunk_key(key, call.row or 0, call.last)
                 # The journal keeps keys as everything else: with secrets masked.
                 ids = self.call_ids(call, self.redactor.text(key), None)
                 found = self.keyed.get(ids.key or "")
@@ -185,7 +214,7 @@ class CallRunner:
         found = self.keyed.get(ids.key) if ids.key is not None else None
         if found is not None:
             ids = replace(ids, round=_round_after(found))
-        ready = Prepared(call, params, key, ids)
+        ready = Prepared(call, params, key, ids, seen=found.id if found is not None else 0)
         ready.doubted = found.step_id if found is not None and found.doubtful else None
         if self.serialize_on:
             ready.serial = serial_value(params, self.serialize_on)
@@ -210,8 +239,14 @@ class CallRunner:
                 entry["in_doubt"] = True
             entry = self.redactor.value(entry)
             self.journal.record(ids, "skipped", entry, in_doubt=found.in_doubt)
+            # A call found in doubt and sent again by an earlier run (which may never have finished
+            # to tell it) is named again in this run's answer.
+            doubted = (found.result or {}).get(_DOUBTED)
+            action = "skipped" if found.in_doubt else "retried" if doubted else None
             return Outcome(call, "skipped", entry, found.detail, step_id=found.step_id,
-                           in_doubt="skipped" if found.in_doubt else None)
+                           in_doubt=action, doubted=doubted if isinstance(doubted, str) else None)
+        if found.run in self.live_runs:
+            return self._taken(call, key, found)
         if self.in_doubt_policy == "retry":
             return None
         if self.in_doubt_policy == "skip":
@@ -245,8 +280,15 @@ class CallRunner:
     def execute(self, ready: Prepared) -> Outcome:
         call = ready.call
         step = call.plan.step
+        record = None
+        if ready.key is not None:
+            claimed = self._claim(ready)
+            if isinstance(claimed, Outcome):
+                return claimed
+            record = claimed
+        # Reported once the journal has taken the call: a journal that fails before (a full disk)
+        # leaves the call unsent and uncounted.
         self.reporter.step_started(step, ready.number)
-        record = self.journal.record_sent(ready.ids) if ready.key is not None else None
         try:
             reply, retried = self._send(ready)
         except StoreError as exc:
@@ -272,12 +314,48 @@ class CallRunner:
         entry = self._entry(ready, status, reply, tables, note)
         entry = self.redactor.value(entry)
         detail = data.get("detail")
-        self._done(ready, record, status, entry, sent=True)
+        self._done(ready, record, status, entry, sent=True, retried=retried)
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
                        in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted)
 
+    def _claim(self, ready: Prepared) -> int | Outcome:
+        """The key claimed in the journal (the id of the call's ``sent`` record), or the outcome of a
+        call whose key another run of the task took since this run read the journal."""
+        key = ready.ids.key or ""
+        while True:
+            got = self.journal.claim(ready.ids, ready.seen)
+            if isinstance(got, int):
+                return got
+            if got.done:
+                return self._earlier(ready.call, key, got) or self._taken(ready.call, key, got)
+            if got.doubtful:
+                return self._taken(ready.call, key, got)
+            # Refused since: sent anew, under the round after the refusal.
+            ready.ids = replace(ready.ids, round=_round_after(got))
+            ready.seen = got.id
+            ready.doubted = None
+
+    def _taken(self, call: Call, key: str, found: CallRecord) -> Outcome:
+        """Another run of the task sent this key and its answer is not recorded (yet): this run does
+        not send it a second time."""
+        step = call.plan.step
+        named = f" ({step.name})" if step.name else ""
+        message = (f"Step {step.num}{named} was not sent: another run of this task sent its key as "
+                   f"{found.step_id} while this run went, and its answer is not recorded yet, so it may "
+                   "or may not have been carried out. Run the task again to learn what it became.")
+        entry = self.redactor.value({**call.head(), "status": "in_doubt", "key": key,
+                                     "step_id": found.step_id, "result": False, "message": message})
+        self.journal.record(replace(self.call_ids(call, key, found.step_id), round=found.round),
+                            "in_doubt", entry)
+        return Outcome(call, "in_doubt", entry, None, step_id=found.step_id)
+
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,
-              sent: bool) -> None:
+              sent: bool, retried: bool = False) -> None:
+        doubted = ready.doubted or (ready.ids.step_id if retried else None)
+        if doubted is not None:
+            # The journal remembers that this call settled one found in doubt, so the answer of a
+            # later run still names it when this run is killed before it answers.
+            entry = {**entry, _DOUBTED: doubted}
         if record is not None:
             self.journal.record_done(record, status, entry)
         else:
@@ -292,7 +370,7 @@ class CallRunner:
         again_in_doubt = retry.on_in_doubt and ready.key is not None
         idem = None
         if ready.key is not None:
-            idem = f"{self.task}:{ready.key}" + (f"/{ready.ids.round}" if ready.ids.round > 1 else "")
+            idem = idempotency_header(self.task, ready.key, ready.ids.round)
         tries = 0
         retried = False
         while True:
@@ -368,5 +446,6 @@ def _recorded(result: dict[str, Any] | None) -> dict[str, Any]:
     """What a recorded entry says of the call's answer: result, message, detail, tables... time."""
     if not result:
         return {"result": True, "message": ""}
-    skip = {"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id", "in_doubt"}
+    skip = {"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id", "in_doubt",
+            _DOUBTED}
     return {k: v for k, v in result.items() if k not in skip}

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -52,8 +52,9 @@ from pooler.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.refs import refs_to, unescape_all
 from pooler.reporter import NullReporter, Reporter
-from pooler.rows import chunks, count_rows, iter_rows
+from pooler.rows import count_rows, iter_rows
 from pooler.scheduler import Scheduler, StepRun
+from pooler.storeid import store_identity
 from pooler.tables import TableWriter
 
 
@@ -110,11 +111,12 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
     own = journal is None
     journal = journal or Journal.in_memory()
     try:
-        task_id, rerun = _find_task(journal, pool, config)
+        store = store_identity(client.store)
+        task_id, rerun = _find_task(journal, pool, config, store)
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
         runs = _plan(pool, base, config.sample, keep_tables=rerun and not clear)
-        task, run_no = _open_task(journal, pool, task_id, rerun)
+        task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
         writer = TableWriter(config.out)
         if clear:
             writer.clear_step_tables()
@@ -122,12 +124,13 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
                             redactor=config.redactor, reporter=reporter, stop=stop,
                             variables=_values(config.variables), base=base,
                             keyed=journal.keyed(task) if rerun else {},
+                            live_runs=journal.live_runs(task) if rerun else frozenset(),
                             in_doubt_policy=config.in_doubt,
                             serialize_on=pool.options.serialize_on if pool.options.mode == "parallel"
                             else None)
         collector = Collector(include_results=pool.options.include_results)
         reporter.pool_started(pool, task, sum(r.counted for r in runs))
-        opener = _Opener(base, writer, config.sample)
+        opener = _Opener(base, writer, config.sample, runner.recorded_span)
         scheduler = Scheduler(runs, runner, collector, reporter, opener,
                               width=pool.options.max_concurrency,
                               parallel=pool.options.mode == "parallel",
@@ -140,7 +143,9 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
                                   trip_ms=round((time.monotonic() - started) * 1000),
                                   interrupted=interrupted)
         answer = dict(config.redactor.value(answer))
-        journal.finish_task(task, answer)
+        sampled = config.sample is not None and any(r.plan.over_rows for r in runs)
+        # A sample is not the whole task: --resume continues it with the rows it has not sent.
+        journal.finish_task(task, answer, status="sampled" if sampled and answer.get("result") else None)
         reporter.pool_finished(answer)
         return answer
     finally:
@@ -160,7 +165,7 @@ def _values(variables: Any) -> Mapping[str, Any]:
     return found if isinstance(found, Mapping) else {}
 
 
-def _find_task(journal: Journal, pool: Pool, config: RunConfig) -> tuple[str | None, bool]:
+def _find_task(journal: Journal, pool: Pool, config: RunConfig, store: str) -> tuple[str | None, bool]:
     """The id of the task to run (None: a new one, named by the journal) and whether it ran before.
 
     Only reads the journal: the task is opened once the pool has been planned.
@@ -170,21 +175,42 @@ def _find_task(journal: Journal, pool: Pool, config: RunConfig) -> tuple[str | N
         task_id = journal.last_unfinished(pool.file)
     if task_id is None:
         return None, False
+    if not _is_ours(journal, task_id, pool, store):
+        return task_id, False
+    return task_id, True
+
+
+def _is_ours(journal: Journal, task_id: str, pool: Pool, store: str) -> bool:
+    """Whether the journal holds the task; refused when it belongs to another pool or store."""
     known = journal.task(task_id)
     if known is None:
-        return task_id, False
+        return False
     here = pool_identity(pool.file)
     if known.pool_file != here:
         raise JournalError(f"the task {task_id} ran {known.pool_file}, not {here} - keys belong to "
                            "one pool: give this pool a task id of its own.")
-    return task_id, True
+    if known.store is not None and known.store != store:
+        # Its keys say what this store has done: against another store they would skip calls
+        # that store never received.
+        raise JournalError(f"the task {task_id} ran against the store {known.store}, not {store} - "
+                           "a task belongs to one store: give this run a task id of its own.")
+    return True
 
 
-def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool) -> tuple[str, int]:
-    """The task's id and the number of this run of it."""
-    if rerun and task_id is not None:
-        return task_id, journal.open_task(task_id)
-    return journal.new_task(pool.file, task_id), 1
+def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool,
+               store: str) -> tuple[str, int, bool]:
+    """The task's id, the number of this run of it, and whether it ran before.
+
+    A task another process created since ``_find_task`` looked is continued, not refused.
+    """
+    if not rerun:
+        try:
+            return journal.new_task(pool.file, task_id, store), 1, False
+        except JournalError:
+            if task_id is None or not _is_ours(journal, task_id, pool, store):
+                raise
+    assert task_id is not None
+    return task_id, journal.open_task(task_id, store), True
 
 
 def _has_template(value: Any) -> bool:
@@ -258,6 +284,8 @@ class _Opener:
     base: Path
     writer: TableWriter
     sample: int | None
+    #: Where a chunk an earlier run of the task sent ends: see ``CallRunner.recorded_span``.
+    recorded: Callable[[StepPlan, int, Any], int | None]
 
     def __call__(self, run: StepRun, by_name: dict[str, StepRun]) -> Iterator[Call]:
         plan = run.plan
@@ -278,10 +306,13 @@ class _Opener:
             return self._chunked(plan, rows, fe.chunk)
         return (Call(plan, row=i, data=row) for i, row in enumerate(rows))
 
-    @staticmethod
-    def _chunked(plan: StepPlan, rows: Iterator[dict[str, Any]], size: int) -> Iterator[Call]:
+    def _chunked(self, plan: StepPlan, rows: Iterator[dict[str, Any]], size: int) -> Iterator[Call]:
+        """Chunks of ``size`` rows, but a chunk the task sent before is cut as it was then."""
         first = 0
-        for part in chunks(rows, size):
+        for row in rows:
+            last = self.recorded(plan, first, row)
+            want = size if last is None or last < first else last - first + 1
+            part = [row, *islice(rows, want - 1)]
             yield Call(plan, row=first, last=first + len(part) - 1, data=part, size=len(part))
             first += len(part)
 

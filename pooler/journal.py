@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import sqlite3
 import threading
 import time
@@ -35,7 +36,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     status TEXT NOT NULL DEFAULT 'running',
     runs INTEGER NOT NULL DEFAULT 1,
     total INTEGER, succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER,
-    answer TEXT
+    answer TEXT,
+    store TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_pool ON tasks (pool_file, started);
 CREATE TABLE IF NOT EXISTS calls (
@@ -55,7 +57,23 @@ CREATE TABLE IF NOT EXISTS calls (
     detail TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls (task, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS runs (
+    task TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    PRIMARY KEY (task, run)
+);
 """
+
+#: ``PRAGMA application_id`` of a pooler journal ("pool"): a SQLite file of another program is
+#: told apart before anything is written to it.
+APPLICATION_ID = 0x706F6F6C
+#: The tables of a pooler journal (a journal made before it carried its application id has
+#: these and no others).
+_TABLES = frozenset({"tasks", "calls"})
+_OLD_COLUMNS = frozenset({"tasks.pool_file", "tasks.runs", "calls.step_id", "calls.in_doubt",
+                          "calls.round"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +96,10 @@ class CallRecord:
     in_doubt: bool
     result: dict[str, Any] | None
     detail: Any
+    #: The record's id in the journal (0 when not read from it): what ``Journal.claim`` compares.
+    id: int = 0
+    #: The run of the task that wrote it.
+    run: int = 0
 
     @property
     def done(self) -> bool:
@@ -93,15 +115,23 @@ class CallRecord:
 #: The record of a key of a step over rows that completed: one object shared by all such keys.
 DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
 
-#: The last record of every key of a task, without the entry of a call of a step over rows
+#: The record that stands for a key: its last done record (a key once done stays done, whatever
+#: another run of the task wrote after it), else its last record; ``not_run`` records aside.
+_STANDING = ("COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))")
+
+#: The standing record of every key of a task, without the entry of a call of a step over rows
 #: (``row`` is set), except a failed one's: whether the store carried it out (only its tables
 #: failed here) decides the round it is sent again with.
-_KEYED = """
+_KEYED = f"""
 SELECT key, num, row, step_id, round, status, in_doubt,
-       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END
-FROM calls WHERE id IN (SELECT MAX(id) FROM calls WHERE task = ? AND key IS NOT NULL
+       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
+       id, run
+FROM calls WHERE id IN (SELECT {_STANDING} FROM calls WHERE task = ? AND key IS NOT NULL
                         AND status != 'not_run' GROUP BY key)
 """
+_RECORD = ("SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls "
+           "WHERE id = ?")
+_STANDING_OF = (f"SELECT {_STANDING} FROM calls WHERE task = ? AND key = ? AND status != 'not_run'")
 
 
 @dataclass(frozen=True)
@@ -134,6 +164,8 @@ class TaskRow:
     failed: int | None
     skipped: int | None
     not_run: int | None
+    #: The store the task runs against (None for a task made before tasks recorded theirs).
+    store: str | None = None
 
 
 def default_journal_path() -> Path:
@@ -161,6 +193,31 @@ def _now() -> str:
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(whole))
         _SECOND = (whole, text)
     return f"{text}.{int(now * 1000) % 1000:03d}"
+
+
+def _host() -> str:
+    """This machine since its last boot: a pid names one process only within it."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()} {boot}".strip()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
+    """Which process makes this run of the task (see ``Journal.live_runs``)."""
+    db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
+               (task_id, run, _host(), os.getpid()))
 
 
 def _dumps(value: Any) -> str:
@@ -198,10 +255,10 @@ def _join(body: str | None, detail: str | None) -> dict[str, Any] | None:
 
 def _whole(columns: tuple[Any, ...]) -> CallRecord:
     """A key's record with its entry, from the columns ``keyed`` and ``record_of`` read."""
-    key, num, row, step_id, rnd, status, in_doubt, result, detail = columns
+    key, num, row, step_id, rnd, status, in_doubt, result, detail, rid, run = columns
     entry = _join(result, detail)
     return CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
-                      None if entry is None else entry.get("detail"))
+                      None if entry is None else entry.get("detail"), rid, run)
 
 
 class Journal:
@@ -217,14 +274,52 @@ class Journal:
             # connection per thread would buy nothing and cost a WAL reader per thread.
             self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None,
                                        timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise JournalError(
                 f"cannot open the journal {target}: {exc} - give another file with --journal."
             ) from exc
+        try:
+            self._own_file(target)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            self._upgrade()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise JournalError(
+                f"cannot open the journal {target}: {exc} - give another file with --journal."
+            ) from exc
         self._lock = threading.Lock()
+
+    def _own_file(self, target: str) -> None:
+        """Refuse a SQLite file that is not a pooler journal before writing a byte to it (WAL mode
+        and pooler's tables would change another program's database)."""
+        # One read transaction: a pooler opening the same new file at once writes its id first.
+        self._db.execute("BEGIN")
+        try:
+            app = int(self._db.execute("PRAGMA application_id").fetchone()[0])
+            tables = {str(r[0]) for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+            columns = {f"{t}.{r[1]}" for t in sorted(tables & _TABLES)
+                       for r in self._db.execute(f"PRAGMA table_info({t})")}
+            ours = tables == _TABLES and columns >= _OLD_COLUMNS
+        finally:
+            self._db.execute("COMMIT")
+        if app == APPLICATION_ID or (app == 0 and (not tables or ours)):
+            if app == 0:
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            return
+        self._db.close()
+        held = f"it holds the tables {', '.join(sorted(tables))}" if tables else \
+            f"its application id is {app:#x}"
+        raise JournalError(f"{target} is not a pooler journal ({held}) - pooler leaves it as it is; "
+                           "give a file of pooler's own with --journal.")
+
+    def _upgrade(self) -> None:
+        """Columns added since the journal was made: a task's store."""
+        columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(tasks)")}
+        if "store" not in columns:
+            self._db.execute("ALTER TABLE tasks ADD COLUMN store TEXT")
 
     @classmethod
     def in_memory(cls) -> Journal:
@@ -283,15 +378,18 @@ class Journal:
 
     # Tasks
 
-    def new_task(self, pool_file: str | Path, task_id: str | None = None) -> str:
-        """Start a task for ``pool_file`` (kept resolved); a readable unique id when none is given."""
+    def new_task(self, pool_file: str | Path, task_id: str | None = None, store: str | None = None) -> str:
+        """Start a task for ``pool_file`` (kept resolved) against ``store`` (the store's URL as
+        ``storeid.store_identity`` gives it: never a token); a readable unique id when none is
+        given."""
         pool = pool_identity(pool_file)
         for _ in range(20):
             tid = task_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
             with self._tx() as db:
                 if db.execute("SELECT 1 FROM tasks WHERE id = ?", (tid,)).fetchone() is None:
-                    db.execute("INSERT INTO tasks (id, pool_file, started) VALUES (?, ?, ?)",
-                               (tid, pool, _now()))
+                    db.execute("INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?)",
+                               (tid, pool, _now(), store))
+                    _enter_run(db, tid, 1)
                     return tid
             if task_id is not None:
                 raise JournalError(f"the task {task_id} is already in the journal - "
@@ -301,17 +399,32 @@ class Journal:
     def has_task(self, task_id: str) -> bool:
         return bool(self._query("SELECT 1 FROM tasks WHERE id = ?", (task_id,)))
 
-    def open_task(self, task_id: str) -> int:
-        """Continue an existing task: marks it running again and returns the number of this run."""
+    def open_task(self, task_id: str, store: str | None = None) -> int:
+        """Continue an existing task: marks it running again and returns the number of this run.
+
+        ``store`` is recorded for a task that has none yet (made before tasks recorded theirs)."""
         with self._tx() as db:
             row = db.execute("SELECT runs FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if row is None:
                 raise JournalError(f"no task {task_id} in the journal {self.path or ':memory:'} - "
                                    "`pooler runs` lists the tasks it holds.")
             runs = int(row[0]) + 1
-            db.execute("UPDATE tasks SET runs = ?, status = 'running', finished = NULL WHERE id = ?",
-                       (runs, task_id))
+            db.execute("UPDATE tasks SET runs = ?, status = 'running', finished = NULL, "
+                       "store = COALESCE(store, ?) WHERE id = ?", (runs, store, task_id))
+            _enter_run(db, task_id, runs)
             return runs
+
+    def live_runs(self, task_id: str) -> frozenset[int]:
+        """The runs of the task going on now in another process of this machine.
+
+        Their calls sent without an answer yet are in flight, not in doubt: sending them again would
+        run them twice against a store that ignores Idempotency-Key.  A run on another machine, or
+        one whose process is gone, is not counted (what it left unanswered is in doubt).
+        """
+        rows = self._query("SELECT run, host, pid FROM runs WHERE task = ?", (task_id,))
+        here = _host()
+        return frozenset(int(run) for run, host, pid in rows
+                         if host == here and pid != os.getpid() and _alive(int(pid)))
 
     def task(self, task_id: str) -> TaskRow | None:
         rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,))
@@ -325,15 +438,16 @@ class Journal:
             "ORDER BY started DESC, rowid DESC LIMIT 1", (pool,))
         return str(rows[0][0]) if rows else None
 
-    def finish_task(self, task_id: str, answer: dict[str, Any]) -> None:
-        """Record the task's answer (already redacted) and its counts."""
+    def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
+        """Record the task's answer (already redacted) and its counts; its status is the answer's
+        unless given (``sampled``: a ``--sample`` run that completed, which ``--resume`` continues)."""
         with self._tx() as db:
             db.execute(
                 "UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, "
                 "skipped = ?, not_run = ?, answer = ? WHERE id = ?",
-                (_now(), answer.get("status", "failed"), answer.get("total"), answer.get("succeeded"),
-                 answer.get("failed"), answer.get("skipped"), answer.get("not_run"), _dumps(answer),
-                 task_id))
+                (_now(), status or answer.get("status", "failed"), answer.get("total"),
+                 answer.get("succeeded"), answer.get("failed"), answer.get("skipped"),
+                 answer.get("not_run"), _dumps(answer), task_id))
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
         """The latest tasks, newest first."""
@@ -362,7 +476,7 @@ class Journal:
             try:
                 # Row by row from the cursor: no list of every record is built first.
                 for columns in self._db.execute(_KEYED, (task_id,)):
-                    key, num, row, step_id, rnd, status, in_doubt, result, _ = columns
+                    key, num, row, step_id, rnd, status, in_doubt, result, _, rid, run = columns
                     if row is None:
                         out[key] = _whole(columns)
                     elif status in ("completed", "skipped") and not in_doubt:
@@ -370,17 +484,45 @@ class Journal:
                     else:
                         landed = result is not None and json.loads(result).get("result") is True
                         out[key] = CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt),
-                                              {"result": True} if landed else None, None)
+                                              {"result": True} if landed else None, None, rid, run)
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
         return out
 
     def record_of(self, task_id: str, key: str) -> CallRecord | None:
-        """The last record of one key of the task, whole: what ``keyed`` left out of it."""
-        rows = self._query(
-            "SELECT key, num, row, step_id, round, status, in_doubt, result, detail FROM calls "
-            "WHERE task = ? AND key = ? AND status != 'not_run' ORDER BY id DESC LIMIT 1", (task_id, key))
-        return _whole(rows[0]) if rows else None
+        """The standing record of one key of the task, whole: what ``keyed`` left out of it."""
+        with self._lock:
+            try:
+                return self._standing(self._db, task_id, key)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+
+    @staticmethod
+    def _standing(db: sqlite3.Connection, task_id: str, key: str) -> CallRecord | None:
+        found = db.execute(_STANDING_OF, (task_id, key)).fetchone()
+        if found is None or found[0] is None:
+            return None
+        return _whole(db.execute(_RECORD, (found[0],)).fetchone())
+
+    def claim(self, call: CallId, seen: int) -> int | CallRecord:
+        """Claim a keyed call's key for sending, in one transaction: when the key's standing record
+        is still the one this run read (its ``CallRecord.id``; 0 when the key had none), the call's
+        ``sent`` record is committed and its id returned, as ``record_sent`` does.  Otherwise another
+        run of the task (another process on the same journal) has done something with the key since:
+        its standing record is returned and nothing is written.
+
+        This is what makes a key leave at most once when two processes run one task.
+        """
+        assert call.key is not None
+        with self._tx() as db:
+            found = self._standing(db, call.task, call.key)
+            if found is not None and found.id != seen:
+                return found
+            return int(db.execute(
+                "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?)",
+                (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id,
+                 _now())).lastrowid or 0)
 
     def record_sent(self, call: CallId) -> int:
         """A call is about to leave; committed before it does.  Returns the record's id."""
@@ -427,4 +569,5 @@ class Journal:
         return out
 
 
-_TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
+_TASK_COLUMNS = ("id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, "
+                 "not_run, store")

@@ -1,4 +1,6 @@
-"""One run at a time per pool file: an advisory ``flock`` on a file in the state folder.
+"""One run at a time per pool file, and per ``--out`` folder: an advisory ``flock`` on a file in
+the state folder, named by the path it guards.  The locks do not follow ``--journal``: two runs
+of one pool file, or two runs writing one ``--out``, meet whatever journals they keep.
 
 The lock file holds the pid and start time of the run that holds it, so a second run can say
 who is in its way. The kernel drops a ``flock`` when its process dies, so a killed run never
@@ -26,15 +28,13 @@ def state_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "pooler"
 
 
-def lock_dir(journal: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
-    """Where lock files live: next to an explicit journal, else in the state folder."""
-    if journal is not None:
-        return journal.resolve().parent / "locks"
+def lock_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where lock files live: ``locks`` in the state folder."""
     return state_dir(environ) / "locks"
 
 
 def lock_path(pool_file: Path, directory: Path) -> Path:
-    """The lock file of one pool file: named by the SHA-1 of its absolute path."""
+    """The lock file of one pool file (or ``--out`` folder): named by the SHA-1 of its absolute path."""
     digest = hashlib.sha1(str(pool_file.resolve()).encode("utf-8"), usedforsecurity=False).hexdigest()
     return directory / f"{digest}.lock"
 
@@ -47,6 +47,9 @@ class PoolLock:
         self.path = lock_path(pool_file, directory)
         self._fd: int | None = None
 
+    def _busy(self, holder: str) -> str:
+        return f"another run of {self.pool_file} is running ({holder}); this run sent nothing."
+
     def acquire(self) -> None:
         """Take the lock at once, or raise ``LockedError`` naming the run that holds it."""
         # Owner-only: the folder and file reveal which pools run on this machine and when.
@@ -57,9 +60,7 @@ class PoolLock:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise LockedError(
-                f"another run of {self.pool_file} is running ({holder}); this run sent nothing."
-            ) from None
+            raise LockedError(self._busy(holder)) from None
         except BaseException:
             os.close(fd)
             raise
@@ -94,6 +95,15 @@ class PoolLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+class OutLock(PoolLock):
+    """An exclusive lock on one ``--out`` folder: runs that share it would read and clear each
+    other's tables."""
+
+    def _busy(self, holder: str) -> str:
+        return (f"another run writes its tables to --out {self.pool_file} ({holder}); this run sent "
+                "nothing - give it an --out of its own, or wait for that run to end.")
 
 
 def _read_holder(fd: int) -> str:

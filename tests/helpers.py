@@ -44,6 +44,11 @@ class Store:
         rows: list[dict[str, Any]] = answer["data"]["tables"]["ops"]
         return rows
 
+    @property
+    def port(self) -> str:
+        """The port it listens on: a store started again there is the same store to a task."""
+        return self.url.rsplit(":", 1)[1]
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -101,7 +101,7 @@ def test_idempotency_key_reaches_the_store(client: ToolRunClient, store: Store) 
     assert again.data == first.data
     assert len(store.ops()) == count
     client.tool_run(TEST, "CmdEcho", {"a": 2}, idempotency_key="задача:1 %")
-    assert store.ops()[-1]["idempotency_key"] == "%D0%B7%D0%B0%D0%B4%D0%B0%D1%87%D0%B0:1%20%25"
+    assert store.ops()[-1]["idempotency_key"] == "%D0%B7%D0%B0%D0%B4%D0%B0%D1%87%D0%B0:1%20%"
     client.tool_run(TEST, "CmdEcho", {"a": 3})
     assert store.ops()[-1]["idempotency_key"] is None
 

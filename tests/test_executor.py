@@ -368,7 +368,7 @@ def in_doubt_run(store_factory: Any, tmp_path: Path,
     faulty = store_factory("--fault", "reset:1", db=db, root=root)
     first = run(pool, faulty, tmp_path / "out", journal=journal, task_id="t")
     faulty.stop()
-    sound = store_factory(db=db, root=root)
+    sound = store_factory("--port", faulty.port, db=db, root=root)
     again = run(pool, sound, tmp_path / "out", journal=journal, task_id="t", in_doubt=policy)
     return first, again, sound, faulty.url
 
@@ -397,7 +397,7 @@ def keyed_doubt(store_factory: Any, tmp_path: Path, policy: str) -> tuple[dict[s
     first = run(pool, faulty, tmp_path / "out", journal=journal, task_id="t")
     assert statuses(first) == [(1, None, "in_doubt")]
     faulty.stop()
-    sound = store_factory(db=db, root=root)
+    sound = store_factory("--port", faulty.port, db=db, root=root)
     return run(pool, sound, tmp_path / "out", journal=journal, task_id="t", in_doubt=policy), sound
 
 

@@ -276,7 +276,7 @@ def test_a_rerun_after_a_reset_finishes_the_in_doubt_key_without_running_it_twic
     assert first.returncode == 1
     assert [e["status"] for e in answer_of(first)["steps"]] == ["in_doubt"]
     faulty.stop()
-    sound = store_factory(db=db, root=root)
+    sound = store_factory("--port", faulty.port, db=db, root=root)
     again = run(sound.url, tmp_path, pool, "--task", "t")
     assert again.returncode == 0, again.stderr
     answer = answer_of(again)

@@ -84,7 +84,7 @@ def test_ten_thousand_steps_under_faults_then_a_clean_rerun(store_factory: Any, 
     assert set(ran) == {n for n, s in statuses.items() if s in ("completed", "in_doubt")}
     faulty.stop()
 
-    sound = store_factory(db=db, root=root)
+    sound = store_factory("--port", faulty.port, db=db, root=root)
     again, status, took_again = run(sound, tmp_path, pool, "--resume")
     assert status == 0, again
     rerun = {e["num"]: e["status"] for e in again["steps"]}

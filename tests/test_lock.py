@@ -66,9 +66,8 @@ def test_the_same_file_by_another_path_is_the_same_lock(tmp_path: Path) -> None:
     assert lock_path(pool, tmp_path) == lock_path(roundabout, tmp_path)
 
 
-def test_lock_dir_follows_the_journal_or_the_state_folder(tmp_path: Path) -> None:
-    assert lock_dir(tmp_path / "j" / "journal.sqlite") == (tmp_path / "j" / "locks").resolve()
-    assert lock_dir(None, {"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "pooler" / "locks"
+def test_lock_dir_is_in_the_state_folder(tmp_path: Path) -> None:
+    assert lock_dir({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "pooler" / "locks"
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
@@ -98,24 +97,39 @@ def wait_for_lock_holder(path: Path, pid: int, proc: subprocess.Popen[str], dead
     raise AssertionError("the first run never took its lock")
 
 
-def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object) -> None:
-    store: Store = store_factory("--latency-ms", "300")  # type: ignore[operator]
-    pool = tmp_path / "slow.yaml"
-    # 40 calls of 300 ms: the first run is still going when the second one starts.
-    pool.write_text(
+def slow_pool(path: Path, calls: int = 40) -> Path:
+    """``calls`` echoes of 300 ms each (against a store with --latency-ms 300)."""
+    path.write_text(
         "pool:\n"
         + "".join(f"  - {{unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {{n: {n}}}}}\n"
-                  for n in range(40))
+                  for n in range(calls))
     )
-    journal = tmp_path / "journal.sqlite"
-    common = ["--store", store.url, "--journal", str(journal), "--out", str(tmp_path / "out")]
+    return path
+
+
+def start_first(pool: Path, store: Store, state: Path, *common: str) -> subprocess.Popen[str]:
+    """A run that holds its locks (in the state folder ``state``) until it is stopped."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
-    env["POOLER_TOKEN"] = store.token
-    first = subprocess.Popen([sys.executable, "-m", "pooler", "run", str(pool), *common, "--json"],
+    env.update(POOLER_TOKEN=store.token, XDG_STATE_HOME=str(state))
+    first = subprocess.Popen([sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,
+                              *common, "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    wait_for_lock_holder(lock_path(pool, lock_dir({"XDG_STATE_HOME": str(state)})), first.pid, first,
+                         time.monotonic() + 30)
+    return first
+
+
+def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object) -> None:
+    store: Store = store_factory("--latency-ms", "300")  # type: ignore[operator]
+    # 40 calls of 300 ms: the first run is still going when the second one starts.
+    pool = slow_pool(tmp_path / "slow.yaml")
+    journal = tmp_path / "journal.sqlite"
+    state = tmp_path / "state"
+    common = ["--store", store.url, "--journal", str(journal), "--out", str(tmp_path / "out")]
+    first = start_first(pool, store, state, *common[2:])
     try:
-        wait_for_lock_holder(lock_path(pool, lock_dir(journal)), first.pid, first, time.monotonic() + 30)
-        second = pooler("run", str(pool), *common, "--json", env={"POOLER_TOKEN": store.token})
+        second = pooler("run", str(pool), *common, "--json",
+                        env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(state)})
         assert first.poll() is None, "the first run ended before the second one tried the lock"
         first.send_signal(signal.SIGINT)
         out, err = first.communicate(timeout=60)
@@ -135,5 +149,41 @@ def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object)
     # Every call the store carried out was the first run's.
     assert [op["params"] for op in store.ops()] == [{"n": n} for n in range(done)]
     # The lock is free again once the first run has ended.
-    with PoolLock(pool, lock_dir(journal)) as lock:
+    with PoolLock(pool, lock_dir({"XDG_STATE_HOME": str(state)})) as lock:
         assert lock.held
+
+
+@pytest.mark.parametrize("shared", ["pool", "out"])
+def test_the_lock_holds_whatever_journal_each_run_keeps(tmp_path: Path, store_factory: object,
+                                                        shared: str) -> None:
+    """Two runs of one pool file with journals of their own, or two pools writing one --out: the
+    second sends nothing (its journal is no way around the lock)."""
+    store: Store = store_factory("--latency-ms", "300")  # type: ignore[operator]
+    pool = slow_pool(tmp_path / "slow.yaml")
+    other = pool if shared == "pool" else slow_pool(tmp_path / "other.yaml", 1)
+    state = tmp_path / "state"
+    first = start_first(pool, store, state, "--journal", str(tmp_path / "a" / "journal.sqlite"),
+                        "--out", str(tmp_path / "out"))
+    try:
+        out = tmp_path / ("out" if shared == "out" else "out-b")
+        second = pooler("run", str(other), "--store", store.url, "--journal",
+                        str(tmp_path / "b" / "journal.sqlite"), "--out", str(out), "--json",
+                        env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(state)})
+        assert first.poll() is None, "the first run ended before the second one tried the lock"
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.returncode == 3, second.stderr
+    holder = rf"\(pid {first.pid}, started \S+\)"
+    if shared == "pool":
+        expected = (rf"pooler: another run of {re.escape(str(pool))} is running {holder}; "
+                    r"this run sent nothing\.\n")
+    else:
+        expected = (rf"pooler: another run writes its tables to --out {re.escape(str(out))} {holder}; this "
+                    r"run sent nothing - give it an --out of its own, or wait for that run to end\.\n")
+    assert re.fullmatch(expected, second.stderr)
+    assert not (tmp_path / "b" / "journal.sqlite").exists()
+    assert len([op for op in store.ops() if op["params"] == {"n": 0}]) == 1

@@ -99,7 +99,7 @@ pool:
     assert (summary["calls"], summary["rows"]["total"], summary["rows"]["completed"]) == (calls, count, count)
     ops = store.ops()
     assert [op["idempotency_key"] for op in ops] == [
-        f"{answer['task']}:import-{rows[a]['ref']}" for a, _ in spans]
+        f"{answer['task']}:import-{rows[a]['ref']}#{a}-{b}" for a, b in spans]
     assert [len(op["params"]["goods"]) for op in ops] == [b - a + 1 for a, b in spans]
     assert [row for op in ops for row in op["params"]["goods"]] == rows
     # The store's answer for each chunk lands in one table file, a row per goods.

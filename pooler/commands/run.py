@@ -29,7 +29,7 @@ from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
 from pooler.executor import RunConfig, StopSignal, run_pool
 from pooler.journal import Journal, default_journal_path
 from pooler.loader import load_pool
-from pooler.lock import PoolLock, lock_dir
+from pooler.lock import OutLock, PoolLock, lock_dir
 from pooler.model import MODES, Pool, Step
 from pooler.redact import short_warning
 from pooler.render import FanOut, make_reporter
@@ -137,8 +137,9 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     journal_path = Path(args.journal) if args.journal else default_journal_path()
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
-    with make_client(args, ctx, masking=False) as client, PoolLock(Path(args.pool), lock_dir(journal_path)), \
-            Journal(journal_path) as journal, open_log(args.log) as log:
+    locks = lock_dir(ctx.environ)
+    with make_client(args, ctx, masking=False) as client, PoolLock(Path(args.pool), locks), \
+            OutLock(Path(args.out), locks), Journal(journal_path) as journal, open_log(args.log) as log:
         sent = SentCounter()
         reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,

@@ -1,0 +1,39 @@
+"""What a keyed call is known by: its key in the journal and its Idempotency-Key header.
+
+Two different (task, key, round) triples never share a header: the task and the key are
+percent-encoded with ``:`` and ``/`` among the characters encoded, so the one raw ``:`` of a header
+separates the task from the key and the one raw ``/`` (after it) the key from its round.  A key
+``INV-100/2`` goes out as ``T:INV-100%2F2``; the second round of key ``INV-100`` as ``T:INV-100/2``.
+
+A chunk of a step over rows is known by its key (the template's value for the chunk's first row)
+followed by ``#FIRST-LAST``, its rows counted from 0: a chunk of 10 rows sampled with ``--sample``
+and the 500-row chunk of a full run that starts at the same row are two calls, not one.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+# Visible ASCII but the characters the header gives a meaning to: "%" (the escape), ":" and "/".
+_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%:/")
+_SPAN = re.compile(r"#(\d+)-(\d+)\Z")
+
+
+def idempotency_header(task: str, key: str, round_: int = 1) -> str:
+    """The ``Idempotency-Key`` of a key's round in a task: visible ASCII, one per triple."""
+    head = f"{quote(task, safe=_SAFE)}:{quote(key, safe=_SAFE)}"
+    return head if round_ <= 1 else f"{head}/{round_}"
+
+
+def chunk_key(key: str, first: int, last: int) -> str:
+    """The key of the chunk of rows ``first``..``last`` whose first row's key is ``key``."""
+    return f"{key}#{first}-{last}"
+
+
+def chunk_span(key: str) -> tuple[str, int, int] | None:
+    """``(key of the first row, first, last)`` of a chunk's key; None for any other key."""
+    found = _SPAN.search(key)
+    if found is None:
+        return None
+    return key[: found.start()], int(found.group(1)), int(found.group(2))
