@@ -333,7 +333,9 @@ class _Runner:
             problem = (f"step {step.num} reads the table {name} of step {source.label}, which wrote no "
                        "such table.")
         if problem is not None:
-            entry = self.config.redactor.value({**self._head(row), "status": "failed", "key": None,
+            # As a step whose data broke: one failed call at its first row.
+            entry = self.config.redactor.value({**self._head(replace(row, row_first=0)), "status": "failed",
+                                                "key": None,
                                                 "result": False, "message": problem})
             halt = f"step {row.num} failed" if self.pool.options.stop_on_error else None
             self.work.done(replace(row, idx=PLACEHOLDER), "failed", entry, None, doubt=None, halt=halt)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import socket
@@ -24,9 +23,9 @@ def server_bin() -> Path | None:
     found = shutil.which("pg_ctl")
     if found and shutil.which("initdb"):
         return Path(found).parent
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-                      key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
-    return Path(versions[-1]).parent if versions else None
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+                      key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    return versions[-1].parent if versions else None
 
 
 def _free_port() -> int:
