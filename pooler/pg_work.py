@@ -154,14 +154,20 @@ class WorkStore:
             db.execute("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s", (how.halt, self.task))
 
     def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int) -> bool:
-        """``claimed → sent``, only while this runner's lease is alive and the task not halted."""
+        """``claimed → sent``, only while this runner's lease is alive and the task not halted.
+
+        The task's row is read ``FOR SHARE``: a halt (which updates that row) either waits for this
+        call to be marked sent, or is seen by it; so no call is sent after the halt was recorded.
+        """
         with self._tx() as db:
+            halted = db.execute("SELECT halted FROM tasks WHERE id = %s FOR SHARE", (self.task,)).fetchone()
+            if halted is None or halted[0] is not None:
+                return False
             cur = db.execute(
-                "UPDATE work SET state = 'sent', sent_at = now(), key_text = %s, step_id = %s, round = %s "
-                "WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed' "
-                "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now()) "
-                "AND (SELECT halted FROM tasks WHERE id = %s) IS NULL",
-                (key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner, self.task))
+                "UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, "
+                "round = %s WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed' "
+                "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())",
+                (key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner))
             return bool(cur.rowcount == 1)
 
     def release(self, row: WorkRow) -> None:
@@ -180,19 +186,24 @@ class WorkStore:
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE work SET state = 'done', status = %s, entry = %s, detail = %s, doubt = %s, "
-                "key_text = %s, step_id = %s, done_at = now() WHERE task = %s AND num = %s AND idx = %s "
+                "key_text = %s, step_id = %s, done_at = clock_timestamp() WHERE task = %s AND num = %s "
+                "AND idx = %s "
                 "AND runner = %s AND state IN ('claimed', 'sent')",
                 (status, Json(entry), Json(detail), doubt, entry.get("key"), entry.get("step_id"),
                  self.task, row.num, row.idx, self.runner))
             if cur.rowcount != 1:
                 return False
+            if halt:
+                # A gate that read the task's row waits for this to commit (see ``gate``); the call
+                # is done once the halt holds.
+                db.execute("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s", (halt, self.task))
+                db.execute("UPDATE work SET done_at = clock_timestamp() WHERE task = %s AND num = %s "
+                           "AND idx = %s", (self.task, row.num, row.idx))
             for name, rows in (tables or {}).items():
                 db.execute("INSERT INTO table_rows (task, num, idx, name, prefix, into_job, rows) "
                            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (task, num, idx, name) "
                            "DO UPDATE SET rows = excluded.rows",
                            (self.task, row.num, row.idx, name, prefix, into, Json(rows)))
-            if halt:
-                db.execute("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s", (halt, self.task))
             return True
 
     def expand(self, row: WorkRow, work: list[tuple[Any, ...]]) -> bool:
