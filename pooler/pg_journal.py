@@ -122,6 +122,8 @@ class PgJournal:
                     with cur.copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
                         for row in work:
                             copy.write_row(row)
+                # The planner needs to know how many calls there are to pick the indexes.
+                self.conn.execute("ANALYZE work")
             except psycopg.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
             return True

@@ -66,7 +66,38 @@ CREATE TABLE IF NOT EXISTS work (
     PRIMARY KEY (task, num, idx)
 );
 CREATE INDEX IF NOT EXISTS work_open ON work (task, state, num, idx) WHERE state <> 'done';
+CREATE INDEX IF NOT EXISTS work_busy ON work (task) WHERE state IN ('claimed', 'sent');
 CREATE INDEX IF NOT EXISTS work_serial ON work (task, serial, num, idx) WHERE serial IS NOT NULL;
+-- A claim: under the task's advisory lock (so the count of calls in flight is exact when it is
+-- weighed against the cap), the first ready calls in file order whose steps referred to have
+-- completed and whose serialize_on value has no earlier call not done.  A function, so the lock
+-- and the claim (each statement with a fresh snapshot) cost one round trip.
+CREATE OR REPLACE FUNCTION pooler_claim(p_task TEXT, p_runner TEXT, p_limit INTEGER, p_cap INTEGER)
+RETURNS SETOF work LANGUAGE plpgsql AS $$
+DECLARE
+    v_halted TEXT;
+    v_busy INTEGER;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext(p_task));
+    SELECT halted INTO v_halted FROM tasks WHERE id = p_task;
+    IF NOT FOUND OR v_halted IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT count(*) INTO v_busy FROM work WHERE task = p_task AND state IN ('claimed', 'sent');
+    IF p_cap - v_busy <= 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    UPDATE work SET state = 'claimed', runner = p_runner
+    WHERE ctid = ANY(ARRAY(
+        SELECT w.ctid FROM work w WHERE w.task = p_task AND w.state = 'ready'
+          AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
+               AND d.num = ANY(w.deps) AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+          AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task
+               AND s.serial = w.serial AND (s.num, s.idx) < (w.num, w.idx) AND s.state <> 'done'))
+        ORDER BY w.num, w.idx LIMIT least(p_limit, p_cap - v_busy) FOR UPDATE SKIP LOCKED))
+    RETURNING *;
+END $$;
 CREATE TABLE IF NOT EXISTS table_rows (
     task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
     num INTEGER NOT NULL,

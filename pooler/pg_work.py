@@ -70,42 +70,34 @@ class WorkStore:
     def _tx(self) -> Iterator[Any]:
         import psycopg  # noqa: PLC0415
 
+        conn = self.journal.conn
         # One connection and one lock, shared with the journal.
         with self.journal._lock:
             try:
-                with self.journal.conn.transaction():
-                    yield self.journal.conn
+                with conn.transaction():
+                    yield conn
             except psycopg.Error as exc:
-                raise JournalError(f"the journal {self.journal.where()} failed: "
-                                   f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
+                raise self._failed(exc) from None
 
-    def claim(self, limit: int, cap: int, on_doubt: DoubtPolicy, on_blocked: BlockedPolicy) -> list[WorkRow]:
-        """Up to ``limit`` calls this runner may send, within the task-wide ``cap``, in file order."""
-        with self._tx() as db:
-            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.task,))
-            self._reclaim(db, on_doubt)
-            self._settle_blocked(db, on_blocked)
-            halted = db.execute("SELECT halted FROM tasks WHERE id = %s", (self.task,)).fetchone()
-            if halted is None or halted[0] is not None:
-                return []
-            busy = db.execute("SELECT count(*) FROM work WHERE task = %s AND state IN ('claimed', 'sent')",
-                              (self.task,)).fetchone()[0]
-            room = min(limit, cap - int(busy))
-            if room <= 0:
-                return []
-            rows = db.execute(
-                f"SELECT {_ROW} FROM work w WHERE w.task = %s AND w.state = 'ready' "
-                "AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task "
-                "     AND d.num = ANY(w.deps) AND (d.state <> 'done' OR d.status NOT IN "
-                "     ('completed', 'skipped')))) "
-                "AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task "
-                "     AND s.serial = w.serial AND (s.num, s.idx) < (w.num, w.idx) AND s.state <> 'done')) "
-                "ORDER BY w.num, w.idx LIMIT %s FOR UPDATE SKIP LOCKED", (self.task, room)).fetchall()
-            if rows:
-                db.execute("UPDATE work SET state = 'claimed', runner = %s WHERE task = %s AND "
-                           "(num, idx) IN (SELECT * FROM unnest(%s::int[], %s::int[]))",
-                           (self.runner, self.task, [r[0] for r in rows], [r[1] for r in rows]))
-            return [WorkRow(*r) for r in rows]
+    def _failed(self, exc: Exception) -> JournalError:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return JournalError(f"the journal {self.journal.where()} failed: {first}")
+
+    def claim(self, limit: int, cap: int, on_doubt: DoubtPolicy, on_blocked: BlockedPolicy, *,
+              tidy: bool = True) -> list[WorkRow]:
+        """Up to ``limit`` calls this runner may send, within the task-wide ``cap``, in file order.
+
+        With ``tidy``, first take back the calls of expired runners and end the calls whose step
+        cannot run: a runner asks for that when it found nothing to claim, and now and then.
+        """
+        if tidy:
+            with self._tx() as db:
+                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.task,))
+                self._reclaim(db, on_doubt)
+                self._settle_blocked(db, on_blocked)
+        _, rows = self._one(f"SELECT {_ROW} FROM pooler_claim(%s, %s, %s, %s)",
+                            (self.task, self.runner, limit, cap), fetch=True)
+        return sorted((WorkRow(*r) for r in rows), key=lambda r: (r.num, r.idx))
 
     def _reclaim(self, db: Any, on_doubt: DoubtPolicy) -> None:
         """The calls of runners whose lease expired: unsent ones back to ready, sent ones in doubt."""
@@ -159,16 +151,25 @@ class WorkStore:
         The task's row is read ``FOR SHARE``: a halt (which updates that row) either waits for this
         call to be marked sent, or is seen by it; so no call is sent after the halt was recorded.
         """
-        with self._tx() as db:
-            halted = db.execute("SELECT halted FROM tasks WHERE id = %s FOR SHARE", (self.task,)).fetchone()
-            if halted is None or halted[0] is not None:
-                return False
-            cur = db.execute(
-                "UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, "
-                "round = %s WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed' "
-                "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())",
-                (key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner))
-            return bool(cur.rowcount == 1)
+        changed, _ = self._one(
+            "WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE) "
+            "UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, "
+            "round = %s WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed' "
+            "AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL) "
+            "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())",
+            (self.task, key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner))
+        return changed == 1
+
+    def _one(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> tuple[int, list[Any]]:
+        """One statement, committed on its own: the rows it changed, and those it gave."""
+        import psycopg  # noqa: PLC0415
+
+        with self.journal._lock:
+            try:
+                cur = self.journal.conn.execute(sql, args)
+                return cur.rowcount, cur.fetchall() if fetch else []
+            except psycopg.Error as exc:
+                raise self._failed(exc) from None
 
     def release(self, row: WorkRow) -> None:
         """A call this runner claimed and will not send: back to ready for any runner."""
@@ -183,14 +184,15 @@ class WorkStore:
         """Record a call's outcome; False when the call is no longer this runner's (taken back)."""
         from psycopg.types.json import Json  # noqa: PLC0415
 
+        update = ("UPDATE work SET state = 'done', status = %s, entry = %s, detail = %s, doubt = %s, "
+                  "key_text = %s, step_id = %s, done_at = clock_timestamp() WHERE task = %s AND num = %s "
+                  "AND idx = %s AND runner = %s AND state IN ('claimed', 'sent')")
+        args = (status, Json(entry), Json(detail), doubt, entry.get("key"), entry.get("step_id"), self.task,
+                row.num, row.idx, self.runner)
+        if not tables and not halt:
+            return self._one(update, args)[0] == 1
         with self._tx() as db:
-            cur = db.execute(
-                "UPDATE work SET state = 'done', status = %s, entry = %s, detail = %s, doubt = %s, "
-                "key_text = %s, step_id = %s, done_at = clock_timestamp() WHERE task = %s AND num = %s "
-                "AND idx = %s "
-                "AND runner = %s AND state IN ('claimed', 'sent')",
-                (status, Json(entry), Json(detail), doubt, entry.get("key"), entry.get("step_id"),
-                 self.task, row.num, row.idx, self.runner))
+            cur = db.execute(update, args)
             if cur.rowcount != 1:
                 return False
             if halt:

@@ -31,6 +31,8 @@ from pooler.shared_plan import PLACEHOLDER, Planner, fingerprint, step_plans
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
+#: How often (seconds) a runner that keeps finding calls also looks for expired leases.
+TIDY = 1.0
 
 
 @dataclass
@@ -144,6 +146,8 @@ class _Runner:
         self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
         self._number = 0
         self._details: dict[int, Any] = {}
+        self._empty = True
+        self._tidied = 0.0
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -164,11 +168,19 @@ class _Runner:
             free = self.width - len(self._inflight)
             rows: list[WorkRow] = []
             if free > 0:
+                tidy = self._empty or time.monotonic() >= self._tidied + TIDY
                 try:
-                    rows = self.work.claim(free, self.cap, self._on_doubt, self._on_blocked)
+                    rows = self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy)
                 except JournalError as exc:
                     self.broken = self._journal_gone(exc)
                     continue
+                if tidy:
+                    self._tidied = time.monotonic()
+                if not rows and not self._empty:
+                    # Nothing claimable: look again at once, tidying first.
+                    self._empty = True
+                    continue
+                self._empty = not rows
             for row in rows:
                 self._take(row)
             if rows:
@@ -218,6 +230,8 @@ class _Runner:
         return Call(plan, row=row.row_first, data=row.data)
 
     def _refs(self, row: WorkRow) -> dict[str, Any]:
+        if not self.plans[row.num].refs:
+            return {}
         missing = [n for n in row.deps if n not in self._details]
         if missing:
             found = self.work.details(missing)
@@ -277,6 +291,9 @@ class _Runner:
             self.broken = self._journal_gone(exc)
             return
         if recorded:
+            if outcome.status == "completed" and not plan.over_rows:
+                # A step of one call is done: its detail, as recorded, is what references read.
+                self._details[row.num] = detail if detail is not None else {}
             self.reporter.step_finished(plan.step, outcome.entry)
 
     # Ending calls without sending them
