@@ -84,3 +84,22 @@ def start_server() -> PgServer:
     server = PgServer(found, folder, _free_port(), as_user)
     server.start()
     return server
+
+
+def main() -> int:
+    """``python tests/pg_server.py``: say plainly whether the PostgreSQL tests will run."""
+    import sys  # noqa: PLC0415
+
+    found = server_bin()
+    if found is not None and (found / "initdb").exists():
+        print(f"PostgreSQL tests: run, with the server binaries in {found}")
+        return 0
+    required = os.environ.get(REQUIRE) == "1"
+    print(f"PostgreSQL tests: {'FAIL' if required else 'SKIPPED'} - no initdb/pg_ctl found (PATH, "
+          "/usr/lib/postgresql/*/bin, or POOLER_PG_BIN); install Debian's postgresql package to run them",
+          file=sys.stderr if required else sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
