@@ -98,6 +98,17 @@ BEGIN
         ORDER BY w.num, w.idx LIMIT least(p_limit, p_cap - v_busy) FOR UPDATE SKIP LOCKED))
     RETURNING *;
 END $$;
+-- A call's outcome, recorded only while this runner still holds it: whether it was.
+CREATE OR REPLACE FUNCTION pooler_done(p_task TEXT, p_runner TEXT, p_num INTEGER, p_idx INTEGER,
+    p_status TEXT, p_entry JSON, p_detail JSON, p_doubt TEXT, p_key TEXT, p_step_id TEXT)
+RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE work SET state = 'done', status = p_status, entry = p_entry, detail = p_detail, doubt = p_doubt,
+        key_text = p_key, step_id = p_step_id, done_at = clock_timestamp()
+    WHERE task = p_task AND num = p_num AND idx = p_idx AND runner = p_runner
+      AND state IN ('claimed', 'sent');
+    RETURN FOUND;
+END $$;
 CREATE TABLE IF NOT EXISTS table_rows (
     task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
     num INTEGER NOT NULL,

@@ -19,6 +19,7 @@ from pooler.pg_journal import PgJournal
 
 _ROW = ("num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, "
         "step_id")
+_DONE = "pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 @dataclass
@@ -178,22 +179,38 @@ class WorkStore:
                        "AND idx = %s AND runner = %s AND state IN ('claimed', 'sent')",
                        (self.task, row.num, row.idx, self.runner))
 
+    def _done_args(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
+                   doubt: str | None) -> tuple[Any, ...]:
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        return (self.task, self.runner, row.num, row.idx, status, Json(entry), Json(detail), doubt,
+                entry.get("key"), entry.get("step_id"))
+
+    def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
+                       doubt: str | None, limit: int, cap: int) -> tuple[bool, list[WorkRow]]:
+        """A call's outcome (no tables, no halt) recorded and the next calls claimed, in one round
+        trip: whether the outcome was recorded, and the calls claimed."""
+        # The claim takes the outcome's result as an argument, so it runs after it.
+        _, rows = self._one(
+            f"SELECT d.ok, {', '.join('c.' + c.strip() for c in _ROW.split(','))} FROM "
+            f"(SELECT {_DONE} AS ok) d LEFT JOIN LATERAL pooler_claim(%s, %s, "
+            "CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s) c ON true",
+            (*self._done_args(row, status, entry, detail, doubt), self.task, self.runner, limit, cap),
+            fetch=True)
+        claimed = [WorkRow(*r[1:]) for r in rows if r[1] is not None]
+        return bool(rows and rows[0][0]), sorted(claimed, key=lambda r: (r.num, r.idx))
+
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
              halt: str | None = None) -> bool:
         """Record a call's outcome; False when the call is no longer this runner's (taken back)."""
         from psycopg.types.json import Json  # noqa: PLC0415
 
-        update = ("UPDATE work SET state = 'done', status = %s, entry = %s, detail = %s, doubt = %s, "
-                  "key_text = %s, step_id = %s, done_at = clock_timestamp() WHERE task = %s AND num = %s "
-                  "AND idx = %s AND runner = %s AND state IN ('claimed', 'sent')")
-        args = (status, Json(entry), Json(detail), doubt, entry.get("key"), entry.get("step_id"), self.task,
-                row.num, row.idx, self.runner)
+        args = self._done_args(row, status, entry, detail, doubt)
         if not tables and not halt:
-            return self._one(update, args)[0] == 1
+            return bool(self._one(f"SELECT {_DONE}", args, fetch=True)[1][0][0])
         with self._tx() as db:
-            cur = db.execute(update, args)
-            if cur.rowcount != 1:
+            if not db.execute(f"SELECT {_DONE}", args).fetchone()[0]:
                 return False
             if halt:
                 # A gate that read the task's row waits for this to commit (see ``gate``); the call

@@ -148,6 +148,7 @@ class _Runner:
         self._details: dict[int, Any] = {}
         self._empty = True
         self._tidied = 0.0
+        self._pending: tuple[WorkRow, Outcome] | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -163,6 +164,7 @@ class _Runner:
             if self.broken is None and self.lease.lost is not None:
                 self.broken = self.lease.lost
             if self.broken is not None or self.stop.is_set():
+                self._flush()
                 self._collect(block=True, until_empty=True)
                 return
             free = self.width - len(self._inflight)
@@ -170,7 +172,7 @@ class _Runner:
             if free > 0:
                 tidy = self._empty or time.monotonic() >= self._tidied + TIDY
                 try:
-                    rows = self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy)
+                    rows = self._claim(free, tidy)
                 except JournalError as exc:
                     self.broken = self._journal_gone(exc)
                     continue
@@ -185,6 +187,7 @@ class _Runner:
                 self._take(row)
             if rows:
                 continue
+            self._flush()
             if not self._inflight:
                 try:
                     ready, held, halted = self.work.open_counts()
@@ -196,6 +199,27 @@ class _Runner:
                 self.stop.wait(POLL)
                 continue
             self._collect(block=True)
+
+    def _claim(self, free: int, tidy: bool) -> list[WorkRow]:
+        """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
+        if tidy or self._pending is None:
+            self._flush()
+            return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy)
+        row, outcome = self._pending
+        self._pending = None
+        detail = self.config.redactor.value(outcome.detail)
+        recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
+                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap)
+        if recorded:
+            self._recorded(row, outcome, detail)
+        return rows
+
+    def _flush(self) -> None:
+        """The outcome waiting for the next claim, recorded on its own."""
+        if self._pending is not None:
+            row, outcome = self._pending
+            self._pending = None
+            self._record(row, outcome)
 
     def _journal_gone(self, exc: JournalError) -> str:
         flying = len(self._inflight)
@@ -267,9 +291,14 @@ class _Runner:
                     if not left:
                         self._quiet(self.work.release, row)
                     continue
-                self._record(row, outcome, kept)
+                if kept or self._halt_for(row, outcome) or self._pending is not None or self.broken:
+                    self._record(row, outcome, kept)
+                else:
+                    # Recorded with the next claim, in one round trip (before anything reads it).
+                    self._pending = (row, outcome)
             if not until_empty:
                 return
+        self._flush()
 
     def _quiet(self, action: Any, *args: Any) -> None:
         try:
@@ -278,10 +307,14 @@ class _Runner:
             if self.broken is None:
                 self.broken = self._journal_gone(exc)
 
-    def _record(self, row: WorkRow, outcome: Outcome, kept: dict[str, list[Any]] | None = None) -> None:
-        halt = None
+    def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
+        """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
         if outcome.halt or (outcome.status in ("failed", "in_doubt") and self.pool.options.stop_on_error):
-            halt = f"step {row.num} {outcome.status}"
+            return f"step {row.num} {outcome.status}"
+        return None
+
+    def _record(self, row: WorkRow, outcome: Outcome, kept: dict[str, list[Any]] | None = None) -> None:
+        halt = self._halt_for(row, outcome)
         plan = self.plans[row.num]
         detail = self.config.redactor.value(outcome.detail)
         try:
@@ -291,10 +324,14 @@ class _Runner:
             self.broken = self._journal_gone(exc)
             return
         if recorded:
-            if outcome.status == "completed" and not plan.over_rows:
-                # A step of one call is done: its detail, as recorded, is what references read.
-                self._details[row.num] = detail if detail is not None else {}
-            self.reporter.step_finished(plan.step, outcome.entry)
+            self._recorded(row, outcome, detail)
+
+    def _recorded(self, row: WorkRow, outcome: Outcome, detail: Any) -> None:
+        plan = self.plans[row.num]
+        if outcome.status == "completed" and not plan.over_rows:
+            # A step of one call is done: its detail, as recorded, is what references read.
+            self._details[row.num] = detail if detail is not None else {}
+        self.reporter.step_finished(plan.step, outcome.entry)
 
     # Ending calls without sending them
 
