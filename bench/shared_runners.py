@@ -109,8 +109,8 @@ def _task_seconds(url: str) -> float:
     import psycopg  # noqa: PLC0415
 
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT extract(epoch FROM max(done_at) - (SELECT done_at FROM work WHERE num = 1)), "
-                           "count(*) FILTER (WHERE status = 'completed') FROM work").fetchone()
+        row = conn.execute("SELECT extract(epoch FROM max(done_at) - (SELECT done_at FROM work WHERE "
+                           "num = 1)), count(*) FILTER (WHERE status = 'completed') FROM work").fetchone()
     assert row is not None
     if int(row[1]) != RUNNER_CALLS + 1:
         raise BenchError(f"the task completed {row[1]} of {RUNNER_CALLS + 1} calls")

@@ -18,10 +18,10 @@ from typing import Any
 
 from pooler.calls import StepPlan, serial_value
 from pooler.errors import PoolerError
+from pooler.executor import step_plan
 from pooler.model import Pool, Step
-from pooler.refs import refs_to, unescape_all
 from pooler.rows import chunks, iter_rows
-from pooler.values import has_template, strings, substitute
+from pooler.values import substitute
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
 PLACEHOLDER = -1
@@ -42,18 +42,8 @@ def step_plans(pool: Pool) -> dict[int, StepPlan]:
     plans: dict[int, StepPlan] = {}
     known: set[str] = set()
     for step in pool.steps:
-        fe = step.for_each
-        refs = refs_to(step.params, known)
-        deps = {r.key for r in refs}
-        if fe is not None and fe.step and fe.step.lower() in known:
-            deps.add(fe.step.lower())
-        params = unescape_all(step.params)
-        templated = any(has_template(t) for _, t in strings(params)) or bool(step.key and "${" in step.key)
-        plans[step.num] = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
-                                   params=params, refs=refs, deps=deps, templated=templated,
-                                   over_rows=fe is not None,
-                                   chunk_field=fe.field if fe and fe.chunk else None,
-                                   keep_tables=fe is not None)
+        # The calls of a step over rows append to its table files: several runners share the step.
+        plans[step.num] = step_plan(step, known, keep_tables=step.for_each is not None)
         if step.name:
             known.add(step.name.lower())
     return plans

@@ -160,6 +160,11 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
                      f"'pooler runs --journal {journal_path}' lists the task.")
             return 1
+    return answered(args, ctx, answer, interrupts)
+
+
+def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], interrupts: Interrupts) -> int:
+    """The answer printed (with --json) and the run's exit status."""
     if args.json:
         ctx.emit_json(answer)
     if interrupts.signum is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ def check_shared_options(args: argparse.Namespace, pool: Pool, read_timeout: flo
 
 
 def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str) -> int:
-    from pooler.commands.run import SIGNAL_STATUS, Interrupts, SentCounter, open_log  # noqa: PLC0415
+    from pooler.commands.run import Interrupts, SentCounter, answered, open_log  # noqa: PLC0415
     from pooler.shared_run import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
 
     task = args.task or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -69,11 +68,7 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
             if args.json and stopped.answer is not None:
                 ctx.emit_json(stopped.answer)
             return 1
-    if args.json:
-        ctx.emit_json(answer)
-    if interrupts.signum is not None:
-        return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
-    return 0 if answer.get("result") else 1
+    return answered(args, ctx, answer, interrupts)
 
 
 def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
