@@ -20,6 +20,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
+	@$(BIN)/python tests/pg_server.py
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP)

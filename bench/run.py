@@ -17,6 +17,7 @@ import check_speed
 import journal_cost
 import overhead
 import scaling
+import shared_runners
 import startup
 import versus_newman
 from common import ROOT, BenchError, end_on_sigterm
@@ -31,6 +32,7 @@ CASES: dict[str, Case] = {
     "check": check_speed.case,
     "tables": big_tables.case,
     "imports": big_imports.case,
+    "postgres": shared_runners.case,
 }
 
 

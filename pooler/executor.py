@@ -223,26 +223,33 @@ def _has_template(value: Any) -> bool:
     return False
 
 
+def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
+    """A step's plan: the references to the ``known`` earlier steps (lower-case names), the steps it
+    waits for, and how its params are filled."""
+    fe = step.for_each
+    refs = refs_to(step.params, known)
+    deps = {r.key for r in refs}
+    if fe is not None and fe.step and fe.step.lower() in known:
+        deps.add(fe.step.lower())
+    params = unescape_all(step.params)
+    return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
+                    refs=refs, deps=deps, templated=_has_template(params) or _has_template(step.key),
+                    over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
+                    keep_tables=keep_tables)
+
+
 def _plan(pool: Pool, base: Path, sample: int | None, *, keep_tables: bool) -> list[StepRun]:
     """Every step's plan, worked out once: references, dependencies, rows to come."""
     runs: list[StepRun] = []
     known: set[str] = set()
     for step in pool.steps:
         fe = step.for_each
-        refs = refs_to(step.params, known)
-        deps = {r.key for r in refs}
-        if fe is not None and fe.step and fe.step.lower() in known:
-            deps.add(fe.step.lower())
-        params = unescape_all(step.params)
-        plan = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
-                        refs=refs, deps=deps, templated=_has_template(params) or _has_template(step.key),
-                        over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
-                        keep_tables=keep_tables and fe is not None and step.key is not None)
+        plan = step_plan(step, known, keep_tables=keep_tables and fe is not None and step.key is not None)
         run = StepRun(plan)
         if fe is not None and fe.file:
             path = _data_file(step, base, fe.file)
             _count(run, count_rows(path, fe.format), sample)
-        for name, file in jsonl_files(params):
+        for name, file in jsonl_files(plan.params):
             if "${" not in file:  # a templated name is only known per call
                 _data_file(step, base, file, ("params", name, "file"))
         runs.append(run)

@@ -33,12 +33,14 @@ import pooler
 from pooler.client import ToolRunClient
 from pooler.commands.common import Context, add_store_options, make_client
 from pooler.errors import PoolerError
+from pooler.journal_api import JOURNAL_ENV
 from pooler.mcp.arguments import check_task
 from pooler.mcp.calls import StoreCalls
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.pool import PoolRuns
 from pooler.mcp.schemas import TOOLS
 from pooler.model import Pool, Step
+from pooler.pg_schema import is_postgres
 from pooler.redact import Redactor
 from pooler.reporter import Reporter
 
@@ -59,10 +61,11 @@ def session_task() -> str:
 class PoolerTools:
     """The three tools, synchronous: each call gives an ``Outcome`` and never raises a PoolerError."""
 
-    def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor) -> None:
+    def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
+                 journal: str | None = None) -> None:
         self.redactor = redactor
         self.calls = StoreCalls(client, out)
-        self.pools = PoolRuns(client, out, task, redactor)
+        self.pools = PoolRuns(client, out, task, redactor, journal=journal)
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
              stop: threading.Event | None = None) -> Outcome:
@@ -175,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "in calls are taken from here (default ./out)")
     parser.add_argument("--task", metavar="ID",
                         help="the task keyed steps are remembered under (default: a new one per process)")
+    parser.add_argument("--journal", metavar="URL",
+                        help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
+                             "<out>/.pooler/journal.sqlite")
     return parser
 
 
@@ -192,7 +198,12 @@ def main(argv: list[str]) -> int:
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
         return 2
-    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor)
+    spec = args.journal or os.environ.get(JOURNAL_ENV)
+    if spec is not None and not is_postgres(spec):
+        sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
+                         "journal lives in <out>/.pooler/journal.sqlite\n")
+        return 2
+    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec)
     try:
         anyio.run(serve, tools)
     except KeyboardInterrupt:

@@ -13,6 +13,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("pooler.commands.tools", "list the store's AI tools and their fields (tool_list)"),
     "runs": ("pooler.commands.runs", "list recent tasks from the journal"),
     "show": ("pooler.commands.runs", "show one task's recorded answer"),
+    "journal": ("pooler.commands.journal_cmd", "create or upgrade a PostgreSQL journal"),
+    "gather": ("pooler.commands.journal_cmd", "write a shared task's tables and jobs into one folder"),
 }
 
 

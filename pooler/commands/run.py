@@ -25,12 +25,15 @@ from pooler.commands.common import (
     render_error,
 )
 from pooler.commands.plan import show_plan
+from pooler.commands.run_shared import add_shared_options, handle_shared
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
 from pooler.executor import RunConfig, StopSignal, run_pool
-from pooler.journal import Journal, default_journal_path
+from pooler.journal import Journal
+from pooler.journal_api import journal_spec
 from pooler.loader import load_pool
 from pooler.lock import OutLock, PoolLock, lock_dir
 from pooler.model import MODES, Pool, Step
+from pooler.pg_schema import is_postgres
 from pooler.redact import short_warning
 from pooler.render import FanOut, make_reporter
 from pooler.reporter import NullReporter
@@ -63,8 +66,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--task", metavar="ID", help="the task id (default: a new one)")
     parser.add_argument("--resume", action="store_true",
                         help="continue a task: keyed calls it already completed are skipped")
-    parser.add_argument("--journal", metavar="PATH",
-                        help="the journal file (default $XDG_STATE_HOME/pooler/journal.sqlite)")
+    parser.add_argument("--journal", metavar="PATH|URL",
+                        help="the journal: a SQLite file (default $XDG_STATE_HOME/pooler/journal.sqlite), "
+                             "or postgresql://... to share the task with other runners (env POOLER_JOURNAL)")
     parser.add_argument("--dry-run", action="store_true",
                         help="show the plan (variables, rows, keys, order) and send nothing")
     parser.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
@@ -81,6 +85,7 @@ def register(sub: Any) -> None:
                        help="start no new calls after the first failure (default: on)")
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
                        help="inline every call's answer in the answer (default: on)")
+    add_shared_options(parser)
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     parser.add_argument("--log", metavar="FILE", help="also append plain timestamped lines to FILE")
     add_traceback(parser)
@@ -134,7 +139,10 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     pool, variables = prepare(args, ctx)
     if args.dry_run:
         return show_plan(pool, variables, args, ctx)
-    journal_path = Path(args.journal) if args.journal else default_journal_path()
+    spec = journal_spec(args.journal, ctx.environ)
+    if is_postgres(spec):
+        return handle_shared(args, ctx, pool, variables, spec)
+    journal_path = Path(spec)
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
     locks = lock_dir(ctx.environ)
@@ -157,6 +165,11 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
                      f"'pooler runs --journal {journal_path}' lists the task.")
             return 1
+    return answered(args, ctx, answer, interrupts)
+
+
+def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], interrupts: Interrupts) -> int:
+    """The answer printed (with --json) and the run's exit status."""
     if args.json:
         ctx.emit_json(answer)
     if interrupts.signum is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -13,13 +12,15 @@ from rich.text import Text
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_traceback, positive_int
 from pooler.errors import JournalError
-from pooler.journal import Journal, TaskRow, default_journal_path
+from pooler.journal import TaskRow
+from pooler.journal_api import JournalStore, journal_spec, open_existing
 from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--journal", metavar="PATH",
-                        help="the journal file (default $XDG_STATE_HOME/pooler/journal.sqlite)")
+    parser.add_argument("--journal", metavar="PATH|URL",
+                        help="the journal file (default $XDG_STATE_HOME/pooler/journal.sqlite), or "
+                             "postgresql://... (env POOLER_JOURNAL)")
 
 
 def register(sub: Any) -> None:
@@ -49,12 +50,8 @@ def register(sub: Any) -> None:
     show.set_defaults(handler=handle_show)
 
 
-def open_journal(args: argparse.Namespace) -> Journal:
-    path = Path(args.journal) if args.journal else default_journal_path()
-    if not path.is_file():
-        raise JournalError(f"no journal at {path} - nothing has run with it yet; "
-                           "give the one 'pooler run --journal' wrote with --journal.")
-    return Journal(path)
+def open_journal(args: argparse.Namespace, ctx: Context) -> JournalStore:
+    return open_existing(journal_spec(args.journal, ctx.environ))
 
 
 def counts(row: TaskRow) -> str:
@@ -65,8 +62,11 @@ def counts(row: TaskRow) -> str:
 
 
 def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
-    with open_journal(args) as journal:
+    journal = open_journal(args, ctx)
+    try:
         rows = journal.tasks(args.limit)
+    finally:
+        journal.close()
     if args.json:
         ctx.emit_json({"tasks": [asdict(r) for r in rows]})
         return 0
@@ -89,12 +89,18 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
-    with open_journal(args) as journal:
+    from pooler.commands.run_shared import shared_answer_of  # noqa: PLC0415
+
+    journal = open_journal(args, ctx)
+    try:
         row = journal.task(args.task)
         if row is None:
-            raise JournalError(f"no task {args.task} in the journal {journal.path} - "
+            raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
-        answer = journal.answer(args.task)
+        # A shared task's answer is built from its calls: whole, from any host, even while it runs.
+        answer = shared_answer_of(journal, args.task) or journal.answer(args.task)
+    finally:
+        journal.close()
     if answer is None:
         raise JournalError(f"task {args.task} has no recorded answer: it is {row.status} "
                            "(a run still going, or one that was killed) - run it again with "

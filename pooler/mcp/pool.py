@@ -123,7 +123,10 @@ def check_loaded(pool: Pool) -> None:
 class PoolRuns:
     """Runs tool_pool calls one at a time against one store, under one journal."""
 
-    def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor) -> None:
+    def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor, *,
+                 journal: str | None = None) -> None:
+        #: A PostgreSQL journal: each pool runs as a shared task (see ``run``).
+        self.shared_journal = journal
         self.client = client
         self.out = out
         self.task = task
@@ -170,6 +173,14 @@ class PoolRuns:
     def run(self, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
             stop: threading.Event | None = None) -> Outcome:
         pool, task = self.load(arguments)
+        if self.shared_journal is not None:
+            from pooler.mcp.shared import run_shared_pool  # noqa: PLC0415 - psycopg only when asked for
+
+            with self._lock:
+                config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
+                answer = run_shared_pool(pool, self.client, config, self.shared_journal, reporter=reporter,
+                                         stop=stop)
+            return answered(answer, is_error=answer.get("result") is not True)
         with self._lock:
             if self._journal is None:
                 self._journal = Journal(self.journal_path)

@@ -1,0 +1,28 @@
+"""tool_pool on a PostgreSQL journal (``pooler mcp --journal postgresql://...``).
+
+Each pool runs as a shared task named after the session's task and the pool's steps
+(``<task>-<digest>``): the same pool sent again joins its task, so no call that landed is sent
+again, and any ``pooler run`` of that pool file with ``--task <task>-<digest>`` could share it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any
+
+from pooler.client import ToolRunClient
+from pooler.executor import RunConfig
+from pooler.model import Pool
+from pooler.reporter import Reporter
+from pooler.shared_plan import fingerprint
+from pooler.shared_run import SharedConfig, run_shared
+
+
+def run_shared_pool(pool: Pool, client: ToolRunClient, config: RunConfig, url: str, *,
+                    reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """The pool's answer, run as (or joined to) its shared task (``config.task_id`` is the session's)."""
+    config = replace(config, task_id=f"{config.task_id}-{fingerprint(pool)[:12]}")
+    # The lease outlasts the read timeout, as a runner's must (see docs/multihost.md).
+    lease = max(120.0, client.read_timeout * 2)
+    return run_shared(pool, client, config, SharedConfig(url=url, lease=lease), reporter=reporter, stop=stop)

@@ -1,0 +1,74 @@
+"""Runners of one shared task as real ``pooler run`` processes, and what the journal holds of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from helpers import ROOT, Store
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+
+
+def write_pool(folder: Path, lines: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    pool = folder / "pool.yaml"
+    pool.write_text("\n".join(lines) + "\n")
+    return pool
+
+
+def token_file(folder: Path, store: Store) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "token"
+    path.write_text(store.token)
+    path.chmod(0o600)
+    return path
+
+
+def start_runner(pool: Path, store: Store, url: str, task: str, out: Path, *extra: str,
+                 cwd: Path | None = None, environ: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    token = token_file(out.parent / f"{out.name}-secret", store)
+    cmd = [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url, "--token-file",
+           str(token), "--journal", url, "--task", task, "--json", "--out", str(out), *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd or ROOT, env={**env(), **(environ or {})})
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, dict[str, Any] | None, str]:
+    out, err = proc.communicate(timeout=timeout)
+    answer = json.loads(out) if out.strip() else None
+    return proc.returncode, answer, err
+
+
+def query(url: str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return list(conn.execute(sql, args).fetchall())
+
+
+def wait_for(what: Callable[[], bool], timeout: float = 60, poll: float = 0.02) -> None:
+    """Until ``what()`` holds (a bounded loop over a condition, never a fixed sleep)."""
+    end = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > end:
+            raise AssertionError("the condition was not reached in time")
+        time.sleep(poll)
+
+
+def max_overlap(intervals: list[tuple[Any, Any]]) -> int:
+    """The most intervals open at one moment."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals],
+                    key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most

@@ -1,0 +1,39 @@
+"""``pooler mcp --journal postgresql://...``: tool_pool runs each pool as a shared task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import Store
+from sharedkit import query
+from test_mcp import answer_of, connect, ops_of, run
+
+from pooler.pg_schema import upgrade
+
+pytestmark = pytest.mark.postgres
+
+
+def test_tool_pool_on_postgres_runs_a_pool_once_and_keeps_it_in_the_journal(store: Store, pg_url: str,
+                                                                           tmp_path: Path) -> None:
+    upgrade(pg_url)
+    out = tmp_path / "out"
+    pool = {"pool": [
+        {"name": "a", "key": "echo-a", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
+        {"name": "b", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"from": "@a.n"}},
+    ]}
+
+    async def scenario() -> None:
+        async with connect(store, out, "--journal", pg_url, "--task", "agent") as session:
+            first = answer_of(await session.call_tool("tool_pool", pool))
+            second = answer_of(await session.call_tool("tool_pool", pool))
+        assert [s["status"] for s in first["steps"]] == ["completed", "completed"]
+        assert first["steps"][1]["detail"] == {"from": 1}
+        # The same pool joins its task: nothing is sent again, the answer is the task's.
+        assert second["steps"] == first["steps"]
+        assert first["task"] == second["task"]
+        assert first["task"].startswith("agent-")
+        assert len(ops_of(store, "MELBIS_AGENT_TEST")) == 2
+        assert query(pg_url, "SELECT id, status FROM tasks") == [(first["task"], "completed")]
+        assert not (out / ".pooler" / "journal.sqlite").exists()
+    run(scenario)

@@ -1,0 +1,199 @@
+"""The store of record of a shared task on a real PostgreSQL: schema version, claims, leases, the
+send gate, taking calls back from an expired runner, the task-wide cap, serialize_on order and
+references."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import pooler
+
+from pooler.errors import JournalError
+from pooler.pg_journal import PgJournal
+from pooler.pg_lease import Lease
+from pooler.pg_schema import SCHEMA_VERSION, connect, upgrade
+from pooler.pg_work import Settled, WorkRow, WorkStore
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def journal(pg_url: str) -> Iterator[PgJournal]:
+    upgrade(pg_url)
+    with PgJournal(pg_url) as j:
+        yield j
+
+
+def plan(journal: PgJournal, task: str, rows: list[tuple[int, int, list[int], str | None]]) -> None:
+    """A task whose calls are (num, idx, deps, serial)."""
+    work = [(task, num, idx, "call", idx, None, 1, None, deps, serial) for num, idx, deps, serial in rows]
+    assert journal.create_shared(task, "/pool.yaml", {"steps": []}, work)
+
+
+def never(row: WorkRow) -> Settled | None:
+    raise AssertionError(f"no call should be in doubt: {row}")
+
+
+def blocked(row: WorkRow, dep: int, status: str) -> Settled:
+    return Settled("not_run", {"num": row.num, "status": "not_run", "why": f"{dep} {status}"})
+
+
+def runner(journal: PgJournal, task: str, lease: float = 30) -> tuple[Lease, WorkStore]:
+    held = Lease(journal.url, task, lease)
+    return held, WorkStore(journal, task, held.id)
+
+
+def claim(work: WorkStore, n: int = 10, cap: int = 100, on_doubt: Any = never) -> list[tuple[int, int]]:
+    return [(r.num, r.idx) for r in work.claim(n, cap, on_doubt, blocked)]
+
+
+def finish(work: WorkStore, num: int, idx: int, status: str = "completed") -> None:
+    row = WorkRow(num, idx, "call", idx, None, 1, None, [], None, 1, None, None, None)
+    assert work.gate(row, None, f"s{num}-{idx}", 1)
+    assert work.done(row, status, {"num": num, "status": status}, None, doubt=None)
+
+
+def expire(journal: PgJournal, lease: Lease) -> None:
+    """The lease runs out now (as the database's clock sees it)."""
+    lease._stop.set()
+    journal.query("UPDATE runners SET lease_until = now() - interval '1 second' WHERE id = %s", (lease.id,))
+
+
+def test_upgrade_creates_then_reports_the_version(pg_url: str) -> None:
+    made = pooler("journal", "upgrade", "--journal", pg_url)
+    again = pooler("journal", "upgrade", "--journal", pg_url)
+    assert (made.returncode, again.returncode) == (0, 0)
+    assert made.stdout == f"created the journal {pg_url} (schema version {SCHEMA_VERSION})\n"
+    assert again.stdout == f"the journal {pg_url} is at schema version {SCHEMA_VERSION} already\n"
+
+
+def test_a_journal_of_another_version_is_refused_with_a_message(pg_url: str, tmp_path: Path) -> None:
+    missing = pooler("runs", "--journal", pg_url)
+    assert missing.returncode == 2
+    assert missing.stderr == (f"pooler: the database {pg_url} holds no pooler journal yet - create it with: "
+                              f"pooler journal upgrade --journal {pg_url}\n")
+    upgrade(pg_url)
+    with connect(pg_url) as conn:
+        conn.execute("UPDATE pooler_meta SET value = '99' WHERE name = 'schema_version'")
+    newer = pooler("runs", "--journal", pg_url)
+    assert newer.returncode == 2
+    assert newer.stderr == (f"pooler: the journal {pg_url} has schema version 99, newer than this pooler's "
+                            f"{SCHEMA_VERSION} - run a pooler as new as the one that upgraded it\n")
+    with pytest.raises(JournalError, match="newer than this pooler"):
+        upgrade(pg_url)
+
+
+def test_two_runners_never_claim_the_same_call(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, i, [], None) for i in range(30)])
+    la, a = runner(journal, "t")
+    lb, b = runner(journal, "t")
+    got_a = claim(a, 7) + claim(a, 7)
+    got_b = claim(b, 7) + claim(b, 20)
+    assert len(got_a) == 14
+    assert len(got_b) == 16
+    assert not set(got_a) & set(got_b)
+    # File order: the first runner took the first calls.
+    assert got_a == [(1, i) for i in range(14)]
+    la.close()
+    lb.close()
+
+
+def test_the_cap_holds_across_runners(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, i, [], None) for i in range(10)])
+    la, a = runner(journal, "t")
+    lb, b = runner(journal, "t")
+    assert len(claim(a, 4, cap=5)) == 4
+    assert len(claim(b, 4, cap=5)) == 1
+    assert claim(b, 4, cap=5) == []
+    finish(a, 1, 0)
+    assert claim(b, 4, cap=5) == [(1, 5)]
+    la.close()
+    lb.close()
+
+
+def test_serialize_on_releases_equal_values_in_file_order(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], "x"), (1, 1, [], "y"), (1, 2, [], "x"), (1, 3, [], None), (1, 4, [], "x")])
+    la, a = runner(journal, "t")
+    assert claim(a) == [(1, 0), (1, 1), (1, 3)]
+    finish(a, 1, 0)
+    assert claim(a) == [(1, 2)]
+    finish(a, 1, 2)
+    assert claim(a) == [(1, 4)]
+    la.close()
+
+
+def test_references_wait_for_the_step_on_any_runner_and_block_after_a_failure(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None), (1, 1, [], None), (2, 0, [1], None), (3, 0, [], None),
+                        (4, 0, [3], None)])
+    la, a = runner(journal, "t")
+    lb, b = runner(journal, "t")
+    assert claim(a, 2) == [(1, 0), (1, 1)]
+    assert claim(b) == [(3, 0)]
+    finish(a, 1, 0)
+    assert claim(b) == []
+    finish(a, 1, 1)
+    finish(b, 3, 0, "failed")
+    # Step 2 refers to step 1, done on the other runner; step 4 to step 3, which failed.
+    assert claim(b) == [(2, 0)]
+    rows = journal.query("SELECT status, entry FROM work WHERE task = 't' AND num = 4")
+    assert rows == [("not_run", {"num": 4, "status": "not_run", "why": "3 failed"})]
+    la.close()
+    lb.close()
+
+
+def test_the_gate_holds_only_under_a_live_lease(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None), (1, 1, [], None)])
+    la, a = runner(journal, "t")
+    rows = a.claim(2, 10, never, blocked)
+    assert a.gate(rows[0], "k", "s", 1)
+    expire(journal, la)
+    assert not a.gate(rows[1], "k2", "s2", 1)
+    la.close()
+
+
+def test_an_expired_runners_calls_are_taken_back(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, i, [], None) for i in range(4)])
+    la, a = runner(journal, "t")
+    rows = a.claim(3, 10, never, blocked)
+    assert a.gate(rows[0], "k0", "t-1-0-1", 1)
+    assert a.gate(rows[1], None, "t-1-1-1", 1)
+    expire(journal, la)
+    lb, b = runner(journal, "t")
+    seen: list[tuple[int, str | None]] = []
+
+    def doubt(row: WorkRow) -> Settled | None:
+        seen.append((row.idx, row.key_text))
+        if row.key_text is not None:
+            return None
+        return Settled("in_doubt", {"num": 1, "status": "in_doubt"}, doubt="stopped", halt="in doubt")
+
+    got = [(r.idx, r.doubted) for r in b.claim(10, 10, doubt, blocked)]
+    # The keyed call sent goes again (same key), naming the call left in doubt; the unkeyed one ends
+    # in doubt and halts the task, so nothing more is handed out.
+    assert seen == [(0, "k0"), (1, None)]
+    assert got == []
+    status = journal.query("SELECT idx, state, status, doubted FROM work WHERE task = 't' ORDER BY idx")
+    assert status == [(0, "ready", None, "t-1-0-1"), (1, "done", "in_doubt", None), (2, "ready", None, None),
+                      (3, "ready", None, None)]
+    # The expired runner cannot renew, send, or record any more.
+    assert not a.done(rows[2], "completed", {}, None, doubt=None)
+    la.close()
+    lb.close()
+
+
+def test_a_runner_that_misses_its_lease_knows_it(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None)])
+    held = Lease(journal.url, "t", 0.6)
+    assert held.alive()
+    journal.query("DELETE FROM runners WHERE id = %s", (held.id,))
+    # The next heartbeat (a third of the lease) finds the lease gone, and the heartbeat ends.
+    held._thread.join(timeout=10)
+    assert held.lost == (f"the lease of runner {held.id} expired and its calls were taken back by another "
+                         "runner")
+    assert not held.alive()
+    with pytest.raises(JournalError):
+        held.check()
+    held.close()

@@ -1,0 +1,182 @@
+"""Runners of one task killed and frozen mid-run, and the journal's database going away.
+
+Three ``pooler run`` processes share a task of 400 keyed calls (a quarter of them orders under
+``serialize_on``), width 4 each: one is killed with SIGKILL at a random point, one is frozen with
+SIGSTOP until its lease has expired and its calls were taken back, then woken.  Against the store
+that honours keys every call completes and no command runs twice; against ``--no-idempotency``
+with ``--in-doubt stop`` nothing runs twice and every call whose fate is unknown is named in doubt.
+The store refuses a second order on a busy contract, so a ``serialize_on`` overlap would show.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Store
+from pg_server import start_server
+from sharedkit import finish, query, start_runner, wait_for, write_pool
+
+from pooler.pg_schema import upgrade
+
+pytestmark = pytest.mark.postgres
+SLEEPS = 300
+ORDERS = 100
+LEASE = ("--lease", "5", "--timeout", "2")
+
+
+def big_pool(folder: Path) -> Path:
+    """300 sleeps told apart by ms, then 100 orders on 10 contracts told apart by qty."""
+    data = folder / "rows.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    with data.open("w") as fh:
+        for i in range(SLEEPS):
+            fh.write(json.dumps({"ms": 10 + i}) + "\n")
+    orders = folder / "orders.jsonl"
+    with orders.open("w") as fh:
+        for i in range(ORDERS):
+            fh.write(json.dumps({"contract": str(5005000 + i % 10), "qty": i + 1}) + "\n")
+    return write_pool(folder, [
+        "mode: parallel", "max_concurrency: 12", "serialize_on: contract", "stop_on_error: false", "pool:",
+        "  - {unit: MELBIS_AGENT_TEST, command: CmdSleep, params: {ms: '${row.ms}'}, key: 's-${row.ms}',",
+        "     for_each: {file: rows.jsonl}}",
+        "  - {unit: MELBIS_AGENT_ORDER, command: CmdAdd,",
+        "     params: {contract: '${row.contract}', qty: '${row.qty}'},",
+        "     key: 'o-${row.qty}', for_each: {file: orders.jsonl}}",
+    ])
+
+
+def carried_out(store: Store) -> Counter[str]:
+    """Every command the store carried out, as the key its call has in the pool."""
+    found: Counter[str] = Counter()
+    for op in store.ops():
+        if op["command"] == "CmdSleep":
+            found[f"s-{op['params']['ms']}"] += 1
+        elif op["command"] == "CmdAdd":
+            found[f"o-{op['params']['qty']}"] += 1
+    return found
+
+
+def mine(url: str, pid: int, sql: str) -> int:
+    rows = query(url, f"SELECT count(*) FROM work WHERE task = 't' AND runner LIKE %s AND {sql}",
+                 (f"%-{pid}-%",))
+    return int(rows[0][0])
+
+
+def three_runners(store: Store, url: str, folder: Path, policy: str, seed: int) -> list[tuple[int, Any, str]]:
+    """Run the task with three runners: the second killed, the third frozen past its lease."""
+    rng = random.Random(seed)
+    pool = big_pool(folder)
+    extra = ("--width", "4", "--in-doubt", policy, *LEASE)
+    steady = start_runner(pool, store, url, "t", folder / "out1", *extra)
+    wait_for(lambda: bool(query(url, "SELECT 1 FROM tasks WHERE id = 't'")))
+    killed = start_runner(pool, store, url, "t", folder / "out2", *extra)
+    frozen = start_runner(pool, store, url, "t", folder / "out3", *extra)
+    kill_at = rng.randrange(10, 150)
+    freeze_at = rng.randrange(10, 150)
+    done = "state = 'done'"
+    wait_for(lambda: query(url, f"SELECT count(*) FROM work WHERE task = 't' AND {done}")[0][0] >= freeze_at
+             and mine(url, frozen.pid, "state = 'sent'") > 0)
+    frozen.send_signal(signal.SIGSTOP)
+    wait_for(lambda: query(url, f"SELECT count(*) FROM work WHERE task = 't' AND {done}")[0][0] >= kill_at
+             and mine(url, killed.pid, "state = 'sent'") > 0)
+    killed.send_signal(signal.SIGKILL)
+    # Woken only once its lease has expired and another runner has taken its calls back.
+    wait_for(lambda: not query(url, "SELECT 1 FROM runners WHERE id LIKE %s", (f"%-{frozen.pid}-%",)))
+    frozen.send_signal(signal.SIGCONT)
+    return [finish(steady), finish(killed), finish(frozen)]
+
+
+def no_overlap(answer: dict[str, Any]) -> None:
+    orders = answer["steps"][1]
+    busy = [f for f in orders["failures"] if "currently being processed" in f.get("message", "")]
+    assert busy == []
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_runners_killed_and_frozen_against_a_key_honouring_store(store: Store, pg_url: str, tmp_path: Path,
+                                                                  seed: int) -> None:
+    upgrade(pg_url)
+    (code1, answer, err1), (code2, _, _), (code3, _, err3) = three_runners(store, pg_url, tmp_path, "retry",
+                                                                             seed)
+    assert code1 == 0, err1
+    assert code2 == -signal.SIGKILL
+    # The frozen runner learns on waking that its calls were taken back, sends nothing more, says so.
+    assert code3 == 1
+    assert re.search(r"pooler: the lease of runner \S+ expired and its calls were taken back by another "
+                     r"runner\n", err3), err3
+    assert answer["status"] == "completed"
+    assert (answer["total"], answer["succeeded"]) == (400, 400)
+    ran = carried_out(store)
+    every = [f"s-{10 + i}" for i in range(SLEEPS)] + [f"o-{i + 1}" for i in range(ORDERS)]
+    assert sorted(ran) == sorted(every)
+    assert [k for k, n in ran.items() if n > 1] == []
+    no_overlap(answer)
+    # Calls the killed and the frozen runner left in doubt were sent again with their key.
+    assert {i["action"] for i in answer["in_doubt"]} <= {"retried"}
+
+
+@pytest.mark.parametrize("seed", [2])
+def test_runners_killed_and_frozen_without_keys_stop_in_doubt(store_factory: Any, pg_url: str, tmp_path: Path,
+                                                              seed: int) -> None:
+    upgrade(pg_url)
+    store = store_factory("--no-idempotency")
+    (code1, answer, err1), (code2, _, _), (code3, _, _) = three_runners(store, pg_url, tmp_path, "stop", seed)
+    assert code1 == 1, err1
+    assert code2 == -signal.SIGKILL
+    assert code3 == 1
+    ran = carried_out(store)
+    assert [k for k, n in ran.items() if n > 1] == []
+    rows = query(pg_url, "SELECT key_text, status, doubt FROM work WHERE task = 't'")
+    completed = {k for k, s, _ in rows if s == "completed"}
+    doubtful = {k for k, s, _ in rows if s == "in_doubt"}
+    named = {i["key"] for i in answer["in_doubt"] if i["action"] == "stopped"}
+    # The killed runner had a call in flight: it is in doubt, named, and the task stopped.
+    assert doubtful
+    assert named == doubtful
+    assert query(pg_url, "SELECT halted FROM tasks")[0][0].endswith("in doubt")
+    # Every command the store carried out is recorded completed or named in doubt.
+    assert set(ran) <= completed | doubtful
+    no_overlap(answer)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3, 9))
+def test_more_kill_points(store_factory: Any, pg_url: str, tmp_path: Path, seed: int) -> None:
+    if seed % 2:
+        test_runners_killed_and_frozen_against_a_key_honouring_store(store_factory(), pg_url, tmp_path, seed)
+    else:
+        test_runners_killed_and_frozen_without_keys_stop_in_doubt(store_factory, pg_url, tmp_path, seed)
+
+
+def test_the_database_going_away_stops_the_runner_with_nothing_unrecorded(store: Store,
+                                                                          tmp_path: Path) -> None:
+    server = start_server()
+    try:
+        url = server.new_database("down")
+        upgrade(url)
+        pool = write_pool(tmp_path, ["pool:"] + [
+            f"  - {{unit: MELBIS_AGENT_TEST, command: CmdSleep, params: {{ms: {200 + i}}}, key: k{i}}}"
+            for i in range(20)])
+        runner = start_runner(pool, store, url, "t", tmp_path / "out", *LEASE)
+        wait_for(lambda: query(url, "SELECT count(*) FROM work WHERE state = 'done'")[0][0] >= 2)
+        server.stop()
+        code, answer, err = finish(runner)
+        server.start()
+        assert code == 1
+        assert answer is None
+        assert re.search(r"this runner stopped sending; [01] call\(s\) in flight end in doubt", err), err
+        assert ("pooler: this runner stopped; nothing it did not record in the journal is reported done."
+                in err)
+        reported = set(re.findall(r"completed \d+ ms key (k\d+)", err))
+        recorded = {r[0] for r in query(url, "SELECT key_text FROM work WHERE status = 'completed'")}
+        assert reported
+        assert reported <= recorded
+    finally:
+        server.stop()

@@ -1,0 +1,182 @@
+"""Runners sharing a task through a PostgreSQL journal, driven as a user does: several ``pooler run``
+processes against the real store and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Store, pooler
+from sharedkit import finish, max_overlap, query, start_runner, wait_for, write_pool
+
+from pooler.pg_schema import upgrade
+
+pytestmark = pytest.mark.postgres
+SLEEP = "{unit: MELBIS_AGENT_TEST, command: CmdSleep"
+
+
+@pytest.fixture
+def url(pg_url: str) -> str:
+    upgrade(pg_url)
+    return pg_url
+
+
+def sleeps(folder: Path, n: int, *, ms: int = 20, mode: str = "parallel", cap: int = 8,
+           extra: tuple[str, ...] = ()) -> Path:
+    """A pool of one step over ``n`` rows, each a keyed CmdSleep whose ms tells it apart."""
+    data = folder / "data" / "rows.jsonl"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"ms": ms + i}) + "\n" for i in range(n)))
+    return write_pool(folder, [f"mode: {mode}", f"max_concurrency: {cap}", *extra, "pool:",
+                               f"  - {SLEEP}, params: {{ms: '${{row.ms}}'}}, key: 'op-${{row.ms}}',",
+                               "     for_each: {file: data/rows.jsonl}}"])
+
+
+def sleep_ops(store: Store) -> list[int]:
+    return [op["params"]["ms"] for op in store.ops() if op["command"] == "CmdSleep"]
+
+
+def test_two_runners_share_a_task_and_each_call_runs_once(store: Store, url: str, tmp_path: Path) -> None:
+    pool = sleeps(tmp_path / "a", 40)
+    first = start_runner(pool, store, url, "t", tmp_path / "out-a", "--width", "3")
+    # The second host has the pool file only: no data file, another working folder.
+    wait_for(lambda: bool(query(url, "SELECT 1 FROM tasks WHERE id = 't'")))
+    other = tmp_path / "b"
+    other.mkdir()
+    shutil.copy(pool, other / "pool.yaml")
+    second = start_runner(other / "pool.yaml", store, url, "t", tmp_path / "out-b", "--width", "3", cwd=other)
+    (code_a, answer_a, err_a), (code_b, answer_b, err_b) = finish(first), finish(second)
+    assert (code_a, code_b) == (0, 0), err_a + err_b
+    assert answer_a is not None
+    assert answer_b is not None
+    for answer in (answer_a, answer_b):
+        assert (answer["status"], answer["total"], answer["succeeded"]) == ("completed", 40, 40)
+        assert answer["steps"][0]["rows"] == {"total": 40, "completed": 40, "failed": 0, "in_doubt": 0,
+                                              "skipped": 0, "not_run": 0}
+    assert sorted(sleep_ops(store)) == [20 + i for i in range(40)]
+    shown = pooler("show", "t", "--journal", url, "--json")
+    assert shown.returncode == 0, shown.stderr
+    whole = json.loads(shown.stdout)
+    assert (whole["status"], whole["succeeded"], whole["task"]) == ("completed", 40, "t")
+    listed = pooler("runs", "--journal", url)
+    assert listed.stdout.startswith("t  completed  started ")
+    assert "runs 2  40/40 done, 0 failed, 0 skipped, 0 not run" in listed.stdout
+
+
+def test_the_cap_holds_for_the_whole_task(store: Store, url: str, tmp_path: Path) -> None:
+    pool = sleeps(tmp_path, 24, ms=60, cap=4)
+    runners = [start_runner(pool, store, url, "t", tmp_path / f"out{i}", "--width", "4") for i in range(2)]
+    results = [finish(r) for r in runners]
+    assert [code for code, _, _ in results] == [0, 0], [err for *_, err in results]
+    spans = query(url, "SELECT sent_at, done_at FROM work WHERE task = 't'")
+    assert len(spans) == 24
+    # Every request left after its call was marked sent, and was answered before it was marked done.
+    assert max_overlap(spans) <= 4
+
+
+def test_serialize_on_and_references_hold_across_runners(store: Store, url: str, tmp_path: Path) -> None:
+    lines = ["mode: parallel", "max_concurrency: 8", "serialize_on: contract", "stop_on_error: false",
+             "pool:",
+             f"  - {{name: first, {SLEEP[1:]}, params: {{ms: 50}}, key: first}}"]
+    for i in range(8):
+        lines.append(f"  - {{unit: MELBIS_AGENT_ORDER, command: CmdAdd, key: order-{i}, "
+                     f"params: {{contract: '{4004000 + i % 2}', qty: '@first.slept'}}}}")
+    pool = write_pool(tmp_path, lines)
+    runners = [start_runner(pool, store, url, "t", tmp_path / f"out{i}", "--width", "4") for i in range(2)]
+    results = [finish(r) for r in runners]
+    assert [code for code, _, _ in results] == [0, 0], [err for *_, err in results]
+    answer = results[0][1]
+    assert answer is not None
+    # The store refuses a second call on a busy contract: none was refused, so none overlapped.
+    assert [e["status"] for e in answer["steps"]] == ["completed"] * 9
+    orders = [op for op in store.ops() if op["command"] == "CmdAdd"]
+    assert [op["params"]["qty"] for op in orders] == [50] * 8
+    # Equal contracts in file order.
+    for contract in ("4004000", "4004001"):
+        keys = [op["idempotency_key"] for op in orders if op["params"]["contract"] == contract]
+        assert keys == sorted(keys)
+
+
+def test_stop_on_error_stops_every_runner(store: Store, url: str, tmp_path: Path) -> None:
+    lines = ["mode: parallel", "max_concurrency: 4", "pool:",
+             "  - {unit: MELBIS_AGENT_TEST, command: CmdFail}"]
+    lines += [f"  - {SLEEP}, params: {{ms: {100 + i}}}, key: s{i}}}" for i in range(30)]
+    pool = write_pool(tmp_path, lines)
+    runners = [start_runner(pool, store, url, "t", tmp_path / f"out{i}", "--width", "2") for i in range(2)]
+    results = [finish(r) for r in runners]
+    assert [code for code, _, _ in results] == [1, 1]
+    failed_at = query(url, "SELECT done_at FROM work WHERE task = 't' AND num = 1")[0][0]
+    later = query(url, "SELECT count(*) FROM work WHERE task = 't' AND sent_at > %s", (failed_at,))[0][0]
+    assert later == 0
+    answer = results[0][1]
+    assert answer is not None
+    assert answer["not_run"] >= 30 - 4
+    assert query(url, "SELECT halted FROM tasks")[0][0] == "step 1 failed"
+
+
+def test_a_step_over_an_earlier_steps_table_runs_on_another_host(store: Store, url: str,
+                                                                  tmp_path: Path) -> None:
+    pool = write_pool(tmp_path, [
+        "pool:",
+        "  - {name: src, unit: MELBIS_AGENT_TEST, command: CmdTable, params: {rows: 3, width: 4}, into: job}",
+        f"  - {SLEEP}, params: {{ms: 1500}}}}",
+        f"  - {SLEEP}, params: {{ms: '${{row.n}}'}}, for_each: {{step: src, table: rows}}}}",
+    ])
+    first = start_runner(pool, store, url, "t", tmp_path / "out-a")
+    # The first runner stops after step 2 (in flight when it is told to): step 3 is left to another.
+    wait_for(lambda: bool(query(url, "SELECT 1 FROM work WHERE task = 't' AND num = 2 AND state = 'sent'")))
+    first.send_signal(signal.SIGTERM)
+    code_a, _, _ = finish(first)
+    assert code_a == 143
+    second = start_runner(pool, store, url, "t", tmp_path / "out-b")
+    code_b, answer, err = finish(second)
+    assert code_b == 0, err
+    assert answer is not None
+    assert answer["steps"][2]["rows"]["completed"] == 3
+    assert sorted(sleep_ops(store)) == [1, 2, 3, 1500]
+    assert (tmp_path / "out-a" / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl").is_file()
+    assert not (tmp_path / "out-b" / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl").exists()
+    gathered = pooler("gather", "t", "--journal", url, "--out", str(tmp_path / "all"))
+    assert gathered.returncode == 0, gathered.stderr
+    table = tmp_path / "all" / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl"
+    assert table.read_text() == (tmp_path / "out-a" / "tables" / table.name).read_text()
+    assert (tmp_path / "all" / "job.rows.jsonl").read_text() == table.read_text()
+    assert gathered.stdout == f"{table}  3 rows\n{tmp_path / 'all' / 'job.rows.jsonl'}  3 rows\n"
+
+
+def test_secrets_never_reach_the_database(store_factory: Any, url: str, tmp_path: Path) -> None:
+    token = "tok-8c1d2e7f"
+    secret = "sec-91ab77"
+    store = store_factory("--token", token)
+    pool = write_pool(tmp_path, [
+        "vars:", "  pin: {env: SHOP_PIN, secret: true}", "pool:",
+        "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {pin: '${pin}', n: 1}, key: 'k-${pin}'}",
+    ])
+    code, answer, err = finish(start_runner(pool, store, url, "t", tmp_path / "out",
+                                            environ={"SHOP_PIN": secret}))
+    assert code == 0, err
+    assert answer is not None
+    assert answer["steps"][0]["key"] == "k-***"
+    assert secret not in json.dumps(answer)
+    dump = query(url, "SELECT string_agg(t::text, '|') FROM (SELECT * FROM tasks) t")[0][0]
+    dump += query(url, "SELECT string_agg(w::text, '|') FROM (SELECT * FROM work) w")[0][0]
+    assert "k-***" in dump
+    assert secret not in dump
+    assert token not in dump
+
+
+def test_a_read_timeout_not_shorter_than_the_lease_is_refused(store: Store, url: str, tmp_path: Path) -> None:
+    pool = sleeps(tmp_path, 2)
+    proc = start_runner(pool, store, url, "t", tmp_path / "out", "--timeout", "30", "--lease", "30")
+    code, answer, err = finish(proc)
+    assert (code, answer) == (2, None)
+    assert err == ("pooler: the store's read timeout (30 s, --timeout) must be shorter than the lease (30 s, "
+                   "--lease): a call still waiting for its answer when its lease runs out would be taken "
+                   "back while it may yet be carried out\npooler: refused before the first step; nothing "
+                   "was sent.\n")
+    assert sleep_ops(store) == []
+    assert query(url, "SELECT count(*) FROM tasks")[0][0] == 0
