@@ -7,7 +7,6 @@ created owner-only, since they hold the store's data.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -15,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from pooler import strictjson
 from pooler.callargs import check_into
 from pooler.envelope import TableRows
 from pooler.errors import InputError
@@ -26,7 +26,7 @@ _MAX_NAME = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _LEADING_DOTS = re.compile(r"^\.+")
 _BUFFER = 1024 * 1024
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ENCODE = strictjson.encoder(ensure_ascii=False, separators=(",", ":"))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Locks of the files being written, shared by every writer of the process: the MCP server's
 #: tool_run and tool_pool each have a writer and may append to one job at the same time.
@@ -196,7 +196,7 @@ def _write_rows(rows: Iterable[Any], mask: Mask, *files: IO[str]) -> tuple[int, 
     head: list[str] = []
     count = 0
     for row in rows:
-        line = _ENCODER.encode(row if mask is None else mask(row))
+        line = _ENCODE(row if mask is None else mask(row))
         if count < HEAD_ROWS:
             head.append(line[:HEAD_CHARS])
         count += 1

@@ -23,7 +23,7 @@ IN_DOUBT = "the call may or may not have been carried out"
 CLOSED = "closed the connection before answering"
 SECRET = "s3cr3t-Token-4711"
 CRASH_TEXT = "MELBIS_AGENT_TEST\\CmdCrash failed: CmdCrash broke off, as it always does"
-DENIED_TEXT = "ACCESS_DENIED: the token is not known to this store"
+DENIED_TEXT = "ACCESS_DENIED: the token is not known to this store (HTTP 401 Unauthorized)"
 GARBAGE_TEXT = '<html><body><h1>502 Bad Gateway</h1></body></html>\n{"ok": tr'
 
 
