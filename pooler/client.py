@@ -39,7 +39,7 @@ from urllib3.exceptions import HTTPError
 
 import pooler
 from pooler import answer_kinds as kinds
-from pooler.answer_budget import AnswerBudget, Hold
+from pooler.answer_budget import AnswerBudget, Hold, share_malloc_arenas
 from pooler.deadline import Watch, Watchdog, watched
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
@@ -51,8 +51,11 @@ __all__ = ["MAX_ANSWER_BYTES", "TEXT_LIMIT", "WHOLE_BELOW", "Attachment", "Reply
 MB = 1024 * 1024
 #: The largest answer the client takes in; a bigger one is refused rather than exhausting memory.
 MAX_ANSWER_BYTES = 256 * MB
-#: What the answers of all calls in flight hold together (see ``answer_budget``).
+#: What the answers of all calls in flight hold together (see ``answer_budget``)...
 MAX_ANSWERS_IN_FLIGHT = 256 * MB
+#: ...each byte counted this many times: reading a big answer (its text, the values decoded from
+#: it) takes about four times its size for a while.
+READ_COST = 4
 #: The longest ``Retry-After`` a call waits for; a store asking for more gets the call failed.
 MAX_RETRY_AFTER = 60.0
 _IN_DOUBT = IN_DOUBT
@@ -200,6 +203,7 @@ class ToolRunClient:
         self.read_timeout = read_timeout
         self.max_answer_bytes = max_answer_bytes
         self.budget = AnswerBudget(max_answers_in_flight)
+        share_malloc_arenas()
         self._watchdog = Watchdog()
         self._session = requests.Session()
         adapter = _OneStoreAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
@@ -345,7 +349,7 @@ class ToolRunClient:
                     if len(content) + len(chunk) > cap:
                         failure = self._too_big()
                         break
-                    if not hold.take(len(chunk), watch.deadline):
+                    if not hold.take(len(chunk) * READ_COST, watch.deadline):
                         failure = self._fail(
                             f"sent an answer that did not fit beside the other answers in flight "
                             f"({self.budget.limit / MB:g} MB together) within {self.read_timeout:g} s",
@@ -405,11 +409,13 @@ class ToolRunClient:
 def _json_bytes(request: dict[str, Any]) -> bytes:
     try:
         return json.dumps(request, ensure_ascii=False, allow_nan=False).encode()
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InputError(
-            f"the call to {request['unit']}\\{request['command']} holds a value JSON cannot carry ({exc})"
-            " - write dates and times as quoted strings, and numbers as finite numbers"
-        ) from None
+    except ValueError:
+        what = ("a number JSON cannot carry (NaN, Infinity, or one too big for a double like 1e999) - "
+                "write it as a finite number, or as text in quotes")
+    except (TypeError, RecursionError) as exc:
+        what = (f"a value JSON cannot carry ({exc}) - write dates and times as quoted strings, and "
+                "numbers as finite numbers")
+    raise InputError(f"the call to {request['unit']}\\{request['command']} holds {what}")
 
 
 def _open_attachment(path: Path) -> tuple[IO[bytes], int, Path]:

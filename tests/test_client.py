@@ -173,7 +173,7 @@ def test_what_cannot_be_sent_is_refused_before_sending(tmp_path: Path) -> None:
         )
         with pytest.raises(InputError) as nan:
             c.tool_run(TEST, "CmdEcho", {"x": float("nan")})
-        assert nan.value.message.startswith("the call to MELBIS_AGENT_TEST\\CmdEcho holds a value JSON")
+        assert nan.value.message.startswith("the call to MELBIS_AGENT_TEST\\CmdEcho holds a number JSON")
         gone = tmp_path / "gone.jpg"
         with pytest.raises(InputError) as missing:
             c.tool_run("MELBIS_AGENT_IMPORT_FILES", "CmdAdd", files=[Attachment(gone, {})])

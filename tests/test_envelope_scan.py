@@ -21,9 +21,9 @@ from helpers import send_answer, serve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pooler import strictjson
 from pooler.client import TEXT_LIMIT, WHOLE_BELOW, ToolRunClient
 from pooler.envelope import BATCH, WINDOW, TableRows, parse
-from pooler import strictjson
 from pooler.redact import Redactor
 from pooler.tables import TableWriter
 
