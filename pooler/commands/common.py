@@ -99,7 +99,7 @@ def add_store_options(parser: argparse.ArgumentParser, *, store_flag: str = "--s
     parser.add_argument("--insecure", action="store_true",
                         help="do not verify the store's TLS certificate (warns loudly every time)")
     parser.add_argument("--timeout", type=positive_float, metavar="SECONDS", default=None,
-                        help="how long to wait for an answer to one call (read timeout)")
+                        help="how long one call may take for its whole answer once sent (default 60)")
 
 
 def target(args: argparse.Namespace, ctx: Context) -> Target:
