@@ -25,8 +25,9 @@ from pooler.journal import CallId, CallRecord, Journal
 from pooler.model import Retry, Step
 from pooler.redact import Redactor
 from pooler.refs import Ref, apply_refs
+from pooler.reply import IN_DOUBT
 from pooler.reporter import Reporter
-from pooler.tables import TableWriter
+from pooler.tables import RowsTooDeepError, TableWriter
 from pooler.values import substitute
 
 InDoubt = Literal["retry", "stop", "skip"]
@@ -270,15 +271,14 @@ class CallRunner:
         if data.get("tables"):
             try:
                 tables = self._write_tables(call, data["tables"])
+            except RowsTooDeepError as exc:
+                # What the store answered cannot be read: as for any answer too deep, in doubt.
+                status = kinds.TOO_DEEP.status
+                note = f" {exc.message[:1].upper()}{exc.message[1:]}; {IN_DOUBT}."
             except (PoolerError, OSError) as exc:
                 status = "failed" if status == "completed" else status
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
-            except RecursionError:
-                # Rows nested too deep to mask or write: the command ran, what it answered is unread.
-                status = kinds.TOO_DEEP.status
-                note = (" Its tables hold rows nested too deep to read; the call may or may not have "
-                        "been carried out.")
         entry = self._entry(ready, status, reply, tables, note)
         entry = self.redactor.value(entry)
         reply.release()

@@ -35,6 +35,10 @@ _FILE_GUARD = threading.Lock()
 Mask = Callable[[Any], Any] | None
 
 
+class RowsTooDeepError(InputError):
+    """A table's rows are nested too deep to mask or write: what the store answered is unread."""
+
+
 def safe_name(name: str) -> str:
     """``name`` as one harmless file-name piece: only [A-Za-z0-9_.-], never starting with a dot."""
     text = _LEADING_DOTS.sub("_", _UNSAFE.sub("_", str(name)))[:_MAX_NAME]
@@ -96,6 +100,8 @@ class TableWriter:
             name = redactor.text(str(table)) if redactor else str(table)
             try:
                 out[name] = self._write_table(prefix, name, seq, into, append, mask=mask)
+            except RecursionError:
+                raise RowsTooDeepError(f"the table {table!r} holds rows nested too deep to read") from None
             except OSError as exc:
                 raise InputError(
                     f"cannot write the table {table!r} under {self.out}: {exc.strerror or exc} - check --out."

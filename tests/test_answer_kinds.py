@@ -147,6 +147,10 @@ def scripted() -> Iterator[tuple[str, type[Scripted]]]:
 # A secret (the token "demo") deep inside: masking it would walk every level.
 DEEP = (b'{"ok": true, "data": {"result": true, "message": "", "detail": '
         + b"[" * 600 + b'"demo"' + b"]" * 600 + b"}}")
+# Over 64 KB, so its rows are read one at a time as they are written: the deep one among them.
+DEEP_ROWS = (b'{"ok": true, "data": {"result": true, "message": "", "tables": {"t": ['
+             + b", ".join(b'{"n": %d}' % n for n in range(8000))
+             + b", " + b"[" * 600 + b'"demo"' + b"]" * 600 + b"]}}}")
 IN_DOUBT_ANSWERS = {
     "crash text": (500, {"Content-Type": "text/plain"}, b"MELBIS_AGENT_TEST\\CmdEcho failed: boom"),
     "502": (502, {"Content-Type": "text/html"}, b"<html>502 Bad Gateway</html>"),
@@ -157,6 +161,7 @@ IN_DOUBT_ANSWERS = {
     "not the envelope": (200, {}, b'[1, 2, 3]'),
     "no result": (200, {}, b'{"ok": true, "data": {"message": "hm"}}'),
     "too deep": (200, {}, DEEP),
+    "too deep rows": (200, {}, DEEP_ROWS),
 }
 NOT_RUN_ANSWERS = {
     "refusal": (200, {}, b'{"ok": true, "data": {"result": false, "message": "No."}}'),

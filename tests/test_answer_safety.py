@@ -42,6 +42,30 @@ def task_status(path: Path, task: str) -> str:
         return str(db.execute("SELECT status FROM tasks WHERE id = ?", (task,)).fetchone()[0])
 
 
+def stopped_run(url: str, tmp_path: Path, pool: Path, arrived: threading.Event, *extra: str
+                ) -> tuple[int, str, str]:
+    """``pooler run`` sent SIGTERM once the store has its first call: exit status, stdout, stderr.
+
+    It must end well within 30 s, although the store would keep it a minute or more.
+    """
+    token = tmp_path / "token"
+    token.write_text("demo\n", encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pooler", "run", str(pool), "--store", url, "--token-file", str(token),
+         "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite"), "--json", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("POOLER_")})
+    try:
+        assert arrived.wait(60)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out, err
+
+
 # 8. A call that cannot be encoded fails alone, and is never recorded as sent.
 
 def test_a_row_json_cannot_carry_fails_alone_and_is_never_marked_sent(store: Store, tmp_path: Path) -> None:
@@ -119,23 +143,9 @@ def test_a_dripping_answer_meets_the_calls_deadline(drip: tuple[str, type[Drip]]
 def test_sigterm_during_a_dripping_answer_ends_the_run_by_the_deadline(drip: tuple[str, type[Drip]],
                                                                       tmp_path: Path) -> None:
     url, handler = drip
-    token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
     pool = write_pool(tmp_path, [goods(), {**goods(), "name": "second", "key": "goods-G2"}])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pooler", "run", str(pool), "--store", url, "--token-file", str(token),
-         "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite"), "--timeout", "3",
-         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if not k.startswith("POOLER_")})
-    try:
-        assert handler.arrived.wait(60)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 143, err
+    status, out, err = stopped_run(url, tmp_path, pool, handler.arrived, "--timeout", "3")
+    assert status == 143, err
     answer = json.loads(out)
     assert [e["status"] for e in answer["steps"]] == ["in_doubt"]
 
@@ -218,24 +228,10 @@ def test_retry_after_is_waited_for_and_the_call_sent_again(tmp_path: Path, statu
 def test_a_stop_cuts_a_retry_after_wait_short(tmp_path: Path) -> None:
     handler = type("Handler", (Scripted,), {"answers": [(429, {"Retry-After": "60"}, b"busy")] * 3,
                                             "keys": [], "arrived": threading.Event()})
-    token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
     with serve(handler) as url:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pooler", "run", str(write_pool(tmp_path, [goods()])), "--store", url,
-             "--token-file", str(token), "--out", str(tmp_path / "out"), "--journal",
-             str(tmp_path / "j.sqlite"), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if not k.startswith("POOLER_")})
-        try:
-            assert handler.arrived.wait(60)
-            proc.send_signal(signal.SIGTERM)
-            # The store asked for a minute; the stop must not wait it out.
-            out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    assert proc.returncode == 143, err
+        # The store asks for a minute; the stop must not wait it out.
+        status, out, err = stopped_run(url, tmp_path, write_pool(tmp_path, [goods()]), handler.arrived)
+    assert status == 143, err
     entry = json.loads(out)["steps"][0]
     assert (entry["status"], entry["message"]) == ("failed", "busy (HTTP 429 Too Many Requests)")
     assert len(handler.keys) == 1
