@@ -17,16 +17,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pooler import answer_kinds as kinds
 from pooler.callargs import read_jsonl_fields
-from pooler.client import Reply, ToolRunClient
+from pooler.client import MAX_RETRY_AFTER, Reply, ToolRunClient
 from pooler.errors import PoolerError, StoreError
 from pooler.journal import CallId, CallRecord, Journal
 from pooler.keys import chunk_key, chunk_span, idempotency_header
 from pooler.model import Retry, Step
 from pooler.redact import Redactor
 from pooler.refs import Ref, apply_refs
+from pooler.reply import IN_DOUBT
 from pooler.reporter import Reporter
-from pooler.tables import TableWriter
+from pooler.tables import RowsTooDeepError, TableWriter
 from pooler.values import substitute
 
 InDoubt = Literal["retry", "stop", "skip"]
@@ -89,6 +91,8 @@ class Prepared:
     key: str | None
     ids: CallId
     serial: str | None = None
+    #: The request's JSON, encoded before the call is recorded as sent: what cannot be, never is.
+    body: bytes | None = None
     #: The step id of the call an earlier run left in doubt, when this one sends it again.
     doubted: str | None = None
     number: int = 0
@@ -209,12 +213,13 @@ class CallRunner:
                 params = {**params, plan.chunk_field: call.data}
             params = apply_refs(params, plan.refs, details)
             params = read_jsonl_fields(params, self.base)
+            body = self.client.encode(step.unit, step.command, params, debug=step.debug)
         except PoolerError as exc:
             return self.not_sent(call, ids, "failed", exc.message)
         found = self.keyed.get(ids.key) if ids.key is not None else None
         if found is not None:
             ids = replace(ids, round=_round_after(found))
-        ready = Prepared(call, params, key, ids, seen=found.id if found is not None else 0)
+        ready = Prepared(call, params, key, ids, seen=found.id if found is not None else 0, body=body)
         ready.doubted = found.step_id if found is not None and found.doubtful else None
         if self.serialize_on:
             ready.serial = serial_value(params, self.serialize_on)
@@ -292,7 +297,8 @@ class CallRunner:
         try:
             reply, retried = self._send(ready)
         except StoreError as exc:
-            status = "in_doubt" if exc.sent else "failed"
+            kind = exc.kind or (kinds.RESET if exc.sent else kinds.NOT_SENT)
+            status = kind.status
             entry = {**call.head(), "status": status, "key": ready.key}
             if exc.sent:
                 entry["step_id"] = ready.ids.step_id
@@ -301,18 +307,23 @@ class CallRunner:
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
                            in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
         data = reply.data
-        status = "completed" if reply.result else "failed"
+        status = reply.kind.status
         tables: dict[str, Any] = {}
         note = ""
         if data.get("tables"):
             try:
                 tables = self._write_tables(call, data["tables"], _job_call(ready))
+            except RowsTooDeepError as exc:
+                # What the store answered cannot be read: as for any answer too deep, in doubt.
+                status = kinds.TOO_DEEP.status
+                note = f" {exc.message[:1].upper()}{exc.message[1:]}; {IN_DOUBT}."
             except (PoolerError, OSError) as exc:
-                status = "failed"
+                status = "failed" if status == "completed" else status
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
         entry = self._entry(ready, status, reply, tables, note)
         entry = self.redactor.value(entry)
+        reply.release()
         detail = data.get("detail")
         self._done(ready, record, status, entry, sent=True, retried=retried)
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
@@ -377,15 +388,24 @@ class CallRunner:
             tries += 1
             try:
                 reply = self.client.tool_run(step.unit, step.command, ready.params, debug=step.debug,
-                                             idempotency_key=idem)
+                                             idempotency_key=idem, encoded=ready.body)
             except StoreError as exc:
                 if tries >= max(retry.attempts, 1) or (exc.sent and not again_in_doubt):
                     raise
-                delay = retry.backoff_ms / 1000 * 2 ** (tries - 1) * random.uniform(0.75, 1.25)  # noqa: S311 - jitter, not a secret
-                if self.stop.wait(delay):
+                if self.stop.wait(_backoff(retry, tries)):
                     raise
                 retried = retried or exc.sent
                 continue
+            kind = reply.kind
+            if tries < max(retry.attempts, 1) and (kind.wait or (kind.fate is kinds.Fate.IN_DOUBT
+                                                                 and again_in_doubt)):
+                # Not carried out and asked to wait (429, 503 with Retry-After): as long as the store
+                # asks, within bounds; a stop cuts the wait short.  In doubt: as for a lost answer.
+                delay = reply.retry_after if reply.retry_after is not None else _backoff(retry, tries)
+                if delay <= MAX_RETRY_AFTER and not self.stop.wait(delay):
+                    retried = retried or not kind.proven_not_run
+                    reply.release()
+                    continue
             return reply, retried
 
     def _write_tables(self, call: Call, tables: Any, job_call: str | None) -> dict[str, Any]:
@@ -429,6 +449,11 @@ def _job_call(ready: Prepared) -> str | None:
     if ready.ids.key is None:
         return None
     return json.dumps([ready.ids.task, ready.ids.key, ready.ids.round], ensure_ascii=False)
+
+
+def _backoff(retry: Retry, tries: int) -> float:
+    """Seconds before the next try: the step's backoff, doubled each try, with jitter."""
+    return float(retry.backoff_ms / 1000 * 2 ** (tries - 1) * random.uniform(0.75, 1.25))  # noqa: S311 - jitter, not a secret
 
 
 def _round_after(found: CallRecord) -> int:

@@ -24,6 +24,7 @@ import os
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,21 +38,28 @@ from urllib3.connectionpool import ConnectionPool
 from urllib3.exceptions import HTTPError
 
 import pooler
-from pooler.envelope import Body, parse
+from pooler import answer_kinds as kinds
+from pooler.answer_budget import AnswerBudget, Hold, share_malloc_arenas
+from pooler.deadline import Watch, Watchdog, watched
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.redact import Redactor
+from pooler.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
 from pooler.rows import open_file
 from pooler.transport import connect_failure, is_timeout, tls_reason
+
+__all__ = ["MAX_ANSWER_BYTES", "TEXT_LIMIT", "WHOLE_BELOW", "Attachment", "Reply", "ToolRunClient"]
 
 MB = 1024 * 1024
 #: The largest answer the client takes in; a bigger one is refused rather than exhausting memory.
 MAX_ANSWER_BYTES = 256 * MB
-#: A refusal as text keeps this much of the store's text.
-TEXT_LIMIT = 2000
-#: tool_run answers up to this size are decoded whole: the table scanner saves memory only on big
-#: answers and costs ten times json.loads' CPU time on the small ones every call gets.
-WHOLE_BELOW = 64 * 1024
-_IN_DOUBT = "the call may or may not have been carried out"
+#: What the answers of all calls in flight hold together (see ``answer_budget``)...
+MAX_ANSWERS_IN_FLIGHT = 256 * MB
+#: ...each byte counted this many times: reading a big answer (its text, the values decoded from
+#: it) takes about four times its size for a while.
+READ_COST = 4
+#: The longest ``Retry-After`` a call waits for; a store asking for more gets the call failed.
+MAX_RETRY_AFTER = 60.0
+_IN_DOUBT = IN_DOUBT
 # Visible ASCII: what an Idempotency-Key header carries unchanged.  pooler.keys makes the header
 # (with "%" escaped there), so a header it made goes out as it is.
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
@@ -64,34 +72,6 @@ class Attachment:
 
     path: Path
     entry: dict[str, Any]
-
-
-@dataclass
-class Reply:
-    """The store's answer, with the envelope taken off."""
-
-    status: int
-    data: dict[str, Any]
-    server_ms: int | None
-    module_ms: int | None
-    trip_ms: int
-    sql: Any = None
-    sql_ms: Any = None
-
-    @property
-    def result(self) -> bool:
-        return self.data.get("result") is True
-
-    @property
-    def message(self) -> str:
-        msg = self.data.get("message", "")
-        return msg if isinstance(msg, str) else json.dumps(msg, ensure_ascii=False)
-
-    def time(self) -> dict[str, Any]:
-        """The answer's ``time``: server, module, trip, and with debug sql and sql_ms."""
-        pairs = (("server", self.server_ms), ("module", self.module_ms), ("trip", self.trip_ms),
-                 ("sql", self.sql), ("sql_ms", self.sql_ms))
-        return {name: value for name, value in pairs if value is not None}
 
 
 class _Bearer(requests.auth.AuthBase):
@@ -125,6 +105,12 @@ class _OneStoreAdapter(HTTPAdapter):
         if found is not None and found[0] == (verify, cert):
             return found[1]
         pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+        cls = getattr(pool, "ConnectionCls", None)
+        if cls is not None and not getattr(cls, "watched", False):
+            # Every call's connection is known to the deadline's watchdog (see ``deadline``).
+            cls = watched(cls)
+            cls.watched = True
+            pool.ConnectionCls = cls  # type: ignore[attr-defined]
         self._found = ((verify, cert), pool)
         return pool
 
@@ -198,7 +184,9 @@ class ToolRunClient:
 
     def __init__(self, store: str, token: str | None = None, *, connect_timeout: float = 5.0,
                  read_timeout: float = 60.0, verify: bool = True, pool_size: int = 16,
-                 max_answer_bytes: int = MAX_ANSWER_BYTES, redactor: Redactor | None = None) -> None:
+                 max_answer_bytes: int = MAX_ANSWER_BYTES,
+                 max_answers_in_flight: int = MAX_ANSWERS_IN_FLIGHT,
+                 redactor: Redactor | None = None) -> None:
         parts = urlsplit(store.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(
@@ -220,6 +208,9 @@ class ToolRunClient:
         #: Masks a store's text before it is cut to TEXT_LIMIT, so a secret at the cut never
         #: leaves its first characters behind.
         self.redactor = redactor if redactor is not None else Redactor()
+        self.budget = AnswerBudget(max_answers_in_flight)
+        share_malloc_arenas()
+        self._watchdog = Watchdog()
         self._session = requests.Session()
         adapter = _OneStoreAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
         self._session.mount("http://", adapter)
@@ -251,16 +242,28 @@ class ToolRunClient:
     def close(self) -> None:
         self._session.close()
 
+    @staticmethod
+    def encode(unit: str, command: str, params: dict[str, Any] | None = None, *,
+               debug: bool = False) -> bytes:
+        """The JSON body of a call without attachments; ``InputError`` for a value JSON cannot carry.
+
+        A caller that records a call as sent encodes it first: what cannot be encoded never leaves.
+        """
+        return _json_bytes({"unit": unit, "command": command, "params": params or {}, "debug": debug})
+
     def tool_run(self, unit: str, command: str, params: dict[str, Any] | None = None, *,
                  files: Sequence[Attachment] = (), debug: bool = False,
-                 idempotency_key: str | None = None) -> Reply:
-        """One tool_run call; attachments go as multipart parts streamed from disk."""
+                 idempotency_key: str | None = None, encoded: bytes | None = None) -> Reply:
+        """One tool_run call; attachments go as multipart parts streamed from disk.
+
+        ``encoded`` is the body ``encode`` made of these arguments, when the caller has it already.
+        """
         request: dict[str, Any] = {"unit": unit, "command": command, "params": params or {}, "debug": debug}
         headers: dict[str, str] = {}
         if idempotency_key is not None:
             headers["Idempotency-Key"] = quote(idempotency_key, safe=_KEY_SAFE)
         if not files:
-            body = _json_bytes(request)
+            body = encoded if encoded is not None else _json_bytes(request)
             headers["Content-Type"] = "application/json"
             return self._post("tool_run", body, headers)
         opened: list[tuple[IO[bytes], int, Path]] = []
@@ -287,22 +290,38 @@ class ToolRunClient:
         request.prepare_body(body, None)
         request.headers.update(headers)
         failure: StoreError | None = None
+        watch = self._watchdog.start(self.read_timeout)
+        hold: Hold | None = None
         try:
-            # Straight to the adapter: Session.send's hooks, cookie jar and redirect handling are
-            # unused here and cost a third of a call's CPU time.
-            resp = self._adapter.send(request, stream=True, timeout=(self.connect_timeout, self.read_timeout),
-                                      verify=self._verify, proxies=self._session.proxies)
-        except requests.RequestException as exc:
-            failure = self._send_failure(exc)
-        # Raised outside the handler: requests' exception holds the request, token header and all.
-        if failure is not None:
-            raise failure
-        try:
-            content = self._read_body(resp)
+            try:
+                # Straight to the adapter: Session.send's hooks, cookie jar and redirect handling are
+                # unused here and cost a third of a call's CPU time.
+                resp = self._adapter.send(request, stream=True,
+                                          timeout=(self.connect_timeout, self.read_timeout),
+                                          verify=self._verify, proxies=self._session.proxies)
+            except requests.RequestException as exc:
+                failure = self._send_failure(exc, watch)
+            # Raised outside the handler: requests' exception holds the request, token header and all.
+            if failure is not None:
+                raise failure
+            try:
+                content, hold = self._read_body(resp, watch)
+            finally:
+                resp.close()
         finally:
-            resp.close()
+            self._watchdog.finish(watch)
         trip = round((time.monotonic() - started) * 1000)
-        return _reply(resp, content, trip, tables=endpoint == "tool_run", redactor=self.redactor)
+        try:
+            reply = read_reply(resp.status_code, resp.headers, content, trip, tables=endpoint == "tool_run",
+                               store=self._shown, redactor=self.redactor)
+        except BaseException:
+            if hold is not None:
+                hold.release()
+            raise
+        if hold is not None:
+            # Given back when the caller is done with the answer, or when the answer is dropped.
+            reply._release = weakref.finalize(reply, hold.release)
+        return reply
 
     def _prepared(self, endpoint: str) -> requests.PreparedRequest:
         """The endpoint's request with the session's headers and the token, prepared once."""
@@ -314,7 +333,8 @@ class ToolRunClient:
             self._templates[endpoint] = found
         return found
 
-    def _read_body(self, resp: requests.Response) -> bytearray:
+    def _read_body(self, resp: requests.Response, watch: Watch) -> tuple[bytearray, Hold | None]:
+        """The answer's bytes, and the share of the answers' budget they hold (big answers only)."""
         cap = self.max_answer_bytes
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
@@ -323,104 +343,87 @@ class ToolRunClient:
         # One growing buffer, not a list of chunks joined at the end: a big answer is held once.
         content = bytearray()
         failure: StoreError | None = None
+        hold: Hold | None = None
         try:
             if declared.isdigit() and not encoded and int(declared) <= MB:
                 # The common answer: small and of known length, read in one go (the chunk
                 # generator costs a tenth of a small call's client time).
                 content += resp.raw.read(int(declared))
             else:
+                hold = self.budget.open()
                 for chunk in resp.iter_content(MB):
                     if len(content) + len(chunk) > cap:
                         failure = self._too_big()
                         break
+                    if not hold.take(len(chunk) * READ_COST, watch.deadline):
+                        failure = self._fail(
+                            f"sent an answer that did not fit beside the other answers in flight "
+                            f"({self.budget.limit / MB:g} MB together) within {self.read_timeout:g} s",
+                            sent=True, kind=kinds.TIMEOUT)
+                        break
                     content += chunk
         except (requests.RequestException, HTTPError, OSError) as exc:
-            failure = self._lost_answer(exc)
+            failure = self._lost_answer(exc, watch)
+        if failure is None and watch.fired:
+            failure = self._lost_answer(TimeoutError(), watch)
+        if failure is None and declared.isdigit() and not encoded and len(content) < int(declared):
+            failure = self._fail("cut its answer short", sent=True, kind=kinds.CUT_OFF)
         if failure is not None:
+            if hold is not None:
+                hold.release()
             raise failure
-        if declared.isdigit() and not encoded and len(content) < int(declared):
-            raise self._fail("cut its answer short", sent=True)
-        return content
+        return content, hold
 
-    def _fail(self, what: str, *, sent: bool) -> StoreError:
+    def _fail(self, what: str, *, sent: bool, kind: kinds.Kind) -> StoreError:
         if sent:
-            return StoreError(f"the store at {self._shown} {what}; {_IN_DOUBT}", store=self._safe, sent=True)
-        return StoreError(f"cannot reach the store at {self._shown}: {what}", store=self._safe, sent=False)
+            return StoreError(f"the store at {self._shown} {what}; {_IN_DOUBT}", store=self._safe, sent=True,
+                              kind=kind)
+        return StoreError(f"cannot reach the store at {self._shown}: {what}", store=self._safe, sent=False,
+                          kind=kind)
 
     def _too_big(self) -> StoreError:
         return self._fail(f"sent an answer over {self.max_answer_bytes / MB:g} MB, more than this client"
-                          " takes in (ask for fewer rows, or raise max_answer_bytes)", sent=True)
+                          " takes in (ask for fewer rows, or raise max_answer_bytes)", sent=True,
+                          kind=kinds.TOO_BIG)
 
-    def _lost_answer(self, exc: BaseException) -> StoreError:
-        if is_timeout(exc):
-            return self._fail(f"did not finish its answer within {self.read_timeout:g} s", sent=True)
-        return self._fail("cut its answer short", sent=True)
+    def _lost_answer(self, exc: BaseException, watch: Watch) -> StoreError:
+        if watch.fired or is_timeout(exc):
+            return self._fail(f"did not finish its answer within {self.read_timeout:g} s", sent=True,
+                              kind=kinds.TIMEOUT)
+        return self._fail("cut its answer short", sent=True, kind=kinds.CUT_OFF)
 
-    def _send_failure(self, exc: requests.RequestException) -> StoreError:
+    def _send_failure(self, exc: requests.RequestException, watch: Watch) -> StoreError:
         """A failure of ``session.post``: before the request went out (sent=False) or after."""
         if isinstance(exc, requests.exceptions.ConnectTimeout):
-            return self._fail(f"no connection within {self.connect_timeout:g} s", sent=False)
+            return self._fail(f"no connection within {self.connect_timeout:g} s", sent=False,
+                              kind=kinds.NOT_SENT)
         if isinstance(exc, requests.exceptions.SSLError):
-            return self._fail(f"TLS failed ({tls_reason(exc)})", sent=False)
+            return self._fail(f"TLS failed ({tls_reason(exc)})", sent=False, kind=kinds.NOT_SENT)
         if isinstance(exc, requests.exceptions.ProxyError):
-            return self._fail("the proxy refused the connection", sent=False)
-        if isinstance(exc, requests.exceptions.ReadTimeout):
-            return self._fail(f"did not answer within {self.read_timeout:g} s", sent=True)
+            return self._fail("the proxy refused the connection", sent=False, kind=kinds.NOT_SENT)
+        if watch.fired or isinstance(exc, requests.exceptions.ReadTimeout):
+            return self._fail(f"did not answer within {self.read_timeout:g} s", sent=True,
+                              kind=kinds.TIMEOUT)
         if isinstance(exc, requests.exceptions.ConnectionError):
             not_sent = connect_failure(exc, urlsplit(self.store).hostname or "")
             if not_sent is not None:
-                return self._fail(not_sent, sent=False)
-            return self._fail("closed the connection before answering", sent=True)
-        return self._fail(f"failed while answering ({type(exc).__name__})", sent=True)
+                return self._fail(not_sent, sent=False, kind=kinds.NOT_SENT)
+            return self._fail("closed the connection before answering", sent=True, kind=kinds.RESET)
+        return self._fail(f"failed while answering ({type(exc).__name__})", sent=True, kind=kinds.RESET)
 
 
 def _json_bytes(request: dict[str, Any]) -> bytes:
     try:
         return json.dumps(request, ensure_ascii=False, allow_nan=False).encode()
-    except (TypeError, ValueError) as exc:
-        raise InputError(
-            f"the call to {request['unit']}\\{request['command']} holds a value JSON cannot carry ({exc})"
-            " - write dates and times as quoted strings, and numbers as finite numbers"
-        ) from None
+    except ValueError:
+        what = ("a number JSON cannot carry (NaN, Infinity, or one too big for a double like 1e999) - "
+                "write it as a finite number, or as text in quotes")
+    except (TypeError, RecursionError) as exc:
+        what = (f"a value JSON cannot carry ({exc}) - write dates and times as quoted strings, and "
+                "numbers as finite numbers")
+    raise InputError(f"the call to {request['unit']}\\{request['command']} holds {what}")
 
 
 def _open_attachment(path: Path) -> tuple[IO[bytes], int, Path]:
     fh = open_file(path)
     return fh, os.fstat(fh.fileno()).st_size, path
-
-
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return round(value)
-
-
-def _text_refusal(resp: requests.Response, content: Body, trip: int, redactor: Redactor) -> Reply:
-    raw = content[:8 * TEXT_LIMIT]
-    text = redactor.cut(raw.decode("utf-8", "replace").strip(), TEXT_LIMIT, was_cut=len(raw) < len(content))
-    if not text:
-        text = f"the store answered HTTP {resp.status_code} with no text"
-        if 300 <= resp.status_code < 400 and resp.headers.get("Location"):
-            text += f": a redirect to {resp.headers['Location']} - use that address for the store"
-    return Reply(resp.status_code, {"result": False, "message": text}, None, None, trip)
-
-
-def _reply(resp: requests.Response, content: Body, trip: int, *, tables: bool, redactor: Redactor) -> Reply:
-    """The answer with the envelope off; anything that is not an envelope is a refusal as text.
-
-    tool_run's table rows stay in the body (``TableRows``) until they are written; tool_list's
-    answer is small and is decoded whole, as its callers print it as it is.
-    """
-    try:
-        doc = parse(content) if tables and len(content) > WHOLE_BELOW else json.loads(content)
-    except (ValueError, RecursionError):
-        return _text_refusal(resp, content, trip, redactor)
-    if not isinstance(doc, dict) or "ok" not in doc:
-        return _text_refusal(resp, content, trip, redactor)
-    if doc["ok"] is True and isinstance(doc.get("data"), dict):
-        return Reply(resp.status_code, doc["data"], _int_or_none(doc.get("ms")),
-                     _int_or_none(doc.get("unit_ms")), trip, doc.get("sql"), doc.get("sql_ms"))
-    if doc["ok"] is False and isinstance(doc.get("error"), str):
-        message = redactor.cut(doc["error"].strip(), TEXT_LIMIT)
-        return Reply(resp.status_code, {"result": False, "message": message}, None, None, trip)
-    return _text_refusal(resp, content, trip, redactor)

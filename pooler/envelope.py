@@ -19,12 +19,14 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
+from pooler.strictjson import DECODER, loads
+
 #: Bytes of the body decoded to text at a time; a value longer than that widens the window.
 WINDOW = 256 * 1024
 #: Characters of rows decoded in one call, then handed out one at a time.
 BATCH = 64 * 1024
 Body = bytes | bytearray
-_DECODER = json.JSONDecoder()
+_DECODER = DECODER
 #: The decoder's own scanner (C): raw_decode without its wrapper, called once per row.
 _SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -308,7 +310,7 @@ class _Scan:
 
 
 def parse(body: Body) -> Any:
-    """The answer as ``json.loads(body)`` gives it, with ``data.tables.<name>`` arrays as ``TableRows``.
+    """The answer as ``strictjson.loads(body)`` gives it, with ``data.tables.<name>`` arrays as ``TableRows``.
 
     Raises what ``json.loads`` raises (``ValueError``, ``RecursionError``) for a body that is not JSON.
     """
@@ -318,4 +320,4 @@ def parse(body: Body) -> Any:
             return _Scan(body, start).document()
         except (_Unknown, UnicodeDecodeError, RecursionError):
             pass
-    return json.loads(body)
+    return loads(body)

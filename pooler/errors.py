@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -118,11 +119,13 @@ class CheckFailed(PoolerError):
 class StoreError(PoolerError):
     """The store could not be reached or answered with something that is not an answer."""
 
-    def __init__(self, message: str, *, store: str, sent: bool) -> None:
+    def __init__(self, message: str, *, store: str, sent: bool, kind: Any = None) -> None:
         super().__init__(message)
         self.store = store
         #: True when the request may have reached the store: its outcome is unknown (in doubt).
         self.sent = sent
+        #: Its row of the table in ``answer_kinds`` (not sent, reset, cut off, timeout, too big).
+        self.kind = kind
 
 
 class LockedError(PoolerError):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pooler import strictjson
 from pooler.errors import JournalError
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
@@ -221,7 +222,7 @@ def _enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return strictjson.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _split(entry: dict[str, Any] | None) -> tuple[str | None, str | None]:

@@ -8,7 +8,6 @@ created owner-only, since they hold the store's data.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import stat
 import threading
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from pooler import strictjson
 from pooler.callargs import check_into
 from pooler.envelope import TableRows
 from pooler.errors import InputError
@@ -29,13 +29,17 @@ HEAD_ROWS = 3
 HEAD_CHARS = 300
 _TABLES = "tables"
 _BUFFER = 1024 * 1024
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ENCODE = strictjson.encoder(ensure_ascii=False, separators=(",", ":"))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Locks of the files being written, shared by every writer of the process: the MCP server's
 #: tool_run and tool_pool each have a writer and may append to one job at the same time.
 _FILE_LOCKS: dict[Path, threading.Lock] = {}
 _FILE_GUARD = threading.Lock()
 Mask = Callable[[Any], Any] | None
+
+
+class RowsTooDeepError(InputError):
+    """A table's rows are nested too deep to mask or write: what the store answered is unread."""
 
 
 class TableWriter:
@@ -102,6 +106,9 @@ class TableWriter:
                 try:
                     out[name] = self._write_table(fd, prefix, name, seq, into=into, append=append,
                                                    call=call, mask=mask)
+                except RecursionError:
+                    raise RowsTooDeepError(
+                        f"the table {table!r} holds rows nested too deep to read") from None
                 except OSError as exc:
                     raise InputError(f"cannot write the table {table!r} under {self.out}: "
                                      f"{exc.strerror or exc} - check --out.") from None
@@ -165,7 +172,7 @@ def _write_rows(rows: Iterable[Any], mask: Mask, *files: IO[str]) -> tuple[int, 
     head: list[str] = []
     count = 0
     for row in rows:
-        line = _ENCODER.encode(row if mask is None else mask(row))
+        line = _ENCODE(row if mask is None else mask(row))
         if count < HEAD_ROWS:
             head.append(line[:HEAD_CHARS])
         count += 1

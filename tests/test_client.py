@@ -23,7 +23,7 @@ IN_DOUBT = "the call may or may not have been carried out"
 CLOSED = "closed the connection before answering"
 SECRET = "s3cr3t-Token-4711"
 CRASH_TEXT = "MELBIS_AGENT_TEST\\CmdCrash failed: CmdCrash broke off, as it always does"
-DENIED_TEXT = "ACCESS_DENIED: the token is not known to this store"
+DENIED_TEXT = "ACCESS_DENIED: the token is not known to this store (HTTP 401 Unauthorized)"
 GARBAGE_TEXT = '<html><body><h1>502 Bad Gateway</h1></body></html>\n{"ok": tr'
 
 
@@ -173,7 +173,7 @@ def test_what_cannot_be_sent_is_refused_before_sending(tmp_path: Path) -> None:
         )
         with pytest.raises(InputError) as nan:
             c.tool_run(TEST, "CmdEcho", {"x": float("nan")})
-        assert nan.value.message.startswith("the call to MELBIS_AGENT_TEST\\CmdEcho holds a value JSON")
+        assert nan.value.message.startswith("the call to MELBIS_AGENT_TEST\\CmdEcho holds a number JSON")
         gone = tmp_path / "gone.jpg"
         with pytest.raises(InputError) as missing:
             c.tool_run("MELBIS_AGENT_IMPORT_FILES", "CmdAdd", files=[Attachment(gone, {})])

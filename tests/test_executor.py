@@ -60,10 +60,11 @@ def test_a_refusal_stops_the_pool_and_nothing_is_sent_after_it(store: Store, tmp
     assert [op["command"] for op in ops_of(store)] == ["CmdEcho", "CmdFail"]
 
 
-def test_a_crash_stops_the_pool_as_a_refusal_as_text(store: Store, tmp_path: Path) -> None:
+def test_a_crash_stops_the_pool_in_doubt_with_its_text(store: Store, tmp_path: Path) -> None:
+    """A crash's text does not say whether the command ran: the call is in doubt, not failed."""
     pool = make_pool(tmp_path, [step(TEST, "CmdCrash"), echo({"b": 2})])
     answer = run(pool, store, tmp_path / "out")
-    assert statuses(answer) == [(1, None, "failed")]
+    assert statuses(answer) == [(1, None, "in_doubt")]
     entry = answer["steps"][0]
     assert entry["message"] == "MELBIS_AGENT_TEST\\CmdCrash failed: CmdCrash broke off, as it always does"
     assert "detail" not in entry

@@ -113,15 +113,15 @@ def test_a_lost_answer_is_in_doubt_in_one_line_naming_the_store(
     ("garbage", GARBAGE.decode(), 1),
     ("crash", CRASH_TEXT, 0),
 ])
-def test_an_answer_that_is_not_json_is_a_refusal_as_text(store_factory: Any, tmp_path: Path, kind: str,
-                                                         text: str, ran: int) -> None:
+def test_an_answer_that_is_not_json_is_in_doubt_with_the_stores_text(
+        store_factory: Any, tmp_path: Path, kind: str, text: str, ran: int) -> None:
     store = store_factory("--fault", f"{kind}:1")
     pool = write_pool(tmp_path, [echo("first"), echo("second")], stop_on_error=False)
     proc = run(store.url, tmp_path, pool)
     assert proc.returncode == 1, proc.stderr
     answer = answer_of(proc)
     assert [(e["status"], e["result"], e["message"]) for e in answer["steps"]] == [
-        ("failed", False, text), ("failed", False, text)]
+        ("in_doubt", False, text), ("in_doubt", False, text)]
     assert "detail" not in answer["steps"][0]
     assert (answer["status"], answer["failed"], answer["not_run"]) == ("failed", 2, 0)
     # A cron log keeps one line per event, even when the store's text has line breaks.

@@ -156,7 +156,8 @@ def test_a_refused_token_is_not_shown(secret_store: Store, tmp_path: Path) -> No
                   "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "state" / "j.sqlite"),
                   "--log", str(tmp_path / "run.log"), "--json")
     assert proc.returncode == 1
-    assert answer_of(proc)["steps"][0]["message"] == "ACCESS_DENIED: the token is not known to this store"
+    assert answer_of(proc)["steps"][0]["message"] == (
+        "ACCESS_DENIED: the token is not known to this store (HTTP 401 Unauthorized)")
     for where in (proc.stdout, proc.stderr, *(p.read_bytes().decode("utf-8", "replace")
                                               for p in written(tmp_path))):
         assert "tok-WRONG-91ac33" not in where

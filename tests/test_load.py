@@ -67,21 +67,22 @@ def test_ten_thousand_steps_under_faults_then_a_clean_rerun(store_factory: Any, 
     statuses = {e["num"]: e["status"] for e in first["steps"]}
     assert len(first["steps"]) == STEPS
     counts = Counter(statuses.values())
-    assert set(counts) == {"completed", "failed", "in_doubt"}
+    # A crash's text does not say whether the command ran: it is in doubt, as a reset is.
+    assert set(counts) == {"completed", "in_doubt"}
     assert first["total"] == STEPS
     assert (first["succeeded"], first["failed"], first["skipped"], first["not_run"]) == (
-        counts["completed"], counts["failed"] + counts["in_doubt"], 0, 0)
+        counts["completed"], counts["in_doubt"], 0, 0)
+    crashed = {e["num"] for e in first["steps"]
+               if e["status"] == "in_doubt" and e["message"].endswith("(injected fault: crash)")}
     # Faults at 1% each: a few dozen of each kind, and nothing else went wrong.
-    assert 30 < counts["in_doubt"] < 200
-    assert 30 < counts["failed"] < 200
-    crashed = [e["message"] for e in first["steps"] if e["status"] == "failed"]
-    assert all(m.endswith("(injected fault: crash)") for m in crashed)
+    assert 30 < len(crashed) < 200
+    assert 30 < counts["in_doubt"] - len(crashed) < 200
     assert journal_of(tmp_path, 1) == statuses
 
     ran = ops_by_step(faulty)
     assert set(ran.values()) == {1}
     # A reset came after the command ran: in doubt, with an op. A crash came before it: no op.
-    assert set(ran) == {n for n, s in statuses.items() if s in ("completed", "in_doubt")}
+    assert set(ran) == {n for n, s in statuses.items() if s in ("completed", "in_doubt")} - crashed
     faulty.stop()
 
     sound = store_factory("--port", faulty.port, db=db, root=root)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pooler import strictjson
 from pooler.config import Target, resolve_target
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.redact import Redactor, short_warning
@@ -37,8 +37,8 @@ class Context:
 
     def emit_json(self, document: Any) -> None:
         """The one JSON document of ``--json``, secrets masked."""
-        # Written as it is encoded: a large answer never exists a second time as one string.
-        json.dump(self.redactor.value(document), self.stdout, ensure_ascii=False, indent=2)
+        # Strict JSON: a number no parser takes (NaN, Infinity) is written as a string.
+        self.stdout.write(strictjson.dumps(self.redactor.value(document), ensure_ascii=False, indent=2))
         self.stdout.write("\n")
         self.stdout.flush()
 
@@ -99,7 +99,7 @@ def add_store_options(parser: argparse.ArgumentParser, *, store_flag: str = "--s
     parser.add_argument("--insecure", action="store_true",
                         help="do not verify the store's TLS certificate (warns loudly every time)")
     parser.add_argument("--timeout", type=positive_float, metavar="SECONDS", default=None,
-                        help="how long to wait for an answer to one call (read timeout)")
+                        help="how long one call may take for its whole answer once sent (default 60)")
 
 
 def target(args: argparse.Namespace, ctx: Context) -> Target:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pooler import strictjson
 from pooler.errors import Problem
 from pooler.redact import Redactor
 
@@ -29,7 +29,7 @@ class Outcome:
 
 def answered(answer: dict[str, Any], *, is_error: bool) -> Outcome:
     """A JSON answer: its text in ``content`` and the object itself beside it."""
-    return Outcome(json.dumps(answer, ensure_ascii=False), answer, is_error)
+    return Outcome(strictjson.dumps(answer, ensure_ascii=False), answer, is_error)
 
 
 #: The fixes the engine's messages suggest name the command line; an agent has tools instead.

@@ -1,0 +1,207 @@
+"""Every kind of answer, met by ``pooler run`` and then by a rerun of the same task.
+
+Only an answer that proves the command was not carried out (the store's refusal, a 401/403, a
+429) lets the rerun send the key under a new round, a new Idempotency-Key the store takes for a
+new call.  After any other answer the command may have run: the rerun sends the same key, and a
+store that honours keys answers it from its first try, so the command runs once.  Kinds the
+reference store's ``--fault`` modes give are met there (its ops counted); the others come from a
+stand-in store in the test that records the keys it was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from helpers import ROOT, Store, answer_of, pooler, serve
+
+from pooler import answer_kinds
+
+TEST = "MELBIS_AGENT_TEST"
+GOOD = b'{"ok": true, "ms": 1, "data": {"result": true, "message": "done", "detail": {"id": 7}}}'
+IN_DOUBT = "the call may or may not have been carried out"
+
+
+def no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def strict(text: str) -> Any:
+    """What a strict JSON parser makes of ``text`` (NaN and Infinity refused)."""
+    return json.loads(text, parse_constant=no_constant)
+
+
+def write_pool(folder: Path, steps: list[dict[str, Any]], **options: Any) -> Path:
+    path = folder / "pool.json"
+    path.write_text(json.dumps({**options, "pool": steps}), encoding="utf-8")
+    return path
+
+
+def goods(**extra: Any) -> dict[str, Any]:
+    return {"name": "goods", "unit": TEST, "command": "CmdEcho", "key": "goods-G1",
+            "params": {"m": "G1"}, **extra}
+
+
+def run(url: str, tmp_path: Path, pool: Path, *extra: str, token: str = "demo"
+        ) -> subprocess.CompletedProcess[str]:
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n", encoding="utf-8")
+    return pooler("run", str(pool), "--store", url, "--token-file", str(token_file),
+                  "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"),
+                  "--task", "T1", "--json", *extra)
+
+
+# The reference store's faults: first run faulty, rerun against the same data sound.
+
+@pytest.mark.parametrize(("fault", "ran_first"), [
+    ("garbage", 1),   # the command ran, then the answer was not JSON
+    ("crash", 0),     # HTTP 500 text (before the command: pooler cannot know)
+    ("reset", 1),
+    ("truncate", 1),
+])
+def test_after_an_answer_that_may_have_run_the_rerun_sends_the_same_key_and_the_command_runs_once(
+        store_factory: Any, tmp_path: Path, fault: str, ran_first: int) -> None:
+    db, root = tmp_path / "shared.db", tmp_path / "shared-root"
+    faulty: Store = store_factory("--fault", f"{fault}:1", db=db, root=root)
+    pool = write_pool(tmp_path, [goods()])
+    first = run(faulty.url, tmp_path, pool)
+    assert first.returncode == 1, first.stderr
+    assert answer_of(first)["steps"][0]["status"] == "in_doubt"
+    assert len(faulty.ops()) == ran_first
+    faulty.stop()
+    sound: Store = store_factory(db=db, root=root)
+    again = run(sound.url, tmp_path, pool)
+    assert again.returncode == 0, again.stderr
+    assert answer_of(again)["steps"][0]["status"] == "completed"
+    # One key, one op: the rerun was answered from the first try's key, or ran it for the first time.
+    assert [op["idempotency_key"] for op in sound.ops()] == ["T1:goods-G1"]
+
+
+def test_a_timeout_is_in_doubt_and_the_rerun_sends_the_same_key(store_factory: Any, tmp_path: Path) -> None:
+    db, root = tmp_path / "shared.db", tmp_path / "shared-root"
+    slow: Store = store_factory("--fault", "slow:1", "--slow-ms", "3000", db=db, root=root)
+    pool = write_pool(tmp_path, [goods()])
+    first = run(slow.url, tmp_path, pool, "--timeout", "0.5")
+    assert answer_of(first)["steps"][0]["status"] == "in_doubt"
+    slow.stop()
+    sound: Store = store_factory(db=db, root=root)
+    again = run(sound.url, tmp_path, pool)
+    assert answer_of(again)["steps"][0]["status"] == "completed"
+    assert [op["idempotency_key"] for op in sound.ops()] == ["T1:goods-G1"]
+
+
+def test_a_refusal_is_not_carried_out_and_the_rerun_sends_a_new_key_round(store: Store,
+                                                                          tmp_path: Path) -> None:
+    pool = write_pool(tmp_path, [{"name": "add", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
+                                  "key": "cur-X", "params": {"skey": "XXX"}}])
+    first = run(store.url, tmp_path, pool)
+    assert answer_of(first)["steps"][0]["status"] == "failed"
+    fixed = write_pool(tmp_path, [{"name": "add", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
+                                   "key": "cur-X", "params": {"skey": "XXX", "name": "Ex"}}])
+    again = run(store.url, tmp_path, fixed)
+    assert answer_of(again)["steps"][0]["status"] == "completed"
+    keys = [op["idempotency_key"] for op in store.ops()]
+    assert len(keys) == 1
+    assert keys[0] != "T1:cur-X"
+    assert keys[0].startswith("T1:cur-X")
+
+
+# A stand-in store: answers from a list, then the good envelope; records every key it was sent.
+
+class Scripted(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    answers: ClassVar[list[tuple[int, dict[str, str], bytes]]] = []
+    keys: ClassVar[list[str | None]] = []
+    arrived: ClassVar[threading.Event] = threading.Event()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).keys.append(self.headers.get("Idempotency-Key"))
+        type(self).arrived.set()
+        status, headers, body = type(self).answers.pop(0) if type(self).answers else (200, {}, GOOD)
+        self.send_response(status)
+        headers = {"Content-Type": "application/json", **headers}
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[str, type[Scripted]]]:
+    handler = type("Handler", (Scripted,), {"answers": [], "keys": [], "arrived": threading.Event()})
+    with serve(handler) as url:
+        yield url, handler
+
+
+# A secret (the token "demo") deep inside: masking it would walk every level.
+DEEP = (b'{"ok": true, "data": {"result": true, "message": "", "detail": '
+        + b"[" * 600 + b'"demo"' + b"]" * 600 + b"}}")
+# Over 64 KB, so its rows are read one at a time as they are written: the deep one among them.
+DEEP_ROWS = (b'{"ok": true, "data": {"result": true, "message": "", "tables": {"t": ['
+             + b", ".join(b'{"n": %d}' % n for n in range(8000))
+             + b", " + b"[" * 600 + b'"demo"' + b"]" * 600 + b"]}}}")
+IN_DOUBT_ANSWERS = {
+    "crash text": (500, {"Content-Type": "text/plain"}, b"MELBIS_AGENT_TEST\\CmdEcho failed: boom"),
+    "502": (502, {"Content-Type": "text/html"}, b"<html>502 Bad Gateway</html>"),
+    "504": (504, {"Content-Type": "text/html"}, b"<html>504 Gateway Time-out</html>"),
+    "503 without Retry-After": (503, {"Content-Type": "text/html"}, b"<html>503</html>"),
+    "html": (200, {"Content-Type": "text/html"}, b"<html>hello</html>"),
+    "cut JSON": (200, {}, b'{"ok": true, "data": {"result": tr'),
+    "not the envelope": (200, {}, b'[1, 2, 3]'),
+    "no result": (200, {}, b'{"ok": true, "data": {"message": "hm"}}'),
+    "too deep": (200, {}, DEEP),
+    "too deep rows": (200, {}, DEEP_ROWS),
+}
+NOT_RUN_ANSWERS = {
+    "refusal": (200, {}, b'{"ok": true, "data": {"result": false, "message": "No."}}'),
+    "401": (401, {}, b'{"ok": false, "error": "ACCESS_DENIED: who?"}'),
+    "403 html": (403, {"Content-Type": "text/html"}, b"<html>Forbidden</html>"),
+    "429": (429, {"Retry-After": "0"}, b"slow down"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_DOUBT_ANSWERS))
+def test_an_answer_after_which_the_command_may_have_run_is_in_doubt_and_keeps_its_key(
+        scripted: tuple[str, type[Scripted]], tmp_path: Path, name: str) -> None:
+    url, handler = scripted
+    handler.answers.append(IN_DOUBT_ANSWERS[name])
+    pool = write_pool(tmp_path, [goods()])
+    first = run(url, tmp_path, pool)
+    assert first.returncode == 1, first.stderr
+    assert answer_of(first)["steps"][0]["status"] == "in_doubt"
+    again = run(url, tmp_path, pool)
+    assert again.returncode == 0, again.stderr
+    assert answer_of(again)["steps"][0]["status"] == "completed"
+    assert handler.keys == ["T1:goods-G1", "T1:goods-G1"]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_RUN_ANSWERS))
+def test_an_answer_that_proves_the_command_did_not_run_lets_the_rerun_send_a_new_key_round(
+        scripted: tuple[str, type[Scripted]], tmp_path: Path, name: str) -> None:
+    url, handler = scripted
+    # Three of them: a 429 is waited for and sent again while the step's attempts last.
+    handler.answers.extend([NOT_RUN_ANSWERS[name]] * (3 if name == "429" else 1))
+    pool = write_pool(tmp_path, [goods()])
+    first = run(url, tmp_path, pool)
+    assert first.returncode == 1, first.stderr
+    assert answer_of(first)["steps"][0]["status"] == "failed"
+    sent = len(handler.keys)
+    again = run(url, tmp_path, pool)
+    assert answer_of(again)["steps"][0]["status"] == "completed"
+    assert set(handler.keys[:sent]) == {"T1:goods-G1"}
+    assert handler.keys[sent] not in (None, "T1:goods-G1")
+
+
+def test_the_readme_shows_the_table_of_answer_kinds() -> None:
+    assert answer_kinds.table() in (ROOT / "README.md").read_text(encoding="utf-8")
