@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler, serve
+from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, serve
 
 from pooler import answer_kinds
 
@@ -48,7 +48,7 @@ def goods(**extra: Any) -> dict[str, Any]:
             "params": {"m": "G1"}, **extra}
 
 
-def run(url: str, tmp_path: Path, pool: Path, *extra: str, token: str = "demo"
+def run(url: str, tmp_path: Path, pool: Path, *extra: str, token: str = STORE_TOKEN
         ) -> subprocess.CompletedProcess[str]:
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n", encoding="utf-8")
@@ -75,7 +75,7 @@ def test_after_an_answer_that_may_have_run_the_rerun_sends_the_same_key_and_the_
     assert answer_of(first)["steps"][0]["status"] == "in_doubt"
     assert len(faulty.ops()) == ran_first
     faulty.stop()
-    sound: Store = store_factory(db=db, root=root)
+    sound: Store = store_factory("--port", faulty.port, db=db, root=root)
     again = run(sound.url, tmp_path, pool)
     assert again.returncode == 0, again.stderr
     assert answer_of(again)["steps"][0]["status"] == "completed"
@@ -90,7 +90,7 @@ def test_a_timeout_is_in_doubt_and_the_rerun_sends_the_same_key(store_factory: A
     first = run(slow.url, tmp_path, pool, "--timeout", "0.5")
     assert answer_of(first)["steps"][0]["status"] == "in_doubt"
     slow.stop()
-    sound: Store = store_factory(db=db, root=root)
+    sound: Store = store_factory("--port", slow.port, db=db, root=root)
     again = run(sound.url, tmp_path, pool)
     assert answer_of(again)["steps"][0]["status"] == "completed"
     assert [op["idempotency_key"] for op in sound.ops()] == ["T1:goods-G1"]
@@ -144,13 +144,13 @@ def scripted() -> Iterator[tuple[str, type[Scripted]]]:
         yield url, handler
 
 
-# A secret (the token "demo") deep inside: masking it would walk every level.
+# A secret (the token) deep inside: masking it would walk every level.
 DEEP = (b'{"ok": true, "data": {"result": true, "message": "", "detail": '
-        + b"[" * 600 + b'"demo"' + b"]" * 600 + b"}}")
+        + b"[" * 600 + b'"%s"' % STORE_TOKEN.encode() + b"]" * 600 + b"}}")
 # Over 64 KB, so its rows are read one at a time as they are written: the deep one among them.
 DEEP_ROWS = (b'{"ok": true, "data": {"result": true, "message": "", "tables": {"t": ['
              + b", ".join(b'{"n": %d}' % n for n in range(8000))
-             + b", " + b"[" * 600 + b'"demo"' + b"]" * 600 + b"]}}}")
+             + b", " + b"[" * 600 + b'"%s"' % STORE_TOKEN.encode() + b"]" * 600 + b"]}}}")
 IN_DOUBT_ANSWERS = {
     "crash text": (500, {"Content-Type": "text/plain"}, b"MELBIS_AGENT_TEST\\CmdEcho failed: boom"),
     "502": (502, {"Content-Type": "text/html"}, b"<html>502 Bad Gateway</html>"),

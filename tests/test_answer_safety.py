@@ -189,7 +189,7 @@ def test_numbers_json_cannot_carry_are_strings_in_mcp_answers(tmp_path: Path) ->
             found["answer"] = mcp_answer(result)
 
     with serve(handler) as url:
-        stand_in = Store(url=url, proc=None, db=tmp_path / "none", root=tmp_path)  # type: ignore[arg-type]
+        stand_in = Store(url=url, proc=None, db=tmp_path / "none", root=tmp_path, token="stand-in-token")  # type: ignore[arg-type]
         anyio.run(scenario)
     assert strict(found["text"])["detail"] == ODD_DETAIL
 
@@ -243,7 +243,7 @@ def test_many_huge_answers_side_by_side_are_held_in_bounded_memory_together(stor
                                                                              tmp_path: Path) -> None:
     store = store_factory("--fault", "huge:1")
     token = tmp_path / "token"
-    token.write_text("demo\n", encoding="utf-8")
+    token.write_text(store.token + "\n", encoding="utf-8")
     steps = [{"name": f"s{n}", "unit": TEST, "command": "CmdEcho", "params": {"m": n}} for n in range(16)]
     pool = write_pool(tmp_path, steps, mode="parallel", max_concurrency=16)
     status, peak_kib, out, err = run_measured(
