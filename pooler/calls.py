@@ -21,6 +21,7 @@ from pooler.callargs import read_jsonl_fields
 from pooler.client import Reply, ToolRunClient
 from pooler.errors import PoolerError, StoreError
 from pooler.journal import CallId, CallRecord, Journal
+from pooler.journal_timeline import epoch_ms
 from pooler.model import Retry, Step
 from pooler.redact import Redactor
 from pooler.refs import Ref, apply_refs
@@ -247,6 +248,7 @@ class CallRunner:
         step = call.plan.step
         self.reporter.step_started(step, ready.number)
         record = self.journal.record_sent(ready.ids) if ready.key is not None else None
+        sent_ms = epoch_ms()
         try:
             reply, retried = self._send(ready)
         except StoreError as exc:
@@ -255,7 +257,7 @@ class CallRunner:
             if exc.sent:
                 entry["step_id"] = ready.ids.step_id
             entry = self.redactor.value({**entry, "result": False, "message": exc.message})
-            self._done(ready, record, status, entry, sent=exc.sent)
+            self._done(ready, record, status, entry, sent=exc.sent, sent_ms=sent_ms)
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
                            in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
         data = reply.data
@@ -272,16 +274,16 @@ class CallRunner:
         entry = self._entry(ready, status, reply, tables, note)
         entry = self.redactor.value(entry)
         detail = data.get("detail")
-        self._done(ready, record, status, entry, sent=True)
+        self._done(ready, record, status, entry, sent=True, sent_ms=sent_ms)
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
                        in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted)
 
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,
-              sent: bool) -> None:
+              sent: bool, sent_ms: int) -> None:
         if record is not None:
             self.journal.record_done(record, status, entry)
         else:
-            self.journal.record(ready.ids, status, entry, sent=sent)
+            self.journal.record(ready.ids, status, entry, sent=sent, sent_ms=sent_ms)
 
     def _send(self, ready: Prepared) -> tuple[Reply, bool]:
         """The reply, and whether a try whose answer was lost was tried again."""

@@ -25,6 +25,7 @@ from pooler.commands.common import (
     render_error,
 )
 from pooler.commands.plan import show_plan
+from pooler.commands.run_files import add_run_files, check_run_files, write_run_files
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
 from pooler.executor import RunConfig, StopSignal, run_pool
 from pooler.journal import Journal, default_journal_path
@@ -80,6 +81,7 @@ def register(sub: Any) -> None:
                        help="start no new calls after the first failure (default: on)")
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
                        help="inline every call's answer in the answer (default: on)")
+    add_run_files(parser)
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     parser.add_argument("--log", metavar="FILE", help="also append plain timestamped lines to FILE")
     add_traceback(parser)
@@ -130,6 +132,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     pool, variables = prepare(args, ctx)
     if args.dry_run:
         return show_plan(pool, variables, args, ctx)
+    check_run_files(args)
     journal_path = Path(args.journal) if args.journal else default_journal_path()
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
@@ -152,6 +155,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
                      f"'pooler runs --journal {journal_path}' lists the task.")
             return 1
+        write_run_files(args, ctx, journal, answer, args.pool)
     if args.json:
         ctx.emit_json(answer)
     if interrupts.signum is not None:

@@ -15,6 +15,7 @@ from pooler.commands.common import Context, add_json, add_traceback, positive_in
 from pooler.errors import JournalError
 from pooler.journal import Journal, TaskRow, default_journal_path
 from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
+from pooler.report_html import write_report
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +45,9 @@ def register(sub: Any) -> None:
     )
     show.add_argument("task", metavar="TASK", help="the task id, as 'pooler runs' lists it")
     add_journal(show)
+    show.add_argument("--html", metavar="FILE",
+                      help="write the task's report to FILE instead: one self-contained HTML page (a "
+                           "timeline of the calls, per-step times, failures, calls in doubt, tables)")
     add_json(show, "the recorded answer")
     add_traceback(show)
     show.set_defaults(handler=handle_show)
@@ -94,6 +98,11 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
         if row is None:
             raise JournalError(f"no task {args.task} in the journal {journal.path} - "
                                "'pooler runs' lists the tasks it holds.")
+        if args.html:
+            # From the calls the journal holds, so a task that was killed has a report too.
+            write_report(journal, args.task, Path(args.html))
+            ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
+            return 0
         answer = journal.answer(args.task)
     if answer is None:
         raise JournalError(f"task {args.task} has no recorded answer: it is {row.status} "
