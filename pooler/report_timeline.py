@@ -41,6 +41,7 @@ class Shape:
     title: str = ""
     step: int = 0
     group: int | None = None
+    lane: int = 0
 
 
 @dataclass
@@ -162,7 +163,8 @@ def _bars(t: Timeline, calls: list[CallRow], steps: dict[int, StepInfo]) -> None
         x = ((call.sent or start) - start) * scale
         w = max(((call.done or end) - (call.sent or start)) * scale, 1.0)
         t.shapes.append(Shape(x, t.lane_y[call.lane or 0], w, LANE, status_of(call),
-                              describe(call, steps[call.num], end), step=order[call.num], group=group))
+                              describe(call, steps[call.num], end), step=order[call.num], group=group,
+                              lane=call.lane or 0))
     t.groups = list(groups)
 
 
@@ -210,7 +212,7 @@ def _flush(t: Timeline, run: tuple[int, int, str, Counter[str]] | None, start: i
     last = start + round((cell + cells) * ms_per_cell)
     title = (f"slot {lane + 1} · {clock(first)} to {clock(last)}\n"
              f"{_tally(counts)} (a call over several cells is counted in each)")
-    t.shapes.append(Shape(cell * CELL, t.lane_y[lane], cells * CELL, LANE, worst, title))
+    t.shapes.append(Shape(cell * CELL, t.lane_y[lane], cells * CELL, LANE, worst, title, lane=lane))
 
 
 def _tally(counts: Counter[str]) -> str:
