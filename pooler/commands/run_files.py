@@ -27,7 +27,8 @@ def check_run_files(args: argparse.Namespace) -> None:
     for flag in ("report", "junit"):
         name = getattr(args, flag, None)
         if name and not Path(name).absolute().parent.is_dir():
-            raise UsageError(f"--{flag} {name}: the folder {Path(name).absolute().parent} does not exist")
+            raise UsageError(f"--{flag} {name}: the folder {Path(name).absolute().parent} does not exist - "
+                             "create it, or name a file in a folder that exists")
 
 
 def write_run_files(args: argparse.Namespace, ctx: Context, journal: Journal,
