@@ -95,7 +95,8 @@ def test_a_report_into_a_missing_folder_is_refused_before_anything_is_sent(store
         assert proc.returncode == 2
         refusal = (f"pooler: {flag} {target}: the folder {target.parent} does not exist - create it, "
                    "or name a file in a folder that exists")
-        assert proc.stderr.splitlines() == [refusal, "pooler: refused before the first step; nothing was sent."]
+        assert proc.stderr.splitlines() == [refusal,
+                                            "pooler: refused before the first step; nothing was sent."]
     assert store.ops() == []
 
 
