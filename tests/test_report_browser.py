@@ -59,6 +59,8 @@ def test_a_small_completed_pool(store: Store, tmp_path: Path, browser: Browser) 
     got = browser.open(tmp_path / "report.html")
     page = Elements(got.dom)
     assert got.requests == []
+    # The page's own script ran: its hash in the Content-Security-Policy is right.
+    assert page.having("html", data_script="ran")
     text = page.all_text()
     assert f"pooler report: task {task} completed" in " ".join(text.split())
     assert "4 in all: 4 completed, 0 failed, 0 in doubt, 0 skipped, 0 not run" in " ".join(text.split())
@@ -79,7 +81,12 @@ def test_a_small_completed_pool(store: Store, tmp_path: Path, browser: Browser) 
 
 
 def test_a_parallel_pool_with_serialize_on(store: Store, tmp_path: Path, browser: Browser) -> None:
-    proc = run(store, tmp_path, ORDERS)
+    # A copy, so that the screenshot names no folder of this checkout.
+    pools = tmp_path / "pools"
+    (pools / "data").mkdir(parents=True)
+    shutil.copyfile(ORDERS, pools / "orders.yaml")
+    shutil.copyfile(ORDERS.parent / "data" / "orders.csv", pools / "data" / "orders.csv")
+    proc = run(store, tmp_path, pools / "orders.yaml")
     assert proc.returncode == 0, proc.stderr
     got = browser.open(tmp_path / "report.html")
     assert got.requests == []
