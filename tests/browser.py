@@ -68,6 +68,85 @@ class Browser:
         return requests
 
 
+    def evaluate(self, path: Path, expression: str) -> Any:
+        """The value of ``expression`` evaluated in the loaded page (DevTools over a pipe)."""
+        self.runs += 1
+        reads, to_browser = os.pipe()
+        from_browser, writes = os.pipe()
+
+        def fds() -> None:  # the pipe protocol: Chromium reads fd 3 and writes fd 4
+            os.dup2(reads, 3)
+            os.dup2(writes, 4)
+
+        profile = self.folder / f"profile-{self.runs}"
+        # preexec_fn only dup2()s, which is safe after fork even with threads about.
+        proc = subprocess.Popen([self.exe, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
+                                 "about:blank"], pass_fds=(3, 4), preexec_fn=fds,  # noqa: PLW1509
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(reads)
+        os.close(writes)
+        try:
+            with os.fdopen(to_browser, "wb") as out, os.fdopen(from_browser, "rb") as back:
+                devtools = DevTools(out, back)
+                targets = devtools.call("Target.getTargets")["targetInfos"]
+                page = next(t for t in targets if t["type"] == "page")
+                session = devtools.call("Target.attachToTarget", targetId=page["targetId"],
+                                        flatten=True)["sessionId"]
+                devtools.call("Page.enable", session)
+                devtools.call("Page.navigate", session, url=path.absolute().as_uri())
+                devtools.wait_for("Page.loadEventFired")
+                value = devtools.evaluate(session, expression)
+                devtools.call("Browser.close")
+        finally:
+            proc.wait(timeout=60)
+        return value
+
+
+class DevTools:
+    """Chromium's DevTools protocol over ``--remote-debugging-pipe``: JSON messages ended by NUL."""
+
+    def __init__(self, out: Any, back: Any) -> None:
+        self.out = out
+        self.back = back
+        self.buffer = b""
+        self.last = 0
+        self.events: list[str] = []
+
+    def call(self, method: str, session: str | None = None, **params: Any) -> Any:
+        self.last += 1
+        message: dict[str, Any] = {"id": self.last, "method": method, "params": params}
+        if session is not None:
+            message["sessionId"] = session
+        self.out.write(json.dumps(message).encode() + b"\0")
+        self.out.flush()
+        while True:
+            answer = self._next()
+            if answer.get("id") == self.last:
+                assert "error" not in answer, answer
+                return answer.get("result")
+
+    def wait_for(self, event: str) -> None:
+        """Until Chromium tells ``event`` (kept if it came while waiting for an answer)."""
+        while event not in self.events:
+            self._next()
+
+    def _next(self) -> dict[str, Any]:
+        while b"\0" not in self.buffer:
+            chunk = os.read(self.back.fileno(), 1 << 16)
+            assert chunk, "Chromium closed the DevTools pipe"
+            self.buffer += chunk
+        raw, self.buffer = self.buffer.split(b"\0", 1)
+        message: dict[str, Any] = json.loads(raw)
+        if "method" in message:
+            self.events.append(message["method"])
+        return message
+
+    def evaluate(self, session: str, expression: str) -> Any:
+        found = self.call("Runtime.evaluate", session, expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in found, found
+        return found["result"].get("value")
+
+
 def page_requests(netlog: Path) -> list[str]:
     """URLs of the requests a page started: Chromium's own carry no origin as their initiator."""
     log = json.loads(netlog.read_text(encoding="utf-8"))
@@ -88,13 +167,25 @@ class Elements(HTMLParser):
         super().__init__()
         self.elements: list[tuple[str, dict[str, str]]] = []
         self.text: list[str] = []
+        #: The text of every <title> in the page's body: the hover texts of the timeline.
+        self.titles: list[str] = []
+        self._in_title = False
         self.feed(dom)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.elements.append((tag, {k: v or "" for k, v in attrs}))
+        if tag == "title" and any(t == "svg" for t, _ in self.elements):
+            self._in_title = True
+            self.titles.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
+        if self._in_title:
+            self.titles[-1] += data
 
     def having(self, tag: str, cls: str = "", **attrs: Any) -> list[dict[str, str]]:
         out = []

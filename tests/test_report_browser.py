@@ -117,6 +117,31 @@ def test_a_parallel_pool_with_serialize_on(store: Store, tmp_path: Path, browser
         shutil.copyfile(shot, ROOT / "docs" / "report.png")
 
 
+CLICK = """(() => {
+  const bars = document.querySelectorAll("rect.bar");
+  const shown = [];
+  for (const i of [2, 5]) {
+    bars[i].dispatchEvent(new MouseEvent("click", {bubbles: true}));
+    shown.push(document.getElementById("detail-1").textContent);
+  }
+  return {shown, picked: [...document.querySelectorAll("rect.picked")].map(r => [...bars].indexOf(r))};
+})()"""
+
+
+def test_a_click_keeps_a_calls_details_below_the_timeline(store: Store, tmp_path: Path,
+                                                         browser: Browser) -> None:
+    proc = run(store, tmp_path, ORDERS)
+    assert proc.returncode == 0, proc.stderr
+    page = Elements((tmp_path / "report.html").read_text(encoding="utf-8"))
+    titles = [t for t in page.titles if "\nsent " in t]
+    assert len(titles) == 8
+    got = browser.evaluate(tmp_path / "report.html", CLICK)
+    assert got["picked"] == [5]
+    assert got["shown"] == [titles[2], titles[5]]
+    assert got["shown"][0].startswith("step 1 order MELBIS_AGENT_ORDER.CmdAdd\nrow ")
+    assert "serialize_on" in got["shown"][0]
+
+
 def _seed(calls: int, lo: int, hi: int) -> tuple[int, int]:
     for seed in range(1000):
         rng = random.Random(seed)
