@@ -6,10 +6,14 @@ from __future__ import annotations
 import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from browser import Elements
 from helpers import Store, answer_of, pooler
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
+
+from pooler.journal import CallId, Journal
+from pooler.journal_timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
 
@@ -127,3 +131,42 @@ def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path
     skipped = after.find("skipped")
     assert skipped is not None
     assert "@each" in (skipped.get("message") or "")
+
+
+def test_a_killed_run_reports_its_unanswered_call_in_doubt(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    with Journal(path) as journal:
+        task = journal.new_task(tmp_path / "p.yaml", "killed")
+        journal.record_run(task, 1, {"store": "http://127.0.0.1:9", "mode": "parallel", "width": 2,
+                                     "steps": [{"num": 1, "name": "add", "unit": "U", "command": "CmdAdd",
+                                                "over_rows": True}]})
+        journal.record(CallId(task, 1, 1, 0, None, "killed-1-0-1", lane=0), "completed",
+                       {"num": 1, "row": 0, "message": "added"}, sent=True, sent_ms=epoch_ms())
+        journal.record_sent(CallId(task, 1, 1, 1, "k1", "killed-1-1-1", lane=1))
+    report = tmp_path / "r.html"
+    proc = pooler("show", "killed", "--journal", str(path), "--html", str(report))
+    assert proc.returncode == 0, proc.stderr
+    page = Elements(report.read_text(encoding="utf-8"))
+    text = " ".join(page.all_text().split())
+    assert "1 call in doubt" in text
+    assert "not finished (still running, or killed)" in text
+    assert [(b["data-lane"], b["class"]) for b in page.having("rect", "bar")] == [
+        ("1", "tip bar completed"), ("2", "tip bar in_doubt")]
+    assert any("answered no answer recorded" in t for t in page.titles)
+
+
+def test_a_task_run_twice_shows_each_run_newest_first(store_factory: Any, tmp_path: Path) -> None:
+    faulty = store_factory("--fault", "reset:1")
+    args = ["--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"), "--task", "twice",
+            "--report", str(tmp_path / "r.html")]
+    first = pooler("run", "pools/demo.yaml", "--store", faulty.url, *args, env={"POOLER_TOKEN": "demo"})
+    assert first.returncode == 1, first.stderr
+    faulty.stop()
+    good = store_factory()
+    again = pooler("run", "pools/demo.yaml", "--store", good.url, *args, "--in-doubt", "retry",
+                   env={"POOLER_TOKEN": "demo"})
+    assert again.returncode == 0, again.stderr
+    page = Elements((tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert [s["id"] for s in page.having("section", "run")] == ["run-2", "run-1"]
+    assert "Run 2 (the latest)" in page.all_text()
+    assert page.having("section", id="in-doubt") == []
