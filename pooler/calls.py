@@ -22,6 +22,7 @@ from pooler.callargs import read_jsonl_fields
 from pooler.client import MAX_RETRY_AFTER, Reply, ToolRunClient
 from pooler.errors import PoolerError, StoreError
 from pooler.journal import CallId, CallRecord, Journal
+from pooler.journal_timeline import epoch_ms
 from pooler.keys import chunk_key, chunk_span, idempotency_header
 from pooler.model import Retry, Step
 from pooler.redact import Redactor
@@ -294,6 +295,7 @@ class CallRunner:
         # Reported once the journal has taken the call: a journal that fails before (a full disk)
         # leaves the call unsent and uncounted.
         self.reporter.step_started(step, ready.number)
+        sent_ms = epoch_ms()
         try:
             reply, retried = self._send(ready)
         except StoreError as exc:
@@ -303,7 +305,7 @@ class CallRunner:
             if exc.sent:
                 entry["step_id"] = ready.ids.step_id
             entry = self.redactor.value({**entry, "result": False, "message": exc.message})
-            self._done(ready, record, status, entry, sent=exc.sent)
+            self._done(ready, record, status, entry, sent=exc.sent, sent_ms=sent_ms)
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
                            in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
         data = reply.data
@@ -325,7 +327,7 @@ class CallRunner:
         entry = self.redactor.value(entry)
         reply.release()
         detail = data.get("detail")
-        self._done(ready, record, status, entry, sent=True, retried=retried)
+        self._done(ready, record, status, entry, sent=True, sent_ms=sent_ms, retried=retried)
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
                        in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted)
 
@@ -361,7 +363,7 @@ class CallRunner:
         return Outcome(call, "in_doubt", entry, None, step_id=found.step_id)
 
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,
-              sent: bool, retried: bool = False) -> None:
+              sent: bool, sent_ms: int, retried: bool = False) -> None:
         doubted = ready.doubted or (ready.ids.step_id if retried else None)
         if doubted is not None:
             # The journal remembers that this call settled one found in doubt, so the answer of a
@@ -370,7 +372,7 @@ class CallRunner:
         if record is not None:
             self.journal.record_done(record, status, entry)
         else:
-            self.journal.record(ready.ids, status, entry, sent=sent)
+            self.journal.record(ready.ids, status, entry, sent=sent, sent_ms=sent_ms)
 
     def _send(self, ready: Prepared) -> tuple[Reply, bool]:
         """The reply, and whether a try whose answer was lost was tried again."""

@@ -232,6 +232,11 @@ class ToolRunClient:
     def __repr__(self) -> str:
         return f"ToolRunClient(store={self._shown!r})"
 
+    @property
+    def shown_url(self) -> str:
+        """The store's URL as messages and reports show it: never with a password."""
+        return self._safe
+
     def __enter__(self) -> ToolRunClient:
         return self
 

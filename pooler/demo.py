@@ -77,6 +77,8 @@ def stop_store(proc: subprocess.Popen[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     out = Path(args.out)
+    report = out / "report.html"
+    out.mkdir(parents=True, exist_ok=True)
     say = sys.stderr.write
     # A fresh token per demo, given to the store and to pooler alike.
     token = "demo-" + secrets.token_hex(16)
@@ -88,17 +90,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ExitStatus.FAILED
         try:
             say(f"pooler demo: the reference store is up at {url} (its data lives in {tmp})\n")
-            say(f"pooler demo: pooler run {shown(args.pool)} --store {url} --out {out} --json\n\n")
+            say(f"pooler demo: pooler run {shown(args.pool)} --store {url} --out {out} --report {report} "
+                "--json\n\n")
             environ = {**os.environ, "POOLER_TOKEN": token}
             status = pooler_main(
                 ["run", shown(args.pool), "--store", url, "--out", str(out),
-                 "--journal", str(out / "journal.sqlite"), "--json"],
+                 "--journal", str(out / "journal.sqlite"), "--report", str(report), "--json"],
                 environ=environ,
             )
         finally:
             stop_store(proc)
     say(f"\npooler demo: exit status {status}; the tables are in {out / 'tables'}.\n"
         f"pooler demo: 'pooler runs --journal {out / 'journal.sqlite'}' lists this run.\n")
+    if report.is_file():
+        say(f"pooler demo: the run's report is {report.absolute()} - open it in a browser "
+            f"(file://{report.absolute()}).\n")
     return status
 
 

@@ -48,6 +48,7 @@ from pooler.calls import Call, CallRunner, StepPlan
 from pooler.client import ToolRunClient
 from pooler.errors import InputError, JournalError, Problem
 from pooler.journal import Journal, pool_identity
+from pooler.journal_timeline import run_facts
 from pooler.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.refs import refs_to, unescape_all
@@ -117,6 +118,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
         base = pool_base(pool)
         runs = _plan(pool, base, config.sample, keep_tables=rerun and not clear)
         task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
+        journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client)))
         writer = TableWriter(config.out)
         if clear:
             writer.clear_step_tables()

@@ -24,6 +24,7 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.errors import JournalError
+from pooler.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = ("completed", "failed", "in_doubt", "skipped", "not_run")
@@ -148,6 +149,10 @@ class CallId:
     #: A keyed call's round: 1 at first, one more after each refusal, so a task run again sends a
     #: refused call anew instead of getting the refusal the store kept for its Idempotency-Key.
     round: int = 1
+    #: The concurrent slot the call ran in (0 to width - 1), for the report's timeline.
+    lane: int | None = None
+    #: Its ``serialize_on`` value (masked), when the pool has one.
+    serial: str | None = None
 
 
 @dataclass(frozen=True)
@@ -285,6 +290,7 @@ class Journal:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._upgrade()
+            migrate(self._db)
         except sqlite3.Error as exc:
             self._db.close()
             raise JournalError(
@@ -520,38 +526,58 @@ class Journal:
             if found is not None and found.id != seen:
                 return found
             return int(db.execute(
-                "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?)",
+                "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, "
+                "serial, sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?)",
                 (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id,
-                 _now())).lastrowid or 0)
+                 _now(), call.lane, call.serial, epoch_ms())).lastrowid or 0)
 
     def record_sent(self, call: CallId) -> int:
         """A call is about to leave; committed before it does.  Returns the record's id."""
         return self._write(
-            "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?)",
-            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, _now()))
+            "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, serial, "
+            "sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?)",
+            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, _now(),
+             call.lane, call.serial, epoch_ms()))
 
     def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
         """The entry of a call recorded with ``record_sent`` (already redacted)."""
         body, detail = _split(result)
-        self._write("UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ? WHERE id = ?",
-                    (status, _now(), body, detail, record_id))
+        self._write("UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ?, done_ms = ? "
+                    "WHERE id = ?", (status, _now(), body, detail, epoch_ms(), record_id))
 
     def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
-               sent: bool = False, in_doubt: bool = False) -> None:
+               sent: bool = False, in_doubt: bool = False, sent_ms: int | None = None) -> None:
         """A call's whole record in one statement: unkeyed calls, and calls never sent.
 
         ``call.step_id`` is the id of the call that reached the store: for a call skipped or
-        stopped because of an earlier record, the earlier call's id.
+        stopped because of an earlier record, the earlier call's id.  ``sent_ms`` is when a call
+        that was sent left (epoch milliseconds): the report's timeline draws it from there.
         """
         now = _now()
         body, detail = _split(result)
         self._write(
             "INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, "
-            "done_at, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "done_at, result, detail, lane, serial, sent_ms, done_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, status,
-             int(in_doubt), now if sent else None, now, body, detail))
+             int(in_doubt), now if sent else None, now, body, detail, call.lane, call.serial,
+             sent_ms if sent else None, epoch_ms() if sent else None))
+
+    def record_run(self, task_id: str, run: int, facts: dict[str, Any]) -> None:
+        """What the report needs to know of one run of a task: the store, the batch options, the
+        steps (already masked)."""
+        self._write(RECORD_RUN, run_row(task_id, run, facts))
+
+    def cursor(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of a read-only query one at a time (the report reads 100,000 calls this way).
+
+        The journal's lock is held while the rows are read: finish the iteration promptly.
+        """
+        with self._lock:
+            try:
+                yield from self._db.execute(sql, args)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
 
     def calls(self, task_id: str) -> list[dict[str, Any]]:
         """Every record of the task, oldest first (for ``pooler show`` and tests)."""

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pooler.answer import Collector
@@ -95,6 +95,7 @@ class Scheduler:
         self._inflight = 0
         self._number = 0
         self._busy: Counter[str] = Counter()
+        self._free = set(range(self.width))
         self._cond = threading.Condition()
         self._arrived: list[_Arrival] = []
         self._first = 0
@@ -223,6 +224,11 @@ class Scheduler:
     def _start(self, run: StepRun, ready: Prepared) -> None:
         self._number += 1
         ready.number = self._number
+        # The lowest free slot: the report's timeline draws one lane per slot.
+        lane = min(self._free)
+        self._free.discard(lane)
+        serial = None if ready.serial is None else self.runner.redactor.text(ready.serial)
+        ready.ids = replace(ready.ids, lane=lane, serial=serial)
         run.inflight += 1
         self._inflight += 1
         if ready.serial is not None:
@@ -243,6 +249,8 @@ class Scheduler:
     def _complete(self, run: StepRun, ready: Prepared, got: Future[Outcome] | Outcome) -> None:
         run.inflight -= 1
         self._inflight -= 1
+        if ready.ids.lane is not None:
+            self._free.add(ready.ids.lane)
         if ready.serial is not None:
             self._busy[ready.serial] -= 1
         # A worker's exception is a bug: it surfaces here, on the caller's thread.

@@ -28,6 +28,10 @@ def test_the_demo_runs_the_demo_pool_against_its_own_store(tmp_path: Path) -> No
     assert "pooler demo: the reference store is up at http://127.0.0.1:" in proc.stderr
     assert "pool completed: 4 calls, 4 succeeded" in proc.stderr
     assert "pooler demo: exit status 0" in proc.stderr
+    report = (out / "report.html").absolute()
+    said = f"pooler demo: the run's report is {report} - open it in a browser (file://{report})."
+    assert said in proc.stderr
+    assert "<svg class=\"tl\"" in report.read_text(encoding="utf-8")
     # The store was stopped and its temporary folder removed.
     folder = proc.stderr.split("(its data lives in ", 1)[1].split(")", 1)[0]
     assert not Path(folder).exists()

@@ -25,6 +25,7 @@ from pooler.commands.common import (
     render_error,
 )
 from pooler.commands.plan import show_plan
+from pooler.commands.run_files import add_run_files, check_run_files, write_run_files
 from pooler.commands.run_shared import add_shared_options, handle_shared
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
 from pooler.executor import RunConfig, StopSignal, run_pool
@@ -86,6 +87,7 @@ def register(sub: Any) -> None:
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
                        help="inline every call's answer in the answer (default: on)")
     add_shared_options(parser)
+    add_run_files(parser)
     parser.add_argument("--quiet", action="store_true", help="print only failures")
     parser.add_argument("--log", metavar="FILE", help="also append plain timestamped lines to FILE")
     add_traceback(parser)
@@ -139,6 +141,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     pool, variables = prepare(args, ctx)
     if args.dry_run:
         return show_plan(pool, variables, args, ctx)
+    check_run_files(args)
     spec = journal_spec(args.journal, ctx.environ)
     if is_postgres(spec):
         return handle_shared(args, ctx, pool, variables, spec)
@@ -165,6 +168,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
                      f"'pooler runs --journal {journal_path}' lists the task.")
             return 1
+        write_run_files(args, ctx, journal, answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
 

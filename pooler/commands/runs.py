@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -11,10 +12,11 @@ from rich.text import Text
 
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_traceback, positive_int
-from pooler.errors import JournalError
-from pooler.journal import TaskRow
+from pooler.errors import JournalError, UsageError
+from pooler.journal import Journal, TaskRow
 from pooler.journal_api import JournalStore, journal_spec, open_existing
 from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
+from pooler.report_html import write_report
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +47,9 @@ def register(sub: Any) -> None:
     )
     show.add_argument("task", metavar="TASK", help="the task id, as 'pooler runs' lists it")
     add_journal(show)
+    show.add_argument("--html", metavar="FILE",
+                      help="write the task's report to FILE instead: one self-contained HTML page (a "
+                           "timeline of the calls, per-step times, failures, calls in doubt, tables)")
     add_json(show, "the recorded answer")
     add_traceback(show)
     show.set_defaults(handler=handle_show)
@@ -97,6 +102,14 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
         if row is None:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
+        if args.html:
+            if not isinstance(journal, Journal):
+                raise UsageError("--html reads a SQLite journal; a task on a PostgreSQL journal has no "
+                                 "report yet - use 'pooler show TASK --json' there.")
+            # From the calls the journal holds, so a task that was killed has a report too.
+            write_report(journal, args.task, Path(args.html))
+            ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
+            return 0
         # A shared task's answer is built from its calls: whole, from any host, even while it runs.
         answer = shared_answer_of(journal, args.task) or journal.answer(args.task)
     finally:

@@ -1,0 +1,172 @@
+"""The report and JUnit files without a browser: journals written before the timeline columns,
+secrets, refusals, and a step over rows in JUnit."""
+
+from __future__ import annotations
+
+import sqlite3
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from browser import Elements
+from helpers import Store, answer_of, pooler
+from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
+
+from pooler.journal import CallId, Journal
+from pooler.journal_timeline import epoch_ms
+
+__all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
+
+#: The journal's tables as the first releases wrote them, before the timeline columns.
+OLD_SCHEMA = """
+CREATE TABLE tasks (id TEXT PRIMARY KEY, pool_file TEXT NOT NULL, started TEXT NOT NULL, finished TEXT,
+    status TEXT NOT NULL DEFAULT 'running', runs INTEGER NOT NULL DEFAULT 1, total INTEGER,
+    succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER, answer TEXT);
+CREATE TABLE calls (id INTEGER PRIMARY KEY, task TEXT NOT NULL, run INTEGER NOT NULL, num INTEGER NOT NULL,
+    row INTEGER, key TEXT, round INTEGER NOT NULL DEFAULT 1, step_id TEXT, status TEXT NOT NULL,
+    in_doubt INTEGER NOT NULL DEFAULT 0, sent_at TEXT, done_at TEXT, result TEXT, detail TEXT);
+"""
+
+
+def test_a_journal_written_before_the_timeline_still_gives_a_report(tmp_path: Path) -> None:
+    journal = tmp_path / "old.sqlite"
+    db = sqlite3.connect(journal)
+    db.executescript(OLD_SCHEMA)
+    db.execute("INSERT INTO tasks (id, pool_file, started, status) VALUES ('old', '/p.yaml', "
+               "'2026-11-30T12:00:00.000', 'failed')")
+    calls = [(0, "2026-11-30T12:00:00.100", "2026-11-30T12:00:00.300", "completed"),
+             (1, "2026-11-30T12:00:00.150", "2026-11-30T12:00:00.250", "failed"),
+             (2, "2026-11-30T12:00:00.310", "2026-11-30T12:00:00.400", "completed")]
+    for row, sent, done, status in calls:
+        db.execute("INSERT INTO calls (task, run, num, row, key, status, sent_at, done_at, result) "
+                   "VALUES ('old', 1, 1, ?, ?, ?, ?, ?, ?)",
+                   (row, f"k{row}", status, sent, done,
+                    f'{{"num":1,"name":"add","unit":"U","command":"CmdAdd","row":{row},"message":"m{row}"}}'))
+    db.commit()
+    db.close()
+    report = tmp_path / "report.html"
+    proc = pooler("show", "old", "--journal", str(journal), "--html", str(report))
+    assert proc.returncode == 0, proc.stderr
+    page = Elements(report.read_text(encoding="utf-8"))
+    # Two calls overlapped: two slots, worked out from the stamps; the third reuses the first.
+    assert [b["data-lane"] for b in page.having("rect", "bar")] == ["1", "2", "1"]
+    assert [b["class"] for b in page.having("rect", "bar")] == ["tip bar completed", "tip bar failed",
+                                                                "tip bar completed"]
+    assert "m1" in page.all_text()
+    columns = {r[1] for r in sqlite3.connect(journal).execute("PRAGMA table_info(calls)")}
+    assert {"lane", "serial", "sent_ms", "done_ms"} <= columns
+    assert pooler("runs", "--journal", str(journal)).returncode == 0
+
+
+def test_the_report_and_junit_keep_secrets_masked(secret_store: Store, tmp_path: Path,
+                                                  token_file: Path) -> None:
+    pool = tmp_path / "secret.yaml"
+    pool.write_text(POOL)
+    files = tmp_path / "files"
+    files.mkdir()
+    proc = pooler("run", str(pool), "--store", secret_store.url, "--token-file", str(token_file),
+                  "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"),
+                  "--no-stop-on-error", "--report", str(files / "r.html"), "--junit", str(files / "j.xml"),
+                  "--json", env={"SHOP_SIGNATURE": SECRET})
+    assert proc.returncode == 1, proc.stderr
+    assert_nowhere([proc.stdout, proc.stderr], [files])
+    task = answer_of(proc)["task"]
+    again = files / "again.html"
+    assert pooler("show", task, "--journal", str(tmp_path / "journal.sqlite"), "--html",
+                  str(again)).returncode == 0
+    assert_nowhere([], [files])
+    assert "echo-***" in (files / "r.html").read_text(encoding="utf-8")
+
+
+def test_show_html_of_a_task_the_journal_does_not_hold(tmp_path: Path, store: Store) -> None:
+    journal = tmp_path / "journal.sqlite"
+    pooler("run", "pools/demo.yaml", "--store", store.url, "--out", str(tmp_path / "out"), "--journal",
+           str(journal), env={"POOLER_TOKEN": store.token})
+    proc = pooler("show", "nope", "--journal", str(journal), "--html", str(tmp_path / "r.html"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"pooler: no task nope in the journal {journal} - 'pooler runs' lists "
+                                   "the tasks it holds.")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_report_into_a_missing_folder_is_refused_before_anything_is_sent(store: Store,
+                                                                          tmp_path: Path) -> None:
+    for flag in ("--report", "--junit"):
+        target = tmp_path / "no" / "such" / "file"
+        proc = pooler("run", "pools/demo.yaml", "--store", store.url, "--out", str(tmp_path / "out"),
+                      "--journal", str(tmp_path / "journal.sqlite"), flag, str(target),
+                      env={"POOLER_TOKEN": store.token})
+        assert proc.returncode == 2
+        refusal = (f"pooler: {flag} {target}: the folder {target.parent} does not exist - create it, "
+                   "or name a file in a folder that exists")
+        assert proc.stderr.splitlines() == [refusal,
+                                            "pooler: refused before the first step; nothing was sent."]
+    assert store.ops() == []
+
+
+def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text("sku\nA\nB\nC\n", encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n"
+                    "  - {name: first, unit: MELBIS_AGENT_TEST, command: CmdEcho}\n"
+                    "  - name: each\n    unit: MELBIS_AGENT_TEST\n    command: CmdFail\n"
+                    "    for_each: {file: rows.csv}\n"
+                    "  - {name: after, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {x: '@each.y'}}\n",
+                    encoding="utf-8")
+    junit = tmp_path / "junit.xml"
+    proc = pooler("run", str(pool), "--store", store.url, "--out", str(tmp_path / "out"), "--journal",
+                  str(tmp_path / "journal.sqlite"), "--no-stop-on-error", "--junit", str(junit),
+                  env={"POOLER_TOKEN": store.token})
+    assert proc.returncode == 1, proc.stderr
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    first, each, after = suite.iter("testcase")
+    assert first.find("failure") is None
+    assert first.find("skipped") is None
+    failure = each.find("failure")
+    assert failure is not None
+    assert failure.get("type") == "failed"
+    lines = (failure.text or "").splitlines()
+    assert [line.split(":")[0] for line in lines[1:]] == ["row 0", "row 1", "row 2"]
+    skipped = after.find("skipped")
+    assert skipped is not None
+    assert "@each" in (skipped.get("message") or "")
+
+
+def test_a_killed_run_reports_its_unanswered_call_in_doubt(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    with Journal(path) as journal:
+        task = journal.new_task(tmp_path / "p.yaml", "killed")
+        journal.record_run(task, 1, {"store": "http://127.0.0.1:9", "mode": "parallel", "width": 2,
+                                     "steps": [{"num": 1, "name": "add", "unit": "U", "command": "CmdAdd",
+                                                "over_rows": True}]})
+        journal.record(CallId(task, 1, 1, 0, None, "killed-1-0-1", lane=0), "completed",
+                       {"num": 1, "row": 0, "message": "added"}, sent=True, sent_ms=epoch_ms())
+        journal.record_sent(CallId(task, 1, 1, 1, "k1", "killed-1-1-1", lane=1))
+    report = tmp_path / "r.html"
+    proc = pooler("show", "killed", "--journal", str(path), "--html", str(report))
+    assert proc.returncode == 0, proc.stderr
+    page = Elements(report.read_text(encoding="utf-8"))
+    text = " ".join(page.all_text().split())
+    assert "1 call in doubt" in text
+    assert "not finished (still running, or killed)" in text
+    assert [(b["data-lane"], b["class"]) for b in page.having("rect", "bar")] == [
+        ("1", "tip bar completed"), ("2", "tip bar in_doubt")]
+    assert any("answered no answer recorded" in t for t in page.titles)
+
+
+def test_a_task_run_twice_shows_each_run_newest_first(store_factory: Any, tmp_path: Path) -> None:
+    faulty = store_factory("--fault", "reset:1")
+    args = ["--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"), "--task", "twice",
+            "--report", str(tmp_path / "r.html")]
+    first = pooler("run", "pools/demo.yaml", "--store", faulty.url, *args, env={"POOLER_TOKEN": "demo"})
+    assert first.returncode == 1, first.stderr
+    faulty.stop()
+    good = store_factory()
+    again = pooler("run", "pools/demo.yaml", "--store", good.url, *args, "--in-doubt", "retry",
+                   env={"POOLER_TOKEN": "demo"})
+    assert again.returncode == 0, again.stderr
+    page = Elements((tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert [s["id"] for s in page.having("section", "run")] == ["run-2", "run-1"]
+    assert "Run 2 (the latest)" in page.all_text()
+    assert page.having("section", id="in-doubt") == []
