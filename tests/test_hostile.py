@@ -394,16 +394,20 @@ def test_journal_table_job_and_log_files_are_owner_only_whatever_the_umask(store
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,
          "--out", str(tmp_path / "out"), "--journal", str(state / "journal.sqlite"),
          "--log", str(tmp_path / "run.log")],
-        capture_output=True, text=True, cwd=ROOT, env={**env, "POOLER_TOKEN": store.token}, umask=0,
+        capture_output=True, text=True, cwd=ROOT,
+        env={**env, "POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(state)}, umask=0,
         timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
     files = [state / "journal.sqlite", out / "job.rows.jsonl",
              out / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl", tmp_path / "run.log"]
     files += list(state.glob("journal.sqlite-*"))
-    files += list((state / "locks").glob("*.lock"))
+    # The pool's lock and the --out's lock.
+    locks = list((state / "pooler" / "locks").glob("*.lock"))
+    assert len(locks) == 2
+    files += locks
     assert {str(p.relative_to(tmp_path)): oct(mode(p)) for p in files} == {
         str(p.relative_to(tmp_path)): "0o600" for p in files}
-    folders = [state / "locks", tmp_path / "out", tmp_path / "out" / "tables"]
+    folders = [state / "pooler" / "locks", tmp_path / "out", tmp_path / "out" / "tables"]
     assert {str(p.relative_to(tmp_path)): oct(mode(p)) for p in folders} == {
         str(p.relative_to(tmp_path)): "0o700" for p in folders}

@@ -104,6 +104,23 @@ def test_resume_continues_a_sampled_task_with_its_keys(store: Store, tmp_path: P
     assert set(adds.values()) == {1}
 
 
+def test_a_new_task_beside_a_sampled_one_says_how_to_continue_the_sample(
+        store: Store, tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text("n\n1\n2\n3\n", encoding="utf-8")
+    pool = tmp_path / "rows.yaml"
+    pool.write_text("pool:\n  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, key: 'r-${row.n}', "
+                    "for_each: {file: rows.csv}, params: {n: '${row.n}'}}\n", encoding="utf-8")
+    sample = run(store, tmp_path, pool, "--sample", "1", "--task", "S")
+    assert sample.returncode == 0, sample.stderr
+    full = run(store, tmp_path, pool, "--task", "F")
+    assert "continues" not in full.stderr
+    again = run(store, tmp_path, pool)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.startswith(
+        f"pooler: the last task of {pool}, S, ran a sample (--sample) and this run starts a new task; "
+        "--resume continues the sampled one with its keys instead.\n")
+
+
 KEYED = """\
 pool:
   - {name: add, unit: MELBIS_AGENT_CURRENCY, command: CmdAdd, key: add-chf, params: {name: CHF}}

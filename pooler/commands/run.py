@@ -153,6 +153,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             OutLock(Path(args.out), locks), Journal(journal_path) as journal, open_log(args.log) as log:
         sent = SentCounter()
         reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])
+        note_sampled(args, journal, ctx)
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
                            redactor=ctx.redactor, sample=args.sample)
@@ -179,6 +180,17 @@ def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], int
     if interrupts.signum is not None:
         return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
     return 0 if answer.get("result") else 1
+
+
+def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> None:
+    """A full run that starts a new task beside a sampled one is told how to continue the sample."""
+    if args.task is not None or args.resume or args.sample is not None:
+        return
+    last = journal.last_unfinished(args.pool)
+    row = journal.task(last) if last is not None else None
+    if row is not None and row.status == "sampled":
+        ctx.note(f"pooler: the last task of {args.pool}, {row.id}, ran a sample (--sample) and this run "
+                 "starts a new task; --resume continues the sampled one with its keys instead.")
 
 
 class SentCounter(NullReporter):
