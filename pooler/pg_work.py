@@ -101,9 +101,13 @@ class WorkStore:
         return sorted((WorkRow(*r) for r in rows), key=lambda r: (r.num, r.idx))
 
     def _reclaim(self, db: Any, on_doubt: DoubtPolicy) -> None:
-        """The calls of runners whose lease expired: unsent ones back to ready, sent ones in doubt."""
+        """The calls of runners whose lease expired (or that left with calls they could not
+        record): unsent ones back to ready, sent ones in doubt."""
         gone = [r[0] for r in db.execute(
-            "SELECT id FROM runners WHERE task = %s AND lease_until < now()", (self.task,)).fetchall()]
+            "SELECT id FROM runners WHERE task = %s AND lease_until < now() UNION "
+            "SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sent') "
+            "AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner)",
+            (self.task, self.task)).fetchall()]
         if not gone:
             return
         db.execute("UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' "

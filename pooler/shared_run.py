@@ -103,14 +103,17 @@ def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: Sha
         try:
             answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
                                                        interrupted=interrupted))
-        except JournalError:
-            answer = None
+        except JournalError as exc:
+            # Nothing can be reported done that the journal cannot show.
+            raise RunnerStopped(runner.broken or exc.message, None) from None
         if runner.broken is not None:
             raise RunnerStopped(runner.broken, answer)
-        assert answer is not None
-        _, held, _ = runner.work.open_counts()
-        if held == 0:
-            journal.finish_task(runner.task, answer)
+        try:
+            _, held, _ = runner.work.open_counts()
+            if held == 0:
+                journal.finish_task(runner.task, answer)
+        except JournalError as exc:
+            raise RunnerStopped(exc.message, answer) from None
         reporter.pool_finished(answer)
         return dict(answer)
 

@@ -184,6 +184,26 @@ def test_an_expired_runners_calls_are_taken_back(journal: PgJournal) -> None:
     lb.close()
 
 
+def test_a_runner_that_left_with_a_call_it_could_not_record_leaves_it_in_doubt(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None), (1, 1, [], None)])
+    la, a = runner(journal, "t")
+    rows = a.claim(2, 10, never, blocked)
+    assert a.gate(rows[0], None, "t-1-0-1", 1)
+    # Its lease given up (the runner ended) with one call sent and one claimed: no need to wait for
+    # an expiry, both are taken back at once.
+    la.close()
+    lb, b = runner(journal, "t")
+    seen: list[int] = []
+
+    def doubt(row: WorkRow) -> Settled | None:
+        seen.append(row.idx)
+        return Settled("in_doubt", {"num": 1, "status": "in_doubt"})
+
+    assert claim(b, on_doubt=doubt) == [(1, 1)]
+    assert seen == [0]
+    lb.close()
+
+
 def test_a_runner_that_misses_its_lease_knows_it(journal: PgJournal) -> None:
     plan(journal, "t", [(1, 0, [], None)])
     held = Lease(journal.url, "t", 0.6)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Store
+from helpers import Store, pooler
 from pg_server import start_server
 from sharedkit import finish, query, start_runner, wait_for, write_pool
 
@@ -178,5 +178,9 @@ def test_the_database_going_away_stops_the_runner_with_nothing_unrecorded(store:
         recorded = {r[0] for r in query(url, "SELECT key_text FROM work WHERE status = 'completed'")}
         assert reported
         assert reported <= recorded
+        # The task never finished: `pooler show` builds its answer so far from what was recorded.
+        shown = pooler("show", "t", "--journal", url, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["succeeded"] == len(recorded)
     finally:
         server.stop()

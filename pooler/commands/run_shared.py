@@ -72,13 +72,14 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
 
 
 def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
-    """The answer so far of a shared task (built from its calls), or None for another task."""
+    """The answer so far of a shared task still running (built from its calls); None for a task
+    that finished (its recorded answer is whole) or one that is not shared."""
     from pooler.pg_journal import PgJournal  # noqa: PLC0415
     from pooler.shared_answer import task_answer  # noqa: PLC0415
 
     if not isinstance(journal, PgJournal):
         return None
-    rows = journal.query("SELECT shared FROM tasks WHERE id = %s", (task,))
-    if not rows or rows[0][0] is None:
+    rows = journal.query("SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s", (task,))
+    if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
         return None
     return task_answer(journal, task, rows[0][0])
