@@ -77,11 +77,15 @@ class NoCallLog:
     def record_sent(self, call: CallId) -> int:
         return 0
 
+    def claim(self, call: CallId, seen: int) -> int:
+        """A key is claimed by the work row the runner holds (``WorkStore.gate``), not here."""
+        return 0
+
     def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
         return None
 
     def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
-               sent: bool = False, in_doubt: bool = False) -> None:
+               sent: bool = False, in_doubt: bool = False, **more: Any) -> None:
         return None
 
     def record_of(self, task_id: str, key: str) -> None:

@@ -109,8 +109,10 @@ def test_runners_killed_and_frozen_against_a_key_honouring_store(store: Store, p
     assert code2 == -signal.SIGKILL
     # The frozen runner learns on waking that its calls were taken back, sends nothing more, says so.
     assert code3 == 1
-    assert re.search(r"pooler: the lease of runner \S+ expired and its calls were taken back by another "
-                     r"runner\n", err3), err3
+    # Which it notices first, its deadline or the renewal refused, depends on when its heartbeat runs.
+    assert re.search(r"pooler: (the lease of runner \S+ expired and its calls were taken back by another "
+                     r"runner|runner \S+ was not heard from for longer than its lease \(5 s\): its calls "
+                     r"may have been taken back)\n", err3), err3
     assert answer["status"] == "completed"
     assert (answer["total"], answer["succeeded"]) == (400, 400)
     ran = carried_out(store)
