@@ -159,12 +159,12 @@ def test_a_task_run_twice_shows_each_run_newest_first(store_factory: Any, tmp_pa
     faulty = store_factory("--fault", "reset:1")
     args = ["--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"), "--task", "twice",
             "--report", str(tmp_path / "r.html")]
-    first = pooler("run", "pools/demo.yaml", "--store", faulty.url, *args, env={"POOLER_TOKEN": "demo"})
+    first = pooler("run", "pools/demo.yaml", "--store", faulty.url, *args, env={"POOLER_TOKEN": faulty.token})
     assert first.returncode == 1, first.stderr
     faulty.stop()
-    good = store_factory()
+    good = store_factory("--port", faulty.port)  # a task belongs to its store: the same address
     again = pooler("run", "pools/demo.yaml", "--store", good.url, *args, "--in-doubt", "retry",
-                   env={"POOLER_TOKEN": "demo"})
+                   env={"POOLER_TOKEN": faulty.token})
     assert again.returncode == 0, again.stderr
     page = Elements((tmp_path / "r.html").read_text(encoding="utf-8"))
     assert [s["id"] for s in page.having("section", "run")] == ["run-2", "run-1"]

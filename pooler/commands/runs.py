@@ -103,11 +103,12 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
         if args.html:
-            if not isinstance(journal, Journal):
+            sqlite = getattr(journal, "journal", journal)
+            if not isinstance(sqlite, Journal):
                 raise UsageError("--html reads a SQLite journal; a task on a PostgreSQL journal has no "
                                  "report yet - use 'pooler show TASK --json' there.")
             # From the calls the journal holds, so a task that was killed has a report too.
-            write_report(journal, args.task, Path(args.html))
+            write_report(sqlite, args.task, Path(args.html))
             ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
             return 0
         # A shared task's answer is built from its calls: whole, from any host, even while it runs.
