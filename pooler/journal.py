@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import sqlite3
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 from pooler import strictjson
 from pooler.errors import JournalError
 from pooler.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
+from pooler.journal_file import alive, host, own_file, upgrade
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = ("completed", "failed", "in_doubt", "skipped", "not_run")
@@ -68,14 +68,6 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 
-#: ``PRAGMA application_id`` of a pooler journal ("pool"): a SQLite file of another program is
-#: told apart before anything is written to it.
-APPLICATION_ID = 0x706F6F6C
-#: The tables of a pooler journal (a journal made before it carried its application id has
-#: these and no others).
-_TABLES = frozenset({"tasks", "calls"})
-_OLD_COLUMNS = frozenset({"tasks.pool_file", "tasks.runs", "calls.step_id", "calls.in_doubt",
-                          "calls.round"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,29 +193,10 @@ def _now() -> str:
     return f"{text}.{int(now * 1000) % 1000:03d}"
 
 
-def _host() -> str:
-    """This machine since its last boot: a pid names one process only within it."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
-    except OSError:
-        boot = ""
-    return f"{socket.gethostname()} {boot}".strip()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
     """Which process makes this run of the task (see ``Journal.live_runs``)."""
     db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
-               (task_id, run, _host(), os.getpid()))
+               (task_id, run, host(), os.getpid()))
 
 
 def _dumps(value: Any) -> str:
@@ -285,48 +258,20 @@ class Journal:
                 f"cannot open the journal {target}: {exc} - give another file with --journal."
             ) from exc
         try:
-            self._own_file(target)
+            own_file(self._db, target)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
-            self._upgrade()
+            upgrade(self._db)
             migrate(self._db)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, JournalError) as exc:
             self._db.close()
+            if isinstance(exc, JournalError):
+                raise
             raise JournalError(
                 f"cannot open the journal {target}: {exc} - give another file with --journal."
             ) from exc
         self._lock = threading.Lock()
-
-    def _own_file(self, target: str) -> None:
-        """Refuse a SQLite file that is not a pooler journal before writing a byte to it (WAL mode
-        and pooler's tables would change another program's database)."""
-        # One read transaction: a pooler opening the same new file at once writes its id first.
-        self._db.execute("BEGIN")
-        try:
-            app = int(self._db.execute("PRAGMA application_id").fetchone()[0])
-            tables = {str(r[0]) for r in self._db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
-            columns = {f"{t}.{r[1]}" for t in sorted(tables & _TABLES)
-                       for r in self._db.execute(f"PRAGMA table_info({t})")}
-            ours = tables == _TABLES and columns >= _OLD_COLUMNS
-        finally:
-            self._db.execute("COMMIT")
-        if app == APPLICATION_ID or (app == 0 and (not tables or ours)):
-            if app == 0:
-                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            return
-        self._db.close()
-        held = f"it holds the tables {', '.join(sorted(tables))}" if tables else \
-            f"its application id is {app:#x}"
-        raise JournalError(f"{target} is not a pooler journal ({held}) - pooler leaves it as it is; "
-                           "give a file of pooler's own with --journal.")
-
-    def _upgrade(self) -> None:
-        """Columns added since the journal was made: a task's store."""
-        columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(tasks)")}
-        if "store" not in columns:
-            self._db.execute("ALTER TABLE tasks ADD COLUMN store TEXT")
 
     @classmethod
     def in_memory(cls) -> Journal:
@@ -429,9 +374,9 @@ class Journal:
         one whose process is gone, is not counted (what it left unanswered is in doubt).
         """
         rows = self._query("SELECT run, host, pid FROM runs WHERE task = ?", (task_id,))
-        here = _host()
-        return frozenset(int(run) for run, host, pid in rows
-                         if host == here and pid != os.getpid() and _alive(int(pid)))
+        here = host()
+        return frozenset(int(run) for run, where, pid in rows
+                         if where == here and pid != os.getpid() and alive(int(pid)))
 
     def task(self, task_id: str) -> TaskRow | None:
         rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,))

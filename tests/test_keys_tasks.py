@@ -16,6 +16,9 @@ from typing import Any
 
 from helpers import ROOT, Store, answer_of, pooler
 
+from pooler.keys import chunk_key, chunk_span, idempotency_header
+from pooler.storeid import store_identity
+
 POOLS = ROOT / "pools"
 
 
@@ -206,3 +209,19 @@ def test_a_journal_made_before_tasks_kept_their_store_still_runs(store: Store, t
     assert store.ops() == []
     db = sqlite3.connect(journal)
     assert db.execute("SELECT store FROM tasks").fetchall() == [(store.url,)]
+
+
+def test_headers_of_keys_and_rounds_are_one_to_one() -> None:
+    triples = [(t, k, r) for t in ("T", "T:a", "T/1", "T%3A") for k in
+               ("INV-100", "INV-100/2", "a:b", "a%2Fb", "a/b/2", "", "ключ 1", "x#0-9") for r in (1, 2, 3)]
+    headers = [idempotency_header(*t) for t in triples]
+    assert len(set(headers)) == len(triples)
+    assert all(h.isascii() and h.isprintable() and " " not in h for h in headers)
+    assert chunk_span(chunk_key("import-from-r0001", 0, 499)) == ("import-from-r0001", 0, 499)
+    assert chunk_span("goods-1") is None
+
+
+def test_a_store_is_known_by_its_url_without_secrets_or_spelling() -> None:
+    assert store_identity("HTTPS://user:secret@Shop.Example:443/api/?token=x#f") == "https://shop.example/api"
+    assert store_identity("http://shop.example:8080/") == "http://shop.example:8080"
+    assert store_identity("http://[::1]:80") == "http://[::1]"
