@@ -48,13 +48,13 @@ def goods(**extra: Any) -> dict[str, Any]:
             "params": {"m": "G1"}, **extra}
 
 
-def run(url: str, tmp_path: Path, pool: Path, *extra: str, token: str = "demo"
+def run(url: str, tmp_path: Path, pool: Path, *extra: str, token: str = "demo", timeout: float = 120
         ) -> subprocess.CompletedProcess[str]:
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n", encoding="utf-8")
     return pooler("run", str(pool), "--store", url, "--token-file", str(token_file),
                   "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"),
-                  "--task", "T1", "--json", *extra)
+                  "--task", "T1", "--json", *extra, timeout=timeout)
 
 
 # The reference store's faults: first run faulty, rerun against the same data sound.
