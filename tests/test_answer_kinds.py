@@ -179,7 +179,8 @@ def test_an_answer_after_which_the_command_may_have_run_is_in_doubt_and_keeps_it
     pool = write_pool(tmp_path, [goods()])
     first = run(url, tmp_path, pool)
     assert first.returncode == 1, first.stderr
-    assert answer_of(first)["steps"][0]["status"] == "in_doubt"
+    entry = answer_of(first)["steps"][0]
+    assert (entry["status"], entry["result"]) == ("in_doubt", False)
     again = run(url, tmp_path, pool)
     assert again.returncode == 0, again.stderr
     assert answer_of(again)["steps"][0]["status"] == "completed"
