@@ -324,6 +324,9 @@ class CallRunner:
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
         entry = self._entry(ready, status, reply, tables, note)
+        if status == "in_doubt":
+            # Whatever the answer said, its result is not known: as for every call in doubt.
+            entry["result"] = False
         entry = self.redactor.value(entry)
         reply.release()
         detail = data.get("detail")

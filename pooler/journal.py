@@ -23,8 +23,8 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.errors import JournalError
-from pooler.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
 from pooler.journal_file import alive, host, own_file, upgrade
+from pooler.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = ("completed", "failed", "in_doubt", "skipped", "not_run")
