@@ -26,7 +26,7 @@ from pooler.redact import Redactor
 from pooler.refs import Ref, apply_refs
 from pooler.reporter import Reporter
 from pooler.tables import TableWriter
-from pooler.values import substitute
+from pooler.values import render_key, substitute
 
 InDoubt = Literal["retry", "stop", "skip"]
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.
@@ -106,11 +106,6 @@ class Outcome:
     step_id: str | None = None
     #: The call an earlier run left in doubt, which this one sent again: the in-doubt list names it.
     doubted: str | None = None
-
-
-def render_key(template: str, scope: Mapping[str, Any]) -> str:
-    value = substitute(template, scope)
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def serial_value(params: Any, path: str) -> str | None:

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pooler.cli import ExitStatus
 from pooler.cli import main as pooler_main
+from pooler.exits import ExitStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_POOL = ROOT / "pools" / "demo.yaml"

@@ -43,12 +43,12 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 from pooler.answer import Collector
-from pooler.callargs import jsonl_files
 from pooler.calls import Call, CallRunner, StepPlan
 from pooler.client import ToolRunClient
+from pooler.compiler import Plan, compile_pool
 from pooler.errors import InputError, JournalError, Problem
 from pooler.journal import Journal, pool_identity
-from pooler.model import Pool, Step
+from pooler.model import Pool
 from pooler.redact import Redactor
 from pooler.refs import refs_to, unescape_all
 from pooler.reporter import NullReporter, Reporter
@@ -99,11 +99,23 @@ class StopSignal(threading.Event):
 
 def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: Journal | None = None,
              reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
-    """Run ``pool`` and return its answer (contract §3); every call ends with exactly one status.
+    """Run a pool the caller has checked (see ``run_plan``): only its data files are found here.
 
-    Without a journal the keys hold within this run only.  A pool refused before its first call
-    (a data file missing) raises and leaves the journal as it was: no task is opened for it.
+    A data file missing raises ``CheckFailed`` and leaves the journal as it was.  ``pooler run``,
+    ``check`` and ``tool_pool`` build their plan with every check by ``compiler.compile_pool``.
     """
+    plan = compile_pool(pool, values=_values(config.variables), sample=config.sample, checks=False)
+    return run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
+
+
+def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: Journal | None = None,
+             reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Carry out a compiled plan and return its answer (contract §3); every call ends with exactly
+    one status.  Nothing is checked again here: the plan is what the compile step accepted.
+
+    Without a journal the keys hold within this run only.
+    """
+    pool = plan.pool
     started = time.monotonic()
     reporter = reporter or NullReporter()
     stop = stop or threading.Event()
@@ -113,7 +125,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
         task_id, rerun = _find_task(journal, pool, config)
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
-        runs = _plan(pool, base, config.sample, keep_tables=rerun and not clear)
+        runs = _step_runs(plan, keep_tables=rerun and not clear)
         task, run_no = _open_task(journal, pool, task_id, rerun)
         writer = TableWriter(config.out)
         if clear:
@@ -127,7 +139,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
                             else None)
         collector = Collector(include_results=pool.options.include_results)
         reporter.pool_started(pool, task, sum(r.counted for r in runs))
-        opener = _Opener(base, writer, config.sample)
+        opener = _Opener(plan, writer, config.sample)
         scheduler = Scheduler(runs, runner, collector, reporter, opener,
                               width=pool.options.max_concurrency,
                               parallel=pool.options.mode == "parallel",
@@ -197,43 +209,31 @@ def _has_template(value: Any) -> bool:
     return False
 
 
-def _plan(pool: Pool, base: Path, sample: int | None, *, keep_tables: bool) -> list[StepRun]:
-    """Every step's plan, worked out once: references, dependencies, rows to come."""
+def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
+    """Every step's run, worked out once from the plan: references, dependencies, rows to come."""
     runs: list[StepRun] = []
     known: set[str] = set()
-    for step in pool.steps:
+    for step in plan.pool.steps:
         fe = step.for_each
         refs = refs_to(step.params, known)
         deps = {r.key for r in refs}
         if fe is not None and fe.step and fe.step.lower() in known:
             deps.add(fe.step.lower())
         params = unescape_all(step.params)
-        plan = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
-                        refs=refs, deps=deps, templated=_has_template(params) or _has_template(step.key),
-                        over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
-                        keep_tables=keep_tables and fe is not None and step.key is not None)
-        run = StepRun(plan)
-        if fe is not None and fe.file:
-            path = _data_file(step, base, fe.file)
-            _count(run, count_rows(path, fe.format), sample)
-        for name, file in jsonl_files(params):
-            if "${" not in file:  # a templated name is only known per call
-                _data_file(step, base, file, ("params", name, "file"))
+        step_plan = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
+                             refs=refs, deps=deps,
+                             templated=_has_template(params) or _has_template(step.key),
+                             over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
+                             keep_tables=keep_tables and fe is not None and step.key is not None)
+        run = StepRun(step_plan)
+        data = plan.data.get(step.num)
+        if data is not None:
+            rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
+            _count(run, rows, plan.sample)
         runs.append(run)
         if step.name:
             known.add(step.name.lower())
     return runs
-
-
-def _data_file(step: Step, base: Path, name: str,
-               where: tuple[str, ...] = ("for_each", "file")) -> Path:
-    """A data file the step reads, refused before anything is sent when it is not there."""
-    path = Path(name).expanduser()
-    path = path if path.is_absolute() else base / path
-    if not path.is_file():
-        _raise(step.problem(f"No such file: {path} - {'.'.join(where[:-1])}.file of step {step.num} "
-                            "is read relative to the pool file's folder.", *where))
-    return path
 
 
 def _raise(problem: Problem) -> NoReturn:
@@ -255,7 +255,7 @@ def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
 class _Opener:
     """Opens a step's calls when it starts: one call, or one per row or chunk of its data."""
 
-    base: Path
+    compiled: Plan
     writer: TableWriter
     sample: int | None
 
@@ -264,14 +264,14 @@ class _Opener:
         fe = plan.step.for_each
         if fe is None:
             return iter([Call(plan)])
-        if fe.file:
-            path = _data_file(plan.step, self.base, fe.file)
-            fmt = fe.format
+        data = self.compiled.data.get(plan.step.num)
+        rows: Iterator[dict[str, Any]]
+        if data is not None:
+            rows = data.iter_rows()
         else:
             path = self._table_of(run, by_name)
-            fmt = "jsonl"
-            _count(run, count_rows(path, fmt), self.sample)
-        rows: Iterator[dict[str, Any]] = iter_rows(path, fmt)
+            _count(run, count_rows(path, "jsonl"), self.sample)
+            rows = iter_rows(path, "jsonl")
         if self.sample is not None:
             rows = islice(rows, self.sample)
         if fe.chunk:

@@ -33,6 +33,7 @@ import pooler
 from pooler.client import ToolRunClient
 from pooler.commands.common import Context, add_store_options, make_client
 from pooler.errors import PoolerError
+from pooler.exits import ExitStatus
 from pooler.mcp.arguments import check_task
 from pooler.mcp.calls import StoreCalls
 from pooler.mcp.outcome import Outcome, problems_text, refused
@@ -191,12 +192,12 @@ def main(argv: list[str]) -> int:
             task = check_task(args.task, task)
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
-        return 2
+        return ExitStatus.REFUSED
     tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor)
     try:
         anyio.run(serve, tools)
     except KeyboardInterrupt:
-        return 130
+        return ExitStatus.INTERRUPTED
     finally:
         tools.close()
-    return 0
+    return ExitStatus.OK

@@ -148,6 +148,12 @@ def _fill(text: str, scope: Mapping[str, Any]) -> Any:
     return "".join(out)
 
 
+def render_key(template: str, scope: Mapping[str, Any]) -> str:
+    """A step's key as it is sent: the template filled, a value that is not text as its JSON."""
+    value = substitute(template, scope)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def lookup(name: str, scope: Mapping[str, Any]) -> Any:
     """The value ``${name}`` stands for: a variable, or ``row``, and the path below it."""
     head, _, rest = name.partition(".")

@@ -7,6 +7,7 @@ import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pooler.config import Target, resolve_target
@@ -15,6 +16,7 @@ from pooler.redact import Redactor
 
 if TYPE_CHECKING:
     from pooler.client import ToolRunClient
+    from pooler.compiler import Inputs
 
 INSECURE_WARNING = (
     "pooler: WARNING: --insecure: the store's TLS certificate is NOT verified; anyone on the way "
@@ -130,6 +132,26 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True)
     if not masking:
         return ToolRunClient(found.url, found.token, **options)
     return MaskingClient(found.url, found.token, redactor=ctx.redactor, **options)
+
+
+def add_variable_options(parser: argparse.ArgumentParser) -> None:
+    """``--var`` and ``--vars-file``: the variables of a pool, as run and check take them."""
+    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable (repeatable); wins over --vars-file, the environment "
+                             "and the default")
+    parser.add_argument("--vars-file", metavar="FILE", help="a YAML or JSON file of variable values")
+
+
+def variable_inputs(args: argparse.Namespace, ctx: Context) -> Inputs:
+    """Where the pool's variables come from, as the flags and the environment give them."""
+    from pooler.compiler import Inputs  # noqa: PLC0415 - only the commands that compile need it
+
+    overrides: dict[str, str] = {}
+    for text in args.var:
+        name, value = parse_var(text)
+        overrides[name] = value
+    return Inputs(overrides=overrides, vars_file=Path(args.vars_file) if args.vars_file else None,
+                  environ=ctx.environ)
 
 
 def parse_var(text: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from rich.text import Text
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_traceback, positive_int
 from pooler.errors import JournalError
+from pooler.exits import ExitStatus
 from pooler.journal import Journal, TaskRow, default_journal_path
 from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
 
@@ -69,15 +70,15 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         rows = journal.tasks(args.limit)
     if args.json:
         ctx.emit_json({"tasks": [asdict(r) for r in rows]})
-        return 0
+        return ExitStatus.OK
     if not rows:
         ctx.stdout.write("no tasks in the journal yet\n")
-        return 0
+        return ExitStatus.OK
     if not ctx.stdout.isatty():
         for row in rows:
             ctx.stdout.write(f"{row.id}  {row.status:<9}  started {row.started}  runs {row.runs}  "
                              f"{counts(row) or '-'}  {row.pool_file}\n")
-        return 0
+        return ExitStatus.OK
     table = Table(title="recent tasks", title_justify="left")
     for column in ("task", "pool", "started", "status", "runs", "counts"):
         table.add_column(column, overflow="fold")
@@ -85,7 +86,7 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=STYLE.get(row.status, "")),
                       str(row.runs), counts(row))
     console_for(ctx.stdout).print(table)
-    return 0
+    return ExitStatus.OK
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
@@ -101,7 +102,7 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
                            f"--task {args.task} --resume.")
     if args.json:
         ctx.emit_json(answer)
-        return 0
+        return ExitStatus.OK
     out = ctx.stdout
     if out.isatty():
         console = console_for(out)
@@ -112,4 +113,4 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
     else:
         out.write(f"task {row.id} pool {row.pool_file} started {row.started} runs {row.runs}\n")
         out.write("\n".join(answer_lines(answer)) + "\n")
-    return 0
+    return ExitStatus.OK
