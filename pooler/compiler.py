@@ -95,6 +95,10 @@ def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Probl
 def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sample: int | None,
                 fields: bool) -> tuple[dict[int, DataFile], list[Problem]]:
     values = variables.values if variables is not None else None
+    # Variables not given (a plain check): rows are still read, with the defaults the pool declares;
+    # a key that needs a variable without one is then left unchecked.
+    known = values if values is not None else {
+        n: v.default for n, v in pool.variables.items() if v.has_default}
     found: dict[int, DataFile] = {}
     problems: list[Problem] = []
     with KeySet() as keys:
@@ -104,11 +108,13 @@ def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sam
             problems.extend(_jsonl_fields(pool, step))
             data, wrong = locate(pool, step, values, fields=fields)
             problems.extend(wrong)
-            if data is None or wrong:
+            if data is None:
                 continue
             found[step.num] = data
-            if read_data and values is not None:
-                problems.extend(read_whole(step, data, values, keys, sample))
+            if read_data:
+                # A field the header lacks is told once above, not again for every row.
+                problems.extend(read_whole(step, data, known, keys, sample, partial=values is None,
+                                           rows=not wrong))
     return found, problems
 
 

@@ -141,31 +141,40 @@ def _delimiter_hint(data: DataFile) -> str:
 
 
 def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeySet,
-               sample: int | None) -> list[Problem]:
+               sample: int | None, *, partial: bool = False, rows: bool = True) -> list[Problem]:
     """Read every row (up to ``sample``): count them, fill each row's templates and key as a call
-    would, and add the keys to ``keys``.  Every problem found, each row named."""
+    would, and add the keys to ``keys``.  Every problem found, each row named.  ``partial``: not
+    every variable is known, so a key that needs one is not checked.  Without ``rows`` the rows'
+    templates are not filled (a field the file lacks was told already)."""
     each = step.for_each
     assert each is not None
     problems: list[str] = []
-    rows: Iterator[dict[str, Any]] = data.iter_rows()
+    key_problems: list[str] = []
+    names = [name for _, name in row_names(step)] if rows else []
+    source: Iterator[dict[str, Any]] = data.iter_rows()
     if sample is not None:
-        rows = islice(rows, sample)
-    names = [name for _, name in row_names(step)]
+        source = islice(source, sample)
     count = 0
     try:
-        for group in chunks(rows, each.chunk) if each.chunk else ([r] for r in rows):
+        for group in chunks(source, each.chunk) if each.chunk else ([r] for r in source):
             first_row = count
             count += len(group)
             for offset, row in enumerate(group):
                 wrong = _row_problem(row, names if each.chunk is None else [])
                 if wrong is not None and len(problems) < MAX_ROW_PROBLEMS:
                     problems.append(f"row {first_row + offset + 1} of {data.path}: {wrong}")
-            if step.key is not None:
-                problems.extend(_key_problem(step, data, group[0], values, keys=keys, first_row=first_row))
+            if step.key is not None and not (partial and _needs_variable(step.key, values)):
+                key_problems.extend(_key_problem(step, data, group[0], values, keys=keys,
+                                                 first_row=first_row))
     except PoolerError as exc:
         problems.append(exc.message)
     data.rows = count
-    return [step.problem(message, "for_each", "file") for message in problems[:MAX_ROW_PROBLEMS + 1]]
+    return [*(step.problem(message, "for_each", "file") for message in problems[:MAX_ROW_PROBLEMS + 1]),
+            *(step.problem(message, "key") for message in key_problems[:MAX_ROW_PROBLEMS])]
+
+
+def _needs_variable(template: str, values: Mapping[str, Any]) -> bool:
+    return any(name.partition(".")[0] not in ("row", *values) for _, name in placeholders(template))
 
 
 def _row_problem(row: dict[str, Any], names: list[str]) -> str | None:
@@ -186,11 +195,14 @@ def _key_problem(step: Step, data: DataFile, row: dict[str, Any], values: Mappin
     earlier = keys.add(key, Holder(step.num, first_row))
     if earlier is None:
         return []
-    what = "rows" if step.for_each is not None and step.for_each.chunk is None else "chunks starting at rows"
+    chunked = step.for_each is not None and step.for_each.chunk is not None
+    what, both = ("the chunk from row", "the chunks from rows") if chunked else ("row", "rows")
+    fix = ("keys must be unique: the second call would be skipped as done. Put the field that tells the "
+           "rows apart in the key.")
     if earlier.row is None:
-        return [(f"row {first_row + 1} of {data.path} gives the key [{key}], which step {earlier.step} "
+        return [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which step {earlier.step} "
                  "carries too - keys must be unique in a pool: a keyed call runs at most once per task.")]
-    where = f"step {earlier.step}" if earlier.step != step.num else data.path.name
-    return [(f"{what} {earlier.row + 1} ({where}) and {first_row + 1} of {data.path} give one key [{key}] - "
-             "keys must be unique: the second call would be skipped as done. Put the field that tells "
-             "the rows apart in the key.")]
+    if earlier.step == step.num:
+        return [f"{both} {earlier.row + 1} and {first_row + 1} of {data.path} give one key [{key}] - {fix}"]
+    return [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which {what} {earlier.row + 1} "
+             f"of step {earlier.step} gives too - {fix}")]
