@@ -26,7 +26,7 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
 fuzz: $(STAMP)
-	POOLER_FUZZ_EXAMPLES=20000 $(BIN)/pytest -q tests/test_fuzz.py
+	POOLER_FUZZ_EXAMPLES=20000 $(BIN)/pytest -q tests/test_fuzz.py tests/test_check_run_agree.py tests/test_schema_rules.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -25,6 +25,7 @@ from pooler.model import Retry, Step
 from pooler.redact import Redactor
 from pooler.refs import Ref, apply_refs
 from pooler.reporter import Reporter
+from pooler.statuses import CallStatus
 from pooler.tables import TableWriter
 from pooler.values import render_key, substitute
 
@@ -176,7 +177,7 @@ class CallRunner:
             params = apply_refs(params, plan.refs, details)
             params = read_jsonl_fields(params, self.base)
         except PoolerError as exc:
-            return self.not_sent(call, ids, "failed", exc.message)
+            return self.not_sent(call, ids, CallStatus.FAILED, exc.message)
         found = self.keyed.get(ids.key) if ids.key is not None else None
         if found is not None:
             ids = replace(ids, round=_round_after(found))
@@ -198,14 +199,14 @@ class CallRunner:
             # Keys of steps over rows are kept without their records: read this one now.
             found = self.journal.record_of(self.task, key) or found
         ids = replace(self.call_ids(call, key, found.step_id), round=found.round)
-        head = {**call.head(), "status": "skipped", "key": key, "step_id": found.step_id}
+        head = {**call.head(), "status": CallStatus.SKIPPED, "key": key, "step_id": found.step_id}
         if found.done:
             entry = {**head, **_recorded(found.result)}
             if found.in_doubt:
                 entry["in_doubt"] = True
             entry = self.redactor.value(entry)
-            self.journal.record(ids, "skipped", entry, in_doubt=found.in_doubt)
-            return Outcome(call, "skipped", entry, found.detail, step_id=found.step_id,
+            self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=found.in_doubt)
+            return Outcome(call, CallStatus.SKIPPED, entry, found.detail, step_id=found.step_id,
                            in_doubt="skipped" if found.in_doubt else None)
         if self.in_doubt_policy == "retry":
             return None
@@ -214,18 +215,18 @@ class CallRunner:
                      "message": f"counted done without its answer: the call {found.step_id} was sent "
                                 "and its answer never came back (--in-doubt skip)."}
             entry = self.redactor.value(entry)
-            self.journal.record(ids, "skipped", entry, in_doubt=True)
-            return Outcome(call, "skipped", entry, None, in_doubt="skipped", step_id=found.step_id)
+            self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=True)
+            return Outcome(call, CallStatus.SKIPPED, entry, None, in_doubt="skipped", step_id=found.step_id)
         step = call.plan.step
         named = f" ({step.name})" if step.name else ""
         message = (f"Step {step.num}{named} was sent as {found.step_id} and its answer never came back: "
                    "it may or may not have been carried out. Check the store, then run the task again "
                    "with --in-doubt skip (it was done) or --in-doubt retry (send it again with the "
                    "same Idempotency-Key).")
-        entry = self.redactor.value({**call.head(), "status": "in_doubt", "key": key,
+        entry = self.redactor.value({**call.head(), "status": CallStatus.IN_DOUBT, "key": key,
                                      "step_id": found.step_id, "result": False, "message": message})
-        self.journal.record(ids, "in_doubt", entry)
-        return Outcome(call, "in_doubt", entry, None, halt=True, in_doubt="stopped",
+        self.journal.record(ids, CallStatus.IN_DOUBT, entry)
+        return Outcome(call, CallStatus.IN_DOUBT, entry, None, halt=True, in_doubt="stopped",
                        step_id=found.step_id)
 
     def not_sent(self, call: Call, ids: CallId, status: str, message: str) -> Outcome:
@@ -245,7 +246,7 @@ class CallRunner:
         try:
             reply, retried = self._send(ready)
         except StoreError as exc:
-            status = "in_doubt" if exc.sent else "failed"
+            status = CallStatus.IN_DOUBT if exc.sent else CallStatus.FAILED
             entry = {**call.head(), "status": status, "key": ready.key}
             if exc.sent:
                 entry["step_id"] = ready.ids.step_id
@@ -254,14 +255,14 @@ class CallRunner:
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
                            in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
         data = reply.data
-        status = "completed" if reply.result else "failed"
+        status = CallStatus.COMPLETED if reply.result else CallStatus.FAILED
         tables: dict[str, Any] = {}
         note = ""
         if data.get("tables"):
             try:
                 tables = self._write_tables(call, data["tables"])
             except (PoolerError, OSError) as exc:
-                status = "failed"
+                status = CallStatus.FAILED
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
         entry = self._entry(ready, status, reply, tables, note)
@@ -344,7 +345,7 @@ def _round_after(found: CallRecord) -> int:
     answer the repeat from its first try), the next one after the store refused it."""
     if found.doubtful:
         return found.round
-    if found.status == "failed" and found.result is not None and found.result.get("result") is True:
+    if found.status == CallStatus.FAILED and found.result is not None and found.result.get("result") is True:
         # The store carried it out and only the tables failed here: its stored answer is wanted.
         return found.round
     return found.round + 1
