@@ -22,12 +22,12 @@ from pooler.client import Reply, ToolRunClient
 from pooler.errors import PoolerError, StoreError
 from pooler.journal import CallId, CallRecord, Journal
 from pooler.model import Retry, Step
+from pooler.paramplan import ParamsPlan
 from pooler.redact import Redactor
-from pooler.refs import Ref, apply_refs
 from pooler.reporter import Reporter
 from pooler.statuses import CallStatus
 from pooler.tables import TableWriter
-from pooler.values import render_key, substitute
+from pooler.values import render_key
 
 InDoubt = Literal["retry", "stop", "skip"]
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.
@@ -41,11 +41,10 @@ class StepPlan:
 
     step: Step
     prefix: str
-    params: dict[str, Any]
-    refs: list[Ref]
+    #: The params walked once: only templates and references are filled per call.
+    params: ParamsPlan
     #: Lower-case names of the earlier steps this one waits for (references and for_each.step).
     deps: set[str]
-    templated: bool
     over_rows: bool
     #: For a step over rows sent in chunks: the params field that takes each chunk's rows.
     chunk_field: str | None = None
@@ -171,10 +170,9 @@ class CallRunner:
                     earlier = self._earlier(call, ids.key or "", found)
                     if earlier is not None:
                         return earlier
-            params = substitute(plan.params, scope) if plan.templated else plan.params
+            params = plan.params.fill(scope, details)
             if plan.chunk_field is not None:
                 params = {**params, plan.chunk_field: call.data}
-            params = apply_refs(params, plan.refs, details)
             params = read_jsonl_fields(params, self.base)
         except PoolerError as exc:
             return self.not_sent(call, ids, CallStatus.FAILED, exc.message)

@@ -49,8 +49,9 @@ from pooler.compiler import Plan, compile_pool
 from pooler.errors import InputError, JournalError, Problem
 from pooler.journal import Journal, pool_identity
 from pooler.model import Pool
+from pooler.paramplan import plan_params
 from pooler.redact import Redactor
-from pooler.refs import refs_to, unescape_all
+from pooler.refs import refs_to
 from pooler.reporter import NullReporter, Reporter
 from pooler.rows import chunks, count_rows, iter_rows
 from pooler.scheduler import Scheduler, StepRun
@@ -199,30 +200,17 @@ def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool) -
     return journal.new_task(pool.file, task_id), 1
 
 
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "${" in value
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    return False
-
-
 def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
     """Every step's run, worked out once from the plan: references, dependencies, rows to come."""
     runs: list[StepRun] = []
     known: set[str] = set()
     for step in plan.pool.steps:
         fe = step.for_each
-        refs = refs_to(step.params, known)
-        deps = {r.key for r in refs}
+        deps = {r.key for r in refs_to(step.params, known)}
         if fe is not None and fe.step and fe.step.lower() in known:
             deps.add(fe.step.lower())
-        params = unescape_all(step.params)
-        step_plan = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
-                             refs=refs, deps=deps,
-                             templated=_has_template(params) or _has_template(step.key),
+        step_plan = StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
+                             params=plan_params(step.params, known), deps=deps,
                              over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                              keep_tables=keep_tables and fe is not None and step.key is not None)
         run = StepRun(step_plan)

@@ -133,7 +133,16 @@ def _pieces(text: str) -> tuple[Piece, ...]:
 def _fill(text: str, scope: Mapping[str, Any]) -> Any:
     if OPEN not in text:
         return text
-    pieces = _pieces(text)
+    return fill_pieces(_pieces(text), scope)
+
+
+def compile_template(text: str) -> tuple[Piece, ...] | None:
+    """The pieces of a string that holds a template (scanned once), or None for plain text."""
+    return _pieces(text) if OPEN in text else None
+
+
+def fill_pieces(pieces: tuple[Piece, ...], scope: Mapping[str, Any]) -> Any:
+    """A scanned template filled from ``scope``: one whole ``${...}`` keeps its value's type."""
     if len(pieces) == 1 and pieces[0].name is not None:
         return lookup(pieces[0].name, scope)
     out: list[str] = []
