@@ -8,7 +8,6 @@ is an ``InputError`` whose message starts with tool_run's own text.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from pooler.client import Attachment
 from pooler.errors import InputError
 from pooler.rows import iter_rows, json_kind, open_file
-from pooler.rules import into_problem
+from pooler.rules import into_problem, jsonl_files
 
 #: params_source, files_source and jsonl field files are read whole; beyond this they are refused.
 MAX_SOURCE_BYTES = 64 * 1024 * 1024
@@ -108,14 +107,6 @@ def read_jsonl_fields(params: dict[str, Any], base: Path, *,
         _check_size(path, max_source_bytes)
         out[name] = list(iter_rows(path, "jsonl"))
     return out
-
-
-def jsonl_files(params: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """``(field, file)`` for every params value written ``{"file": "<path>.jsonl"}``."""
-    for name, value in params.items():
-        if (isinstance(value, dict) and len(value) == 1 and isinstance(value.get("file"), str)
-                and value["file"].lower().endswith(".jsonl")):
-            yield name, value["file"]
 
 
 def _resolve(name: str, base: Path) -> Path:

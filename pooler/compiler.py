@@ -22,6 +22,7 @@ from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
 from pooler.keyset import Holder, KeySet
 from pooler.model import Pool
 from pooler.refs import parse_ref
+from pooler.rules import jsonl_files
 from pooler.values import OPEN, Variables, resolve_variables, strings, substitute
 
 
@@ -130,8 +131,6 @@ def _literal_key(step: Any, values: Mapping[str, Any], keys: KeySet) -> None:
 
 def _jsonl_fields(pool: Pool, step: Any) -> list[Problem]:
     """A params field written ``{"file": "rows.jsonl"}`` names a file that must be there."""
-    from pooler.callargs import jsonl_files  # noqa: PLC0415 - callargs imports the client
-
     problems = []
     for name, file in jsonl_files(step.params):
         if OPEN in file:

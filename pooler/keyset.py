@@ -8,8 +8,11 @@ removed by SQLite when closed).  Keys are kept as digests, so a secret in a key 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite3
 
 #: Keys held in memory before the set moves to SQLite (about 100 bytes each).
 MEMORY_KEYS = 200_000
@@ -49,6 +52,8 @@ class KeySet:
         return None
 
     def _spill(self) -> None:
+        import sqlite3  # noqa: PLC0415 - most plans never need it, and check starts faster without
+
         # An empty name is SQLite's private temporary database: its own file, deleted on close.
         self._db = sqlite3.connect("")
         self._db.execute("CREATE TABLE keys (digest BLOB PRIMARY KEY, step INTEGER, row INTEGER)"

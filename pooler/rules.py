@@ -8,6 +8,7 @@ refusal in words, so what the schema accepts and what pooler accepts cannot drif
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 #: ``into``: the bare name of a job, one word that becomes part of a file name under ``--out``.
@@ -57,3 +58,11 @@ def into_problem(into: Any, *, in_pool: bool = False) -> str | None:
         return f"{head}{shown} holds a dot; {_INTO_FIX}"
     bad = next(ch for ch in into if not _INTO.fullmatch(ch))
     return f"{head}{shown} holds {bad!r}; use only letters, digits, _ and -."
+
+
+def jsonl_files(params: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(field, file)`` for every params value written ``{"file": "<path>.jsonl"}``."""
+    for name, value in params.items():
+        if (isinstance(value, dict) and len(value) == 1 and isinstance(value.get("file"), str)
+                and value["file"].lower().endswith(".jsonl")):
+            yield name, value["file"]
