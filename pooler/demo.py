@@ -20,7 +20,6 @@ from pooler.cli import main as pooler_main
 from pooler.exits import ExitStatus
 
 
-
 def demo_pool() -> Path:
     """The demo pool: the installed package's copy, else the repository's pools/demo.yaml."""
     packaged = Path(__file__).resolve().parent / "data" / "demo.yaml"
