@@ -22,8 +22,8 @@ from pooler.errors import PoolerError, Problem, did_you_mean
 from pooler.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.positions import KEY
 from pooler.refs import parse_ref
-from pooler.rows import encoding_problem
-from pooler.rules import DOTTED_PATTERN, into_problem
+from pooler.rows import BY_EXTENSION, encoding_problem
+from pooler.rules import DOTTED_PATTERN, MAX_CONCURRENCY, into_problem
 from pooler.schema import concurrency_message, describe, mode_message, serialize_on_message
 from pooler.values import OPEN, env_message, placeholders, strings, substitute, unset_problem
 
@@ -31,7 +31,6 @@ __all__ = ["check_against", "check_options", "check_pool"]
 
 _DOTTED = re.compile(DOTTED_PATTERN)
 _BARE_REF = re.compile(r"@([^.@\s]+)")
-_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 
 
 def check_pool(pool: Pool, variables: Mapping[str, Any] | None = None) -> list[Problem]:
@@ -59,7 +58,7 @@ def check_options(pool: Pool, *, variables: Mapping[str, Any] | None = None) -> 
     if opts.mode not in MODES:
         problems.append(at("mode", mode_message(opts.mode)))
     mc = opts.max_concurrency
-    if isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= 16:
+    if isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= MAX_CONCURRENCY:
         problems.append(at("max_concurrency", concurrency_message(mc)))
     if opts.serialize_on is not None:
         if not isinstance(opts.serialize_on, str) or not _DOTTED.fullmatch(opts.serialize_on):
@@ -226,7 +225,7 @@ def _check_for_each(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[
     elif each.table is not None:
         yield step.problem(f"for_each.table of step {n} goes with step, not with file - remove it.",
                            "for_each", "table")
-    if each.file is not None and each.format is None and PurePath(each.file).suffix.lower() not in _FORMATS:
+    if each.file is not None and each.format is None and data_format(each) is None:
         yield step.problem(f"for_each of step {n}: the format of {each.file} cannot be told from its name - "
                            "name it .csv, .jsonl or .json, or give format: csv, jsonl or json.",
                            "for_each", "file")
@@ -258,7 +257,7 @@ def data_format(each: ForEach) -> str | None:
     if each.format is not None:
         return each.format.lower()
     suffix = PurePath(each.file).suffix.lower() if isinstance(each.file, str) else ""
-    return _FORMATS.get(suffix)
+    return BY_EXTENSION.get(suffix)
 
 
 def _in_order(problems: list[Problem], main: str) -> list[Problem]:

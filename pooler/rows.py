@@ -19,7 +19,7 @@ from pooler.errors import InputError
 T = TypeVar("T")
 
 FORMATS: tuple[str, ...] = ("csv", "jsonl", "json")
-_BY_EXTENSION = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+BY_EXTENSION = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 
 #: A JSON source is parsed whole; beyond this size it should be written as JSONL.
 MAX_JSON_BYTES = 256 * 1024 * 1024
@@ -53,7 +53,7 @@ def format_of(path: Path, fmt: str | None = None) -> str:
         if low not in FORMATS:
             raise InputError(f"{path}: the format {fmt!r} is not known - use csv, jsonl or json.")
         return low
-    found = _BY_EXTENSION.get(path.suffix.lower())
+    found = BY_EXTENSION.get(path.suffix.lower())
     if found is None:
         raise InputError(
             f"{path}: cannot tell the format from the name - name the file .csv, .jsonl or .json,"

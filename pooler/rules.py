@@ -18,6 +18,8 @@ MAX_INTO = 64
 NAME_PATTERN = "^[^.]*$"
 #: A variable's name (``${name}``) and the environment variable a declaration reads.
 VARIABLE_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+#: ``max_concurrency``: calls at once in parallel mode, 1 to this.
+MAX_CONCURRENCY = 16
 #: ``serialize_on``: a dotted path into params.
 DOTTED_PATTERN = "^[^.]+(\\.[^.]+)*$"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from jsonschema import Draft202012Validator
 
 from pooler import rules
 from pooler.mcp.schemas import TOOLS
+from pooler.model import MODES, ForEach
+from pooler.rows import FORMATS
 from pooler.schema import pool_schema
 from pooler.schema_fast import compile_schema
 
@@ -33,6 +36,11 @@ def test_the_schema_states_the_rules_as_pooler_applies_them() -> None:
     assert SCHEMA["properties"]["vars"]["propertyNames"]["pattern"] == rules.VARIABLE_PATTERN
     assert SCHEMA["$defs"]["variable_declaration"]["properties"]["env"]["pattern"] == rules.VARIABLE_PATTERN
     assert SCHEMA["properties"]["serialize_on"]["pattern"] == rules.DOTTED_PATTERN
+    assert SCHEMA["properties"]["max_concurrency"]["maximum"] == rules.MAX_CONCURRENCY
+    assert SCHEMA["properties"]["mode"]["enum"] == list(MODES)
+    for_each = SCHEMA["$defs"]["for_each"]["properties"]
+    assert for_each["format"]["enum"] == list(FORMATS)
+    assert {f.name for f in fields(ForEach)} == set(for_each)
     assert pool_schema() == SCHEMA
 
 
