@@ -21,6 +21,22 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+SKU_NAME = 'params: {sku: "${row.sku}", name: "${row.name}"}'
+
+
+def over(tmp_path: Path, name: str, file: str, options: str = "") -> Path:
+    """A pool of one step over the rows of ``file``, sending each row's sku and name."""
+    return write(tmp_path, name, f"pool:\n  - {{{ECHO}, {SKU_NAME}, for_each: {{file: {file}{options}}}}}\n")
+
+
+def ran_with(store: Store, tmp_path: Path, pool: Path, sent: dict[str, str]) -> None:
+    """check --data passes the pool, run sends it, and the store received ``sent``."""
+    assert pooler("check", str(pool), "--data").returncode == 0
+    proc = run(store, tmp_path, pool)
+    assert proc.returncode == 0, proc.stderr
+    assert store.ops()[0]["params"] == sent
+
+
 def run(store: Store, tmp_path: Path, pool: Path, *extra: str,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return pooler("run", str(pool), "--store", store.url, "--json", "--out", str(tmp_path / "out"),
@@ -118,32 +134,20 @@ def test_a_row_field_the_header_lacks_is_told_by_check_with_did_you_mean(store: 
 
 def test_a_semicolon_file_is_told_and_read_with_delimiter(store: Store, tmp_path: Path) -> None:
     write(tmp_path, "semi.csv", "sku;name\nA;x\n")
-    params = 'params: {sku: "${row.sku}", name: "${row.name}"}'
-    plain = write(tmp_path, "plain.yaml", f"pool:\n  - {{{ECHO}, {params}, for_each: {{file: semi.csv}}}}\n")
-    told = pooler("check", str(plain)).stdout
+    told = pooler("check", str(over(tmp_path, "plain.yaml", "semi.csv"))).stdout
     assert ("has no field [sku] - its fields: sku;name. Its header is one field holding ';': give the "
             "separator with for_each.delimiter.") in told
-    pool = write(tmp_path, "semi.yaml",
-                 f"pool:\n  - {{{ECHO}, {params}, for_each: {{file: semi.csv, delimiter: ';'}}}}\n")
-    assert pooler("check", str(pool), "--data").returncode == 0
-    proc = run(store, tmp_path, pool)
-    assert proc.returncode == 0, proc.stderr
-    assert store.ops()[0]["params"] == {"sku": "A", "name": "x"}
+    ran_with(store, tmp_path, over(tmp_path, "semi.yaml", "semi.csv", ", delimiter: ';'"),
+             {"sku": "A", "name": "x"})
 
 
 def test_a_latin1_file_is_told_and_read_with_encoding(store: Store, tmp_path: Path) -> None:
     (tmp_path / "latin.csv").write_bytes("sku,name\nA,café\n".encode("latin-1"))
-    params = 'params: {sku: "${row.sku}", name: "${row.name}"}'
-    plain = write(tmp_path, "plain.yaml", f"pool:\n  - {{{ECHO}, {params}, for_each: {{file: latin.csv}}}}\n")
+    plain = over(tmp_path, "plain.yaml", "latin.csv")
     assert f"{tmp_path / 'latin.csv'} line 2 is not utf-8 text" in pooler("check", str(plain)).stdout
-    pool = write(tmp_path, "latin.yaml",
-                 f"pool:\n  - {{{ECHO}, {params}, for_each: {{file: latin.csv, encoding: latin-1}}}}\n")
-    assert pooler("check", str(pool), "--data").returncode == 0
-    proc = run(store, tmp_path, pool)
-    assert proc.returncode == 0, proc.stderr
-    assert store.ops()[0]["params"] == {"sku": "A", "name": "café"}
-    bad = write(tmp_path, "bad.yaml",
-                f"pool:\n  - {{{ECHO}, {params}, for_each: {{file: latin.csv, encoding: utf-16}}}}\n")
+    ran_with(store, tmp_path, over(tmp_path, "latin.yaml", "latin.csv", ", encoding: latin-1"),
+             {"sku": "A", "name": "café"})
+    bad = over(tmp_path, "bad.yaml", "latin.csv", ", encoding: utf-16")
     assert ("for_each.encoding of step 1: the encoding 'utf-16' does not write a line end as one byte"
             in pooler("check", str(bad)).stdout)
 
