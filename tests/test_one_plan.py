@@ -218,3 +218,16 @@ pool:
                     "the rows apart in the key.")
         assert pooler("check", str(pool), "--data").stdout.splitlines()[0] == expected
         assert refused_unsent(store, tmp_path, pool).splitlines()[0] == expected
+
+
+def test_a_secret_in_a_problem_check_tells_is_masked(tmp_path: Path) -> None:
+    write(tmp_path, "rows.csv", "sku\nA\nA\n")
+    pool = write(tmp_path, "secret.yaml", f"""\
+vars: {{tok: {{env: SHOP_TOK}}}}
+pool:
+  - {{{ECHO}, params: {{sku: "${{row.sku}}"}}, key: "g-${{tok}}-${{row.sku}}", for_each: {{file: rows.csv}}}}
+""")
+    proc = pooler("check", str(pool), "--env", "--data", env={"SHOP_TOK": "sekrit-value"})
+    assert proc.returncode == 2
+    assert "give one key [g-***-A]" in proc.stdout
+    assert "sekrit" not in proc.stdout + proc.stderr

@@ -14,12 +14,14 @@ from pooler.commands.common import (
     add_traceback,
     add_variable_options,
     make_client,
+    mask_variables,
     variable_inputs,
 )
 from pooler.compiler import Inputs, compile_pool
 from pooler.errors import PoolerError, Problem, StoreError
 from pooler.exits import ExitStatus
 from pooler.loader import load_pool
+from pooler.redact import Redactor
 from pooler.report import check_json, junit_xml
 
 
@@ -52,11 +54,18 @@ def register(sub: Any) -> None:
 
 
 def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None = None, *,
-               data: bool = False) -> list[Problem]:
+               data: bool = False, redactor: Redactor | None = None) -> list[Problem]:
     """Every problem of one file, from the compile step that run uses: loading, meaning, options,
-    variables (with ``inputs``), data files (every row with ``data``), the store's tools when given."""
+    variables (with ``inputs``), data files (every row with ``data``), the store's tools when given.
+    Secret variables join ``redactor``, as a run's do, so no problem shows one."""
     try:
-        compile_pool(load_pool(Path(path)), inputs=inputs, tools=tools, read_data=data)
+        pool = load_pool(Path(path))
+    except PoolerError as exc:
+        return list(exc.problems())
+    if inputs is not None and redactor is not None:
+        mask_variables(pool, inputs, redactor)
+    try:
+        compile_pool(pool, inputs=inputs, tools=tools, read_data=data)
     except PoolerError as exc:
         return list(exc.problems())
     return []
@@ -81,7 +90,8 @@ def same_file(first: str, second: str) -> bool:
 def handle(args: argparse.Namespace, ctx: Context) -> int:
     tools = fetch_tools(args, ctx) if args.store else None
     inputs = variable_inputs(args, ctx) if args.var or args.vars_file or args.env else None
-    results = [(path, check_file(path, tools, inputs, data=args.data)) for path in args.pools]
+    results = [(path, check_file(path, tools, inputs, data=args.data, redactor=ctx.redactor))
+               for path in args.pools]
     bad = [(path, problems) for path, problems in results if problems]
     count = sum(len(problems) for _, problems in bad)
     if args.junit:

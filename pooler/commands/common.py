@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import warnings
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from pooler.redact import Redactor
 if TYPE_CHECKING:
     from pooler.client import ToolRunClient
     from pooler.compiler import Inputs
+    from pooler.model import Pool
 
 INSECURE_WARNING = (
     "pooler: WARNING: --insecure: the store's TLS certificate is NOT verified; anyone on the way "
@@ -152,6 +154,15 @@ def variable_inputs(args: argparse.Namespace, ctx: Context) -> Inputs:
         overrides[name] = value
     return Inputs(overrides=overrides, vars_file=Path(args.vars_file) if args.vars_file else None,
                   environ=ctx.environ)
+
+
+def mask_variables(pool: Pool, inputs: Inputs, redactor: Redactor) -> None:
+    """Add the pool's secret values to ``redactor``, so a problem that quotes one shows ``***``."""
+    from pooler.values import resolve_variables  # noqa: PLC0415
+
+    with contextlib.suppress(PoolerError):
+        for secret in resolve_variables(pool, inputs.overrides, inputs.vars_file, inputs.environ).secrets:
+            redactor.add(secret)
 
 
 def parse_var(text: str) -> tuple[str, str]:

@@ -20,12 +20,13 @@ from pooler.commands.common import (
     add_traceback,
     add_variable_options,
     make_client,
+    mask_variables,
     positive_int,
     render_error,
     variable_inputs,
 )
 from pooler.commands.plan import show_plan
-from pooler.compiler import Inputs, Plan, compile_pool
+from pooler.compiler import Plan, compile_pool
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.executor import RunConfig, StopSignal, run_plan
 from pooler.exits import ExitStatus
@@ -35,7 +36,6 @@ from pooler.lock import PoolLock, lock_dir
 from pooler.model import MODES, Pool, Step
 from pooler.render import FanOut, make_reporter
 from pooler.reporter import NullReporter
-from pooler.values import resolve_variables
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
@@ -109,18 +109,12 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
         plan = compile_pool(pool, inputs=inputs, sample=args.sample)
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
-        _mask_secrets(pool, inputs, ctx)
+        mask_variables(pool, inputs, ctx.redactor)
         raise
     assert plan.variables is not None  # inputs were given
     for secret in plan.variables.secrets:
         ctx.redactor.add(secret)
     return plan
-
-
-def _mask_secrets(pool: Pool, inputs: Inputs, ctx: Context) -> None:
-    with contextlib.suppress(PoolerError):
-        for secret in resolve_variables(pool, inputs.overrides, inputs.vars_file, inputs.environ).secrets:
-            ctx.redactor.add(secret)
 
 
 def handle(args: argparse.Namespace, ctx: Context) -> int:
