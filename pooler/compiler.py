@@ -74,13 +74,14 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
         meaning = [p for p in meaning if not any(p.step == num and p.message.startswith(text)
                                                  for num, text in words)]
     problems.extend(meaning)
-    if tools is not None:
-        problems.extend(check_against(pool, tools))
     data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
                                       fields=checks)
-    problems.extend(data_problems)
+    problems = _in_order([*problems, *data_problems], pool.file)
+    if tools is not None:
+        # The store's word on each step comes after what the pool itself says, in the store's order.
+        problems.extend(check_against(pool, tools))
     if problems:
-        raise CheckFailed(_in_order(problems, pool.file))
+        raise CheckFailed(list(dict.fromkeys(problems)))
     return Plan(pool=pool, variables=variables, data=data, whole=read_data, sample=sample)
 
 
