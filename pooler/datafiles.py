@@ -9,7 +9,6 @@ The checks here are the ones a run would otherwise meet only at a row: a file th
 from __future__ import annotations
 
 import csv
-from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
@@ -20,7 +19,7 @@ from pooler.errors import PoolerError, Problem, did_you_mean
 from pooler.keyset import Holder, KeySet
 from pooler.model import Pool, Step
 from pooler.rows import chunks, format_of, iter_rows, open_file
-from pooler.values import OPEN, placeholders, render_key, substitute
+from pooler.values import OPEN, lookup, placeholders, render_key, substitute
 
 #: Rows a problem names at most, so a file with a bad column does not print a million lines.
 MAX_ROW_PROBLEMS = 5
@@ -150,7 +149,10 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     assert each is not None
     problems: list[str] = []
     key_problems: list[str] = []
-    names = [name for _, name in row_names(step)] if rows else []
+    # The fields each ${row.a.b} needs, split once: a row is checked by plain lookups.
+    needed = [name.split(".")[1:] for _, name in row_names(step)] if rows and each.chunk is None else []
+    key = step.key if step.key is not None and not (partial and _needs_variable(step.key, values)) else None
+    scope = dict(values)
     source: Iterator[dict[str, Any]] = data.iter_rows()
     if sample is not None:
         source = islice(source, sample)
@@ -159,13 +161,14 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
         for group in chunks(source, each.chunk) if each.chunk else ([r] for r in source):
             first_row = count
             count += len(group)
-            for offset, row in enumerate(group):
-                wrong = _row_problem(row, names if each.chunk is None else [])
-                if wrong is not None and len(problems) < MAX_ROW_PROBLEMS:
-                    problems.append(f"row {first_row + offset + 1} of {data.path}: {wrong}")
-            if step.key is not None and not (partial and _needs_variable(step.key, values)):
-                key_problems.extend(_key_problem(step, data, group[0], values, keys=keys,
-                                                 first_row=first_row))
+            if needed and len(problems) < MAX_ROW_PROBLEMS:
+                for offset, row in enumerate(group):
+                    wrong = _row_problem(row, needed)
+                    if wrong is not None:
+                        problems.append(f"row {first_row + offset + 1} of {data.path}: {wrong}")
+            if key is not None:
+                scope["row"] = group[0]
+                key_problems.extend(_key_problem(step, data, key, scope, keys=keys, first_row=first_row))
     except PoolerError as exc:
         problems.append(exc.message)
     data.rows = count
@@ -177,19 +180,29 @@ def _needs_variable(template: str, values: Mapping[str, Any]) -> bool:
     return any(name.partition(".")[0] not in ("row", *values) for _, name in placeholders(template))
 
 
-def _row_problem(row: dict[str, Any], names: list[str]) -> str | None:
-    for name in names:
-        try:
-            substitute("${" + name + "}", {"row": row})
-        except PoolerError as exc:
-            return exc.message
+def _row_problem(row: dict[str, Any], needed: list[list[str]]) -> str | None:
+    """What a call would refuse in this row's templates: a field it lacks (in the words of
+    ``values.lookup``, which the call fills them with)."""
+    for parts in needed:
+        found: Any = row
+        for part in parts:
+            if isinstance(found, dict) and part in found:
+                found = found[part]
+            elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
+                found = found[int(part)]
+            else:
+                try:
+                    lookup(".".join(["row", *parts]), {"row": row})
+                except PoolerError as exc:
+                    return exc.message
+                break
     return None
 
 
-def _key_problem(step: Step, data: DataFile, row: dict[str, Any], values: Mapping[str, Any], *,
+def _key_problem(step: Step, data: DataFile, template: str, scope: Mapping[str, Any], *,
                  keys: KeySet, first_row: int) -> list[str]:
     try:
-        key = render_key(step.key or "", ChainMap({"row": row}, dict(values)))
+        key = render_key(template, scope)
     except PoolerError as exc:
         return [f"row {first_row + 1} of {data.path}: {exc.message}"]
     earlier = keys.add(key, Holder(step.num, first_row))

@@ -110,9 +110,12 @@ def _no_constant(text: str) -> Any:
     raise ValueError(f"{text} is not a JSON number")
 
 
+_STRICT = json.JSONDecoder(parse_float=_strict_float, parse_constant=_no_constant)
+
+
 def loads_strict(text: str) -> Any:
     """JSON text as Python values, refusing what a store's JSON cannot carry (NaN, Infinity, 1e999)."""
-    return json.loads(text, parse_float=_strict_float, parse_constant=_no_constant)
+    return _STRICT.decode(text)
 
 
 def _jsonl(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:

@@ -153,13 +153,18 @@ def fill_pieces(pieces: tuple[Piece, ...], scope: Mapping[str, Any]) -> Any:
             out.append(piece.text)
         else:
             found = lookup(piece.name, scope)
-            out.append(found if isinstance(found, str) else json.dumps(found, ensure_ascii=False))
+            if isinstance(found, str):
+                out.append(found)
+            elif type(found) is int:
+                out.append(str(found))  # what json.dumps writes, without its cost on every row
+            else:
+                out.append(json.dumps(found, ensure_ascii=False))
     return "".join(out)
 
 
 def render_key(template: str, scope: Mapping[str, Any]) -> str:
     """A step's key as it is sent: the template filled, a value that is not text as its JSON."""
-    value = substitute(template, scope)
+    value = _fill(template, scope)
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
