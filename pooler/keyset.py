@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite3
 
-#: Keys held in memory before the set moves to SQLite (about 100 bytes each).
-MEMORY_KEYS = 200_000
+#: Keys held in memory before the set moves to SQLite (about 200 bytes each: 20 MB at most).
+MEMORY_KEYS = 100_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Holder:
     """Where a key was first met: the step's number and the row (0-based; None for no row)."""
 
