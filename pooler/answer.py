@@ -39,6 +39,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pooler.statuses import FINAL, LANDED, CallStatus
+
 #: A call's result is inlined only when its JSON is under this many bytes...
 RESULT_LIMIT = 4 * 1024
 #: ...and while the results inlined so far stay under this many.
@@ -52,7 +54,8 @@ HEAD_ROWS = 3
 ENTRY_KEYS = frozenset({"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id",
                         "in_doubt", "result", "message", "time", "result_omitted"})
 #: How the rows of a step over rows are counted, in the order its message names them.
-ROW_STATUSES = ("completed", "skipped", "failed", "in_doubt", "not_run")
+ROW_STATUSES = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.SKIPPED, CallStatus.FAILED,
+                                        CallStatus.IN_DOUBT, CallStatus.NOT_RUN))
 _WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
 
 
@@ -99,11 +102,11 @@ class RowsTally:
         self.calls += 1
         self.chunked = self.chunked or "rows" in entry
         self.rows[status] = self.rows.get(status, 0) + size
-        if status not in ("completed", "skipped"):
+        if status not in LANDED:
             if self.first_bad is None or _row(entry) < _row(self.first_bad):
                 self.first_bad = {k: entry[k] for k in ("row", "rows") if k in entry}
             return True
-        if status == "completed" and isinstance(entry.get("tables"), dict):
+        if status == CallStatus.COMPLETED and isinstance(entry.get("tables"), dict):
             self._merge(entry["tables"])
         return False
 
@@ -145,7 +148,8 @@ class RowsTally:
             # A step whose rows all came out counts what came; one cut short, what was planned.
             total = seen if whole else max(rows_total or 0, seen)
             rows["not_run"] += total - seen
-        entry: dict[str, Any] = {**self.head, "status": status, "key": None, "result": status == "completed",
+        entry: dict[str, Any] = {**self.head, "status": status, "key": None,
+                                 "result": status == CallStatus.COMPLETED,
                                  "message": self.message(rows, total, why), "rows": {"total": total, **rows},
                                  "calls": self.calls}
         if detail is ...:
@@ -181,7 +185,7 @@ class Collector:
     entries: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=list)
     in_doubt: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("completed", "failed", "in_doubt", "skipped", "not_run"), 0))
+        (s.value for s in FINAL), 0))
     inlined: int = 0
     #: The steps over rows, by number, until their summary is made.
     tallies: dict[int, RowsTally] = field(default_factory=dict)
@@ -268,14 +272,16 @@ class Collector:
         counted = landed + c["failed"] + c["in_doubt"] + c["not_run"]
         not_run = c["not_run"] + max(total - counted, 0)
         total = max(total, counted)
+        # The pool's own status: a call's, or "partial" when some landed and some did not.
+        status: str
         if landed == total:
-            status = "completed"
+            status = CallStatus.COMPLETED
         elif landed == 0:
-            status = "failed"
+            status = CallStatus.FAILED
         else:
             status = "partial"
         answer: dict[str, Any] = {
-            "result": status == "completed",
+            "result": status == CallStatus.COMPLETED,
             "status": status,
             "total": total,
             "succeeded": c["completed"],

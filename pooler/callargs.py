@@ -8,8 +8,6 @@ is an ``InputError`` whose message starts with tool_run's own text.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +15,10 @@ from typing import Any
 from pooler.client import Attachment
 from pooler.errors import InputError
 from pooler.rows import iter_rows, json_kind, open_file
+from pooler.rules import into_problem, jsonl_files
 
 #: params_source, files_source and jsonl field files are read whole; beyond this they are refused.
 MAX_SOURCE_BYTES = 64 * 1024 * 1024
-MAX_INTO = 64
-_INTO_OK = re.compile(r"[A-Za-z0-9_-]+")
 _FIELDS_EXAMPLE = '{"field": value, ...}'
 _ENTRY_EXAMPLE = '{"file": "photos/1.jpg", "entity": "store", "elem_id": 1532}'
 
@@ -93,25 +90,9 @@ def check_into(into: str | None) -> None:
     """Refuse an ``into`` that is not the bare name of a job (one word: no path, no dots)."""
     if into is None:
         return
-    fix = "write one word with no path and no dots, like photos."
-    if not isinstance(into, str):
-        raise InputError(f"into is the bare name of a job - it is {json_kind(into)}; {fix}")
-    if not into:
-        raise InputError(f"into is the bare name of a job - it is empty; {fix}")
-    if len(into) > MAX_INTO:
-        raise InputError(
-            f"into is the bare name of a job - {into[:20]!r}... is {len(into)} characters long;"
-            f" keep it to {MAX_INTO}."
-        )
-    if "/" in into or "\\" in into or ":" in into:
-        raise InputError(f"into is the bare name of a job - {into!r} holds a path; {fix}")
-    if "." in into:
-        raise InputError(f"into is the bare name of a job - {into!r} holds a dot; {fix}")
-    if not _INTO_OK.fullmatch(into):
-        bad = next(ch for ch in into if not _INTO_OK.fullmatch(ch))
-        raise InputError(
-            f"into is the bare name of a job - {into!r} holds {bad!r}; use only letters, digits, _ and -."
-        )
+    problem = into_problem(into)
+    if problem is not None:
+        raise InputError(problem)
 
 
 def read_jsonl_fields(params: dict[str, Any], base: Path, *,
@@ -126,14 +107,6 @@ def read_jsonl_fields(params: dict[str, Any], base: Path, *,
         _check_size(path, max_source_bytes)
         out[name] = list(iter_rows(path, "jsonl"))
     return out
-
-
-def jsonl_files(params: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """``(field, file)`` for every params value written ``{"file": "<path>.jsonl"}``."""
-    for name, value in params.items():
-        if (isinstance(value, dict) and len(value) == 1 and isinstance(value.get("file"), str)
-                and value["file"].lower().endswith(".jsonl")):
-            yield name, value["file"]
 
 
 def _resolve(name: str, base: Path) -> Path:

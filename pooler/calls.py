@@ -25,12 +25,13 @@ from pooler.journal import CallId, CallRecord, Journal
 from pooler.journal_timeline import epoch_ms
 from pooler.keys import chunk_key, chunk_span, idempotency_header
 from pooler.model import Retry, Step
+from pooler.paramplan import ParamsPlan
 from pooler.redact import Redactor
-from pooler.refs import Ref, apply_refs
 from pooler.reply import IN_DOUBT
 from pooler.reporter import Reporter
+from pooler.statuses import CallStatus
 from pooler.tables import RowsTooDeepError, TableWriter
-from pooler.values import substitute
+from pooler.values import render_key
 
 InDoubt = Literal["retry", "stop", "skip"]
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.
@@ -46,11 +47,10 @@ class StepPlan:
 
     step: Step
     prefix: str
-    params: dict[str, Any]
-    refs: list[Ref]
+    #: The params walked once: only templates and references are filled per call.
+    params: ParamsPlan
     #: Lower-case names of the earlier steps this one waits for (references and for_each.step).
     deps: set[str]
-    templated: bool
     over_rows: bool
     #: For a step over rows sent in chunks: the params field that takes each chunk's rows.
     chunk_field: str | None = None
@@ -116,11 +116,6 @@ class Outcome:
     step_id: str | None = None
     #: The call an earlier run left in doubt, which this one sent again: the in-doubt list names it.
     doubted: str | None = None
-
-
-def render_key(template: str, scope: Mapping[str, Any]) -> str:
-    value = substitute(template, scope)
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def serial_value(params: Any, path: str) -> str | None:
@@ -209,14 +204,13 @@ class CallRunner:
                     earlier = self._earlier(call, ids.key or "", found)
                     if earlier is not None:
                         return earlier
-            params = substitute(plan.params, scope) if plan.templated else plan.params
+            params = plan.params.fill(scope, details)
             if plan.chunk_field is not None:
                 params = {**params, plan.chunk_field: call.data}
-            params = apply_refs(params, plan.refs, details)
             params = read_jsonl_fields(params, self.base)
             body = self.client.encode(step.unit, step.command, params, debug=step.debug)
         except PoolerError as exc:
-            return self.not_sent(call, ids, "failed", exc.message)
+            return self.not_sent(call, ids, CallStatus.FAILED, exc.message)
         found = self.keyed.get(ids.key) if ids.key is not None else None
         if found is not None:
             ids = replace(ids, round=_round_after(found))
@@ -238,7 +232,7 @@ class CallRunner:
             # Keys of steps over rows are kept without their records: read this one now.
             found = self.journal.record_of(self.task, key) or found
         ids = replace(self.call_ids(call, key, found.step_id), round=found.round)
-        head = {**call.head(), "status": "skipped", "key": key, "step_id": found.step_id}
+        head = {**call.head(), "status": CallStatus.SKIPPED, "key": key, "step_id": found.step_id}
         if found.done:
             entry = {**head, **_recorded(found.result)}
             if found.in_doubt:
@@ -260,18 +254,18 @@ class CallRunner:
                      "message": f"counted done without its answer: the call {found.step_id} was sent "
                                 "and its answer never came back (--in-doubt skip)."}
             entry = self.redactor.value(entry)
-            self.journal.record(ids, "skipped", entry, in_doubt=True)
-            return Outcome(call, "skipped", entry, None, in_doubt="skipped", step_id=found.step_id)
+            self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=True)
+            return Outcome(call, CallStatus.SKIPPED, entry, None, in_doubt="skipped", step_id=found.step_id)
         step = call.plan.step
         named = f" ({step.name})" if step.name else ""
         message = (f"Step {step.num}{named} was sent as {found.step_id} and its answer never came back: "
                    "it may or may not have been carried out. Check the store, then run the task again "
                    "with --in-doubt skip (it was done) or --in-doubt retry (send it again with the "
                    "same Idempotency-Key).")
-        entry = self.redactor.value({**call.head(), "status": "in_doubt", "key": key,
+        entry = self.redactor.value({**call.head(), "status": CallStatus.IN_DOUBT, "key": key,
                                      "step_id": found.step_id, "result": False, "message": message})
-        self.journal.record(ids, "in_doubt", entry)
-        return Outcome(call, "in_doubt", entry, None, halt=True, in_doubt="stopped",
+        self.journal.record(ids, CallStatus.IN_DOUBT, entry)
+        return Outcome(call, CallStatus.IN_DOUBT, entry, None, halt=True, in_doubt="stopped",
                        step_id=found.step_id)
 
     def not_sent(self, call: Call, ids: CallId, status: str, message: str) -> Outcome:
@@ -466,7 +460,7 @@ def _round_after(found: CallRecord) -> int:
     answer the repeat from its first try), the next one after the store refused it."""
     if found.doubtful:
         return found.round
-    if found.status == "failed" and found.result is not None and found.result.get("result") is True:
+    if found.status == CallStatus.FAILED and found.result is not None and found.result.get("result") is True:
         # The store carried it out and only the tables failed here: its stored answer is wanted.
         return found.round
     return found.round + 1

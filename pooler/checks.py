@@ -19,18 +19,18 @@ from typing import Any
 
 from pooler.against import check_against
 from pooler.errors import PoolerError, Problem, did_you_mean
-from pooler.model import MODES, RESERVED_NAMES, Pool, Step
+from pooler.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.positions import KEY
 from pooler.refs import parse_ref
+from pooler.rows import BY_EXTENSION, encoding_problem
+from pooler.rules import DOTTED_PATTERN, MAX_CONCURRENCY, into_problem
 from pooler.schema import concurrency_message, describe, mode_message, serialize_on_message
 from pooler.values import OPEN, env_message, placeholders, strings, substitute, unset_problem
 
 __all__ = ["check_against", "check_options", "check_pool"]
 
-_BARE = re.compile(r"[^./\\:\s]+")
-_DOTTED = re.compile(r"[^.]+(\.[^.]+)*")
+_DOTTED = re.compile(DOTTED_PATTERN)
 _BARE_REF = re.compile(r"@([^.@\s]+)")
-_FORMATS = {".csv", ".jsonl", ".ndjson", ".json"}
 
 
 def check_pool(pool: Pool, variables: Mapping[str, Any] | None = None) -> list[Problem]:
@@ -58,7 +58,7 @@ def check_options(pool: Pool, *, variables: Mapping[str, Any] | None = None) -> 
     if opts.mode not in MODES:
         problems.append(at("mode", mode_message(opts.mode)))
     mc = opts.max_concurrency
-    if isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= 16:
+    if isinstance(mc, bool) or not isinstance(mc, int) or not 1 <= mc <= MAX_CONCURRENCY:
         problems.append(at("max_concurrency", concurrency_message(mc)))
     if opts.serialize_on is not None:
         if not isinstance(opts.serialize_on, str) or not _DOTTED.fullmatch(opts.serialize_on):
@@ -120,9 +120,9 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
     if step.name and step.name.lower() in RESERVED_NAMES:
         yield step.problem(f"The name of step {step.num} is reserved: [{step.name}] - templates use it for "
                            "something else; pick another name.", "name")
-    if step.into is not None and not _BARE.fullmatch(step.into):
-        yield step.problem(f"into is the bare name of a job - [{step.into}] holds a path, a dot or a space; "
-                           "write one word, like photos.", "into")
+    into = into_problem(step.into, in_pool=True) if step.into is not None else None
+    if into is not None:
+        yield step.problem(into, "into")
     templates: list[tuple[tuple[str | int, ...], str]] = []
     for path, text in strings(step.params):
         if text.startswith("@") and not text.startswith("@@"):
@@ -133,6 +133,9 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
             templates.extend((("params", *path), name) for _, name in placeholders(text))
     if isinstance(step.key, str) and OPEN in step.key:
         templates.extend((("key",), name) for _, name in placeholders(step.key))
+    data_file = step.for_each.file if step.for_each is not None else None
+    if isinstance(data_file, str) and OPEN in data_file:
+        templates.extend((("for_each", "file"), name) for _, name in placeholders(data_file))
     for where, name in templates:
         message = _template_problem(pool, step, where, name)
         if message is not None:
@@ -182,6 +185,9 @@ def _template_problem(pool: Pool, step: Step, where: tuple[str | int, ...], name
     if head == "env":
         return env_message(name)
     if head == "row":
+        if where[0] == "for_each":
+            return (f"${{{name}}} in {spot}: a data file's name is known before its rows are read - "
+                    "use a variable, like feeds/${date}.csv.")
         if each is None:
             return (f"${{{name}}} in {spot}: only a step with for_each has a row - give the step for_each, "
                     "or use a variable.")
@@ -219,10 +225,20 @@ def _check_for_each(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[
     elif each.table is not None:
         yield step.problem(f"for_each.table of step {n} goes with step, not with file - remove it.",
                            "for_each", "table")
-    if each.file is not None and each.format is None and PurePath(each.file).suffix.lower() not in _FORMATS:
+    if each.file is not None and each.format is None and data_format(each) is None:
         yield step.problem(f"for_each of step {n}: the format of {each.file} cannot be told from its name - "
                            "name it .csv, .jsonl or .json, or give format: csv, jsonl or json.",
                            "for_each", "file")
+    if each.delimiter is not None and each.delimiter in ("\r", "\n", "\""):
+        yield step.problem(f"for_each.delimiter of step {n} is {each.delimiter!r} - give one character "
+                           "(not a quote or a line end), like ';' or a tab.", "for_each", "delimiter")
+    elif each.delimiter is not None and data_format(each) not in (None, "csv"):
+        yield step.problem(f"for_each.delimiter of step {n} goes with a CSV file - {each.file or 'a table'} "
+                           "is not one; remove it.", "for_each", "delimiter")
+    if each.encoding is not None:
+        wrong = encoding_problem(each.encoding)
+        if wrong is not None:
+            yield step.problem(f"for_each.encoding of step {n}: {wrong}", "for_each", "encoding")
     if each.chunk is not None and each.field is None:
         yield step.problem(f"for_each of step {n} has chunk but no field - name the params field that "
                            "receives each chunk's rows, like field: goods.", "for_each", "chunk")
@@ -232,6 +248,16 @@ def _check_for_each(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[
     if each.field is not None and each.chunk is not None and each.field in step.params:
         yield step.problem(f"params.{each.field} of step {n} is filled with each chunk's rows - remove it "
                            "from params.", "params", each.field, KEY)
+
+
+def data_format(each: ForEach) -> str | None:
+    """The format of a step's rows as far as the pool tells it (None: not told)."""
+    if each.step is not None:
+        return "jsonl"
+    if each.format is not None:
+        return each.format.lower()
+    suffix = PurePath(each.file).suffix.lower() if isinstance(each.file, str) else ""
+    return BY_EXTENSION.get(suffix)
 
 
 def _in_order(problems: list[Problem], main: str) -> list[Problem]:

@@ -9,26 +9,13 @@ import os
 import sys
 import traceback
 from collections.abc import Mapping
-from enum import IntEnum
 from typing import TextIO
 
 from pooler import __version__
 from pooler.commands import COMMANDS
 from pooler.commands.common import Context, render_error
 from pooler.errors import JournalError, LockedError, PoolerError, StoreError
-
-
-class ExitStatus(IntEnum):
-    """Every exit status pooler uses, in one place."""
-
-    OK = 0
-    FAILED = 1
-    REFUSED = 2
-    LOCKED = 3
-    INTERNAL = 70
-    INTERRUPTED = 130
-    TERMINATED = 143
-
+from pooler.exits import ExitStatus
 
 DESCRIPTION = (
     "Run pools of store AI-tool calls: declarative pool files, checked before anything is sent, "

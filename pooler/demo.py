@@ -1,8 +1,8 @@
-"""``python -m pooler.demo`` (``make demo``): the reference store and pools/demo.yaml, end to end.
+"""``python -m pooler.demo`` (``make demo``): the reference store and the demo pool, end to end.
 
-It starts ``pooler store serve`` on a free port with its database in a temporary folder, runs
-pools/demo.yaml against it with ``pooler run``, shows the run and its answer, stops the store and
-exits with the run's status.
+It starts ``pooler store serve`` on a free port with its database in a temporary folder, runs the
+demo pool (pools/demo.yaml, which the wheel carries as pooler/data/demo.yaml) against it with
+``pooler run``, shows the run and its answer, stops the store and exits with the run's status.
 """
 
 from __future__ import annotations
@@ -16,23 +16,28 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pooler.cli import ExitStatus
 from pooler.cli import main as pooler_main
+from pooler.exits import ExitStatus
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_POOL = ROOT / "pools" / "demo.yaml"
+
+def demo_pool() -> Path:
+    """The demo pool: the installed package's copy, else the repository's pools/demo.yaml."""
+    packaged = Path(__file__).resolve().parent / "data" / "demo.yaml"
+    if packaged.is_file():
+        return packaged
+    return Path(__file__).resolve().parents[1] / "pools" / "demo.yaml"
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m pooler.demo",
-        description="Start the reference store in a temporary folder, run pools/demo.yaml against it, "
+        description="Start the reference store in a temporary folder, run the demo pool against it, "
                     "show the run and its answer, and stop the store.",
     )
     parser.add_argument("--out", metavar="DIR", default=os.environ.get("POOLER_DEMO_OUT", "out/demo"),
                         help="where the run's tables and journal go "
                              "(env POOLER_DEMO_OUT; default ./out/demo)")
-    parser.add_argument("--pool", metavar="FILE", default=str(DEMO_POOL), help="the pool to run")
+    parser.add_argument("--pool", metavar="FILE", default=str(demo_pool()), help="the pool to run")
     return parser.parse_args(argv)
 
 
@@ -51,7 +56,7 @@ def start_store(folder: Path, token: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pooler", "store", "serve", "--port", "0", f"--token={token}",
          "--db", str(folder / "store.db"), "--root", str(folder / "root")],
-        stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=log, text=True, cwd=folder,
     )
     log.close()
     assert proc.stdout is not None

@@ -102,7 +102,7 @@ class InputError(PoolerError):
     """An input file is wrong: a pool, a params_source, a files_source, a data file, a vars file."""
 
 
-class CheckFailed(PoolerError):
+class CheckFailed(InputError):
     """A pool failed its checks; every problem found is in ``problems()``, not only the first."""
 
     def __init__(self, problems: Iterable[Problem]) -> None:

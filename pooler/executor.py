@@ -43,15 +43,16 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 from pooler.answer import Collector
-from pooler.callargs import jsonl_files
 from pooler.calls import Call, CallRunner, StepPlan
 from pooler.client import ToolRunClient
+from pooler.compiler import Plan, compile_pool
 from pooler.errors import InputError, JournalError, Problem
 from pooler.journal import Journal, pool_identity
 from pooler.journal_timeline import run_facts
 from pooler.model import Pool, Step
+from pooler.paramplan import plan_params
 from pooler.redact import Redactor
-from pooler.refs import refs_to, unescape_all
+from pooler.refs import refs_to
 from pooler.reporter import NullReporter, Reporter
 from pooler.rows import count_rows, iter_rows
 from pooler.scheduler import Scheduler, StepRun
@@ -101,11 +102,23 @@ class StopSignal(threading.Event):
 
 def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: Journal | None = None,
              reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
-    """Run ``pool`` and return its answer (contract §3); every call ends with exactly one status.
+    """Run a pool the caller has checked (see ``run_plan``): only its data files are found here.
 
-    Without a journal the keys hold within this run only.  A pool refused before its first call
-    (a data file missing) raises and leaves the journal as it was: no task is opened for it.
+    A data file missing raises ``CheckFailed`` and leaves the journal as it was.  ``pooler run``,
+    ``check`` and ``tool_pool`` build their plan with every check by ``compiler.compile_pool``.
     """
+    plan = compile_pool(pool, values=_values(config.variables), sample=config.sample, checks=False)
+    return run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
+
+
+def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: Journal | None = None,
+             reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Carry out a compiled plan and return its answer (contract §3); every call ends with exactly
+    one status.  Nothing is checked again here: the plan is what the compile step accepted.
+
+    Without a journal the keys hold within this run only.
+    """
+    pool = plan.pool
     started = time.monotonic()
     reporter = reporter or NullReporter()
     stop = stop or threading.Event()
@@ -116,7 +129,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
         task_id, rerun = _find_task(journal, pool, config, store)
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
-        runs = _plan(pool, base, config.sample, keep_tables=rerun and not clear)
+        runs = _step_runs(plan, keep_tables=rerun and not clear)
         task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
         journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client)))
         writer = TableWriter(config.out)
@@ -132,7 +145,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
                             else None)
         collector = Collector(include_results=pool.options.include_results)
         reporter.pool_started(pool, task, sum(r.counted for r in runs))
-        opener = _Opener(base, writer, config.sample, runner.recorded_span)
+        opener = _Opener(plan, writer, config.sample, runner.recorded_span)
         scheduler = Scheduler(runs, runner, collector, reporter, opener,
                               width=pool.options.max_concurrency,
                               parallel=pool.options.mode == "parallel",
@@ -215,60 +228,35 @@ def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool,
     return task_id, journal.open_task(task_id, store), True
 
 
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "${" in value
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    return False
-
-
 def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
-    """A step's plan: the references to the ``known`` earlier steps (lower-case names), the steps it
-    waits for, and how its params are filled."""
+    """A step's plan: the steps it waits for (of the ``known`` earlier ones, lower-case names) and
+    its params compiled once, references and templates included."""
     fe = step.for_each
-    refs = refs_to(step.params, known)
-    deps = {r.key for r in refs}
+    deps = {r.key for r in refs_to(step.params, known)}
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
-    params = unescape_all(step.params)
-    return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}", params=params,
-                    refs=refs, deps=deps, templated=_has_template(params) or _has_template(step.key),
+    return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
+                    params=plan_params(step.params, known), deps=deps,
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)
 
 
-def _plan(pool: Pool, base: Path, sample: int | None, *, keep_tables: bool) -> list[StepRun]:
-    """Every step's plan, worked out once: references, dependencies, rows to come."""
+def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
+    """Every step's run, worked out once from the plan: references, dependencies, rows to come."""
     runs: list[StepRun] = []
     known: set[str] = set()
-    for step in pool.steps:
+    for step in plan.pool.steps:
         fe = step.for_each
-        plan = step_plan(step, known, keep_tables=keep_tables and fe is not None and step.key is not None)
-        run = StepRun(plan)
-        if fe is not None and fe.file:
-            path = _data_file(step, base, fe.file)
-            _count(run, count_rows(path, fe.format), sample)
-        for name, file in jsonl_files(plan.params):
-            if "${" not in file:  # a templated name is only known per call
-                _data_file(step, base, file, ("params", name, "file"))
+        run = StepRun(step_plan(step, known,
+                                keep_tables=keep_tables and fe is not None and step.key is not None))
+        data = plan.data.get(step.num)
+        if data is not None:
+            rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
+            _count(run, rows, plan.sample)
         runs.append(run)
         if step.name:
             known.add(step.name.lower())
     return runs
-
-
-def _data_file(step: Step, base: Path, name: str,
-               where: tuple[str, ...] = ("for_each", "file")) -> Path:
-    """A data file the step reads, refused before anything is sent when it is not there."""
-    path = Path(name).expanduser()
-    path = path if path.is_absolute() else base / path
-    if not path.is_file():
-        _raise(step.problem(f"No such file: {path} - {'.'.join(where[:-1])}.file of step {step.num} "
-                            "is read relative to the pool file's folder.", *where))
-    return path
 
 
 def _raise(problem: Problem) -> NoReturn:
@@ -290,7 +278,7 @@ def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
 class _Opener:
     """Opens a step's calls when it starts: one call, or one per row or chunk of its data."""
 
-    base: Path
+    compiled: Plan
     writer: TableWriter
     sample: int | None
     #: Where a chunk an earlier run of the task sent ends: see ``CallRunner.recorded_span``.
@@ -301,14 +289,14 @@ class _Opener:
         fe = plan.step.for_each
         if fe is None:
             return iter([Call(plan)])
-        if fe.file:
-            path = _data_file(plan.step, self.base, fe.file)
-            fmt = fe.format
+        data = self.compiled.data.get(plan.step.num)
+        rows: Iterator[dict[str, Any]]
+        if data is not None:
+            rows = data.iter_rows()
         else:
             path = self._table_of(run, by_name)
-            fmt = "jsonl"
-            _count(run, count_rows(path, fmt), self.sample)
-        rows: Iterator[dict[str, Any]] = iter_rows(path, fmt)
+            _count(run, count_rows(path, "jsonl"), self.sample)
+            rows = iter_rows(path, "jsonl")
         if self.sample is not None:
             rows = islice(rows, self.sample)
         if fe.chunk:

@@ -25,9 +25,10 @@ from pooler import strictjson
 from pooler.errors import JournalError
 from pooler.journal_file import alive, host, own_file, upgrade
 from pooler.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
+from pooler.statuses import FINAL, LANDED
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
-FINAL_STATUSES = ("completed", "failed", "in_doubt", "skipped", "not_run")
+FINAL_STATUSES = tuple(s.value for s in FINAL)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -98,7 +99,7 @@ class CallRecord:
     @property
     def done(self) -> bool:
         """The key is done: it is not sent again."""
-        return self.status in ("completed", "skipped")
+        return self.status in LANDED
 
     @property
     def doubtful(self) -> bool:
@@ -431,7 +432,7 @@ class Journal:
                     key, num, row, step_id, rnd, status, in_doubt, result, _, rid, run = columns
                     if row is None:
                         out[key] = _whole(columns)
-                    elif status in ("completed", "skipped") and not in_doubt:
+                    elif status in LANDED and not in_doubt:
                         out[key] = DONE
                     else:
                         landed = result is not None and json.loads(result).get("result") is True

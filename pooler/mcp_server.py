@@ -33,6 +33,7 @@ import pooler
 from pooler.client import ToolRunClient
 from pooler.commands.common import Context, add_store_options, make_client
 from pooler.errors import PoolerError
+from pooler.exits import ExitStatus
 from pooler.journal_api import JOURNAL_ENV
 from pooler.mcp.arguments import check_task
 from pooler.mcp.calls import StoreCalls
@@ -197,17 +198,17 @@ def main(argv: list[str]) -> int:
             task = check_task(args.task, task)
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
-        return 2
+        return ExitStatus.REFUSED
     spec = args.journal or os.environ.get(JOURNAL_ENV)
     if spec is not None and not is_postgres(spec):
         sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
                          "journal lives in <out>/.pooler/journal.sqlite\n")
-        return 2
+        return ExitStatus.REFUSED
     tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec)
     try:
         anyio.run(serve, tools)
     except KeyboardInterrupt:
-        return 130
+        return ExitStatus.INTERRUPTED
     finally:
         tools.close()
-    return 0
+    return ExitStatus.OK

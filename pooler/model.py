@@ -125,6 +125,10 @@ class ForEach:
     format: str | None = None
     chunk: int | None = None
     field: str | None = None
+    #: CSV only: the character between fields (a comma by default).
+    delimiter: str | None = None
+    #: The file's text encoding (utf-8 by default).
+    encoding: str | None = None
 
 
 @dataclass

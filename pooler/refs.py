@@ -188,24 +188,34 @@ def _apply(value: Any, todo: list[tuple[JsonPath, Ref]], details: Mapping[str, A
 def lookup(detail: Any, name: str, path: str) -> Any:
     """The value at ``path`` in ``detail``; ``RefMissing`` when there is none.
 
-    A numeric part is a list index; on an object (a store may send a list as an object keyed
-    ``"0"``, ``"1"``...) the same part is tried as a field name.
+    A numeric part is an index into a list and a field name in an object (a store may send a list
+    as an object keyed ``"0"``, ``"1"``...): each part is read by what it meets.
     """
-    found = _expression(path, True).find(detail)
-    if not found and any(_INDEX.fullmatch(p) for p in path.split(".")):
-        found = _expression(path, False).find(detail)
-    if not found:
-        raise RefMissing(name, path)
-    return found[0].value
+    value = detail
+    for by_name, by_index in compiled_path(path):
+        if isinstance(value, list):
+            expression = by_index
+        elif isinstance(value, dict):
+            expression = by_name
+        else:
+            expression = None
+        if expression is None:
+            raise RefMissing(name, path)
+        found = expression.find(value)
+        if not found:
+            raise RefMissing(name, path)
+        value = found[0].value
+    return value
 
 
 @functools.lru_cache(maxsize=4096)
-def _expression(path: str, numeric_as_index: bool) -> Any:
+def compiled_path(path: str) -> tuple[tuple[Any, Any], ...]:
+    """Each part of a reference's path as jsonpath-ng expressions, built once per path: by field name
+    and, for a number, by list index."""
     parts = []
     for part in path.split("."):
-        if numeric_as_index and _INDEX.fullmatch(part):
-            parts.append(f"[{part}]")
-        else:
-            # Quoting every name keeps words jsonpath would read as syntax ("*", "$", "a b") plain.
-            parts.append('"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"')
-    return jsonpath_parse(".".join(parts))
+        # Quoting every name keeps words jsonpath would read as syntax ("*", "$", "a b") plain.
+        by_name = jsonpath_parse('"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        by_index = jsonpath_parse(f"[{part}]") if _INDEX.fullmatch(part) else None
+        parts.append((by_name, by_index))
+    return tuple(parts)

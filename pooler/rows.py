@@ -6,8 +6,10 @@ file is one document (a list of objects) and is read whole, up to ``MAX_JSON_BYT
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -18,13 +20,14 @@ from pooler.infile import open_input
 T = TypeVar("T")
 
 FORMATS: tuple[str, ...] = ("csv", "jsonl", "json")
-_BY_EXTENSION = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+BY_EXTENSION = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 
 #: A JSON source is parsed whole; beyond this size it should be written as JSONL.
 MAX_JSON_BYTES = 256 * 1024 * 1024
 #: count_rows parses a JSON source for its length only when it is this small.
 _COUNT_JSON_BYTES = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+UTF8 = "utf-8"
 
 
 def json_kind(value: Any) -> str:
@@ -51,7 +54,7 @@ def format_of(path: Path, fmt: str | None = None) -> str:
         if low not in FORMATS:
             raise InputError(f"{path}: the format {fmt!r} is not known - use csv, jsonl or json.")
         return low
-    found = _BY_EXTENSION.get(path.suffix.lower())
+    found = BY_EXTENSION.get(path.suffix.lower())
     if found is None:
         raise InputError(
             f"{path}: cannot tell the format from the name - name the file .csv, .jsonl or .json,"
@@ -65,29 +68,65 @@ def open_file(path: Path) -> IO[bytes]:
     return open_input(path)
 
 
-def _text_lines(path: Path, raw: IO[bytes]) -> Iterator[tuple[int, str]]:
+def encoding_problem(encoding: str) -> str | None:
+    """What is wrong with a data file's ``encoding``, or None: files are read a line at a time, so
+    the encoding must write a newline and ASCII as themselves (utf-8, latin-1, cp1251...)."""
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        return (f"the encoding {encoding!r} is not known - write utf-8, latin-1, cp1252 or another "
+                "codec's name.")
+    if info.encode("\n,;\tAz09")[0] != b"\n,;\tAz09":
+        return (f"the encoding {encoding!r} does not write a line end as one byte - pooler reads data files "
+                "a line at a time; save the file as utf-8.")
+    return None
+
+
+def _text_lines(path: Path, raw: IO[bytes], encoding: str = UTF8) -> Iterator[tuple[int, str]]:
     """(line number, text) for every line of ``raw``, decoded strictly so a bad byte names its line."""
     for num, line in enumerate(raw, start=1):
-        chunk = line[3:] if num == 1 and line.startswith(_BOM) else line
+        chunk = line[3:] if num == 1 and line.startswith(_BOM) and encoding == UTF8 else line
         try:
-            text = chunk.decode("utf-8")
+            text = chunk.decode(encoding)
         except UnicodeDecodeError:
-            raise InputError(f"{path} line {num} is not utf-8 text - save it in utf-8.") from None
+            raise InputError(f"{path} line {num} is not {encoding} text - save it in {encoding}.") from None
         yield num, text
 
 
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for JSON")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+_STRICT = json.JSONDecoder(parse_float=_strict_float, parse_constant=_no_constant)
+
+
+def loads_strict(text: str) -> Any:
+    """JSON text as Python values, refusing what a store's JSON cannot carry (NaN, Infinity, 1e999)."""
+    return _STRICT.decode(text)
+
+
+def _jsonl(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:
     with open_file(path) as raw:
-        for num, text in _text_lines(path, raw):
+        for num, text in _text_lines(path, raw, encoding):
             if not text.strip():
                 continue
             try:
-                row = json.loads(text.rstrip("\r\n"))
+                row = loads_strict(text.rstrip("\r\n"))
             except json.JSONDecodeError as exc:
                 raise InputError(
                     f"{path} line {num} is not whole json - {exc.msg} at column {exc.colno};"
                     " write one JSON object per line."
                 ) from None
+            except ValueError as exc:
+                raise InputError(f"{path} line {num}: {exc} - JSON carries only finite numbers; write the "
+                                 "value as a number or as text.") from None
             if not isinstance(row, dict):
                 raise InputError(
                     f"{path} line {num} holds {json_kind(row)}, not an object of fields -"
@@ -96,9 +135,9 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
             yield row
 
 
-def _csv(path: Path) -> Iterator[dict[str, Any]]:
+def _csv(path: Path, delimiter: str = ",", encoding: str = UTF8) -> Iterator[dict[str, Any]]:
     with open_file(path) as raw:
-        numbered = _text_lines(path, raw)
+        numbered = _text_lines(path, raw, encoding)
         last = 0
 
         def lines() -> Iterator[str]:
@@ -107,7 +146,7 @@ def _csv(path: Path) -> Iterator[dict[str, Any]]:
                 last = num
                 yield text
 
-        reader = csv.reader(lines())
+        reader = csv.reader(lines(), delimiter=delimiter)
         header: list[str] | None = None
         while True:
             start = last + 1
@@ -145,7 +184,7 @@ def _header(path: Path, record: list[str], line: int) -> list[str]:
     return record
 
 
-def _json(path: Path) -> Iterator[dict[str, Any]]:
+def _json(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:
     with open_file(path) as raw:
         data = raw.read(MAX_JSON_BYTES + 1)
     if len(data) > MAX_JSON_BYTES:
@@ -154,18 +193,21 @@ def _json(path: Path) -> Iterator[dict[str, Any]]:
             " JSONL (one object a line), which is read a row at a time."
         )
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig" if encoding == UTF8 else encoding)
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{path} line {line} is not utf-8 text - save it in utf-8.") from None
+        raise InputError(f"{path} line {line} is not {encoding} text - save it in {encoding}.") from None
     del data
     try:
-        doc = json.loads(text)
+        doc = loads_strict(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path} line {exc.lineno} is not whole json - {exc.msg} at column {exc.colno};"
             " fix the file or write it again whole."
         ) from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc} - JSON carries only finite numbers; write the value as a number "
+                         "or as text.") from None
     if not isinstance(doc, list):
         raise InputError(
             f'{path} holds {json_kind(doc)}, not a list of rows - write [{{"field": value, ...}}, ...].'
@@ -179,18 +221,20 @@ def _json(path: Path) -> Iterator[dict[str, Any]]:
         yield row
 
 
-def iter_rows(path: Path, fmt: str | None = None) -> Iterator[dict[str, Any]]:
+def iter_rows(path: Path, fmt: str | None = None, *, delimiter: str | None = None,
+              encoding: str | None = None) -> Iterator[dict[str, Any]]:
     """The rows of a CSV, JSONL or JSON file, one dict at a time (format by extension if not given).
 
-    CSV values are strings; the first line names the fields.  Errors are ``InputError`` naming the
-    file and the line.
+    CSV values are strings; the first line names the fields (separated by ``delimiter``, a comma
+    by default).  Errors are ``InputError`` naming the file and the line.
     """
     kind = format_of(path, fmt)
+    enc = encoding or UTF8
     if kind == "csv":
-        return _csv(path)
+        return _csv(path, delimiter or ",", enc)
     if kind == "jsonl":
-        return _jsonl(path)
-    return _json(path)
+        return _jsonl(path, enc)
+    return _json(path, enc)
 
 
 def count_rows(path: Path, fmt: str | None = None) -> int | None:

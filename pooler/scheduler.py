@@ -32,8 +32,10 @@ from pooler.calls import Call, CallRunner, Outcome, Prepared, StepPlan
 from pooler.errors import PoolerError
 from pooler.journal import DONE, CallRecord
 from pooler.reporter import Reporter
+from pooler.statuses import LANDED, CallStatus
 
-_WHY = {"failed": "failed", "in_doubt": "is in doubt", "not_run": "was not run"}
+_WHY: dict[str, str] = {CallStatus.FAILED: "failed", CallStatus.IN_DOUBT: "is in doubt",
+                        CallStatus.NOT_RUN: "was not run"}
 
 
 @dataclass
@@ -152,25 +154,26 @@ class Scheduler:
                 continue
             if dep.state != "done":
                 waiting = True
-            elif dep.outcome != "completed":
+            elif dep.outcome != CallStatus.COMPLETED:
                 return dep
         return None if waiting else True
 
     def _not_run(self, run: StepRun, dep: StepRun) -> None:
         step = run.plan.step
-        entry = {**Call(run.plan).head(), "status": "not_run", "key": step.key, "result": False,
+        entry = {**Call(run.plan).head(), "status": CallStatus.NOT_RUN, "key": step.key, "result": False,
                  "message": f"Not run: it refers to @{dep.plan.step.name} (step {dep.plan.step.num}), "
                             f"which {_WHY.get(dep.outcome, 'did not complete')}."}
         entry = self.runner.redactor.value(entry)
-        self.runner.journal.record(self.runner.call_ids(Call(run.plan), None, None), "not_run", entry)
+        ids = self.runner.call_ids(Call(run.plan), None, None)
+        self.runner.journal.record(ids, CallStatus.NOT_RUN, entry)
         if run.plan.over_rows:
             self.collector.open_rows(Call(run.plan).head())
-            self.collector.close_rows(step.num, status="not_run", rows_total=run.rows_total, whole=False,
-                                      why=entry["message"], calls=run.counted)
+            self.collector.close_rows(step.num, status=CallStatus.NOT_RUN, rows_total=run.rows_total,
+                                      whole=False, why=entry["message"], calls=run.counted)
         else:
             self.collector.add(entry, calls=run.counted)
         self.reporter.step_finished(step, entry)
-        run.state, run.outcome, run.exhausted, run.issued = "done", "not_run", True, run.counted
+        run.state, run.outcome, run.exhausted, run.issued = "done", CallStatus.NOT_RUN, True, run.counted
 
     def _activate(self, run: StepRun) -> None:
         run.state = "active"
@@ -191,8 +194,8 @@ class Scheduler:
         call = Call(run.plan, row=run.rows_issued if run.plan.over_rows else None)
         run.issued += 1
         run.exhausted = run.broken = True
-        self._handle(run, self.runner.not_sent(call, self.runner.call_ids(call, None, None), "failed",
-                                                exc.message))
+        ids = self.runner.call_ids(call, None, None)
+        self._handle(run, self.runner.not_sent(call, ids, CallStatus.FAILED, exc.message))
         self._finish_if_done(run)
 
     def _feed(self, run: StepRun) -> None:
@@ -271,22 +274,22 @@ class Scheduler:
         if run.plan.over_rows:
             run.rows_done += outcome.call.size
             self.reporter.rows_progress(step, run.rows_done, run.rows_total)
-        if outcome.status in ("completed", "skipped"):
+        if outcome.status in LANDED:
             if isinstance(entry.get("tables"), dict):
                 run.plan.tables.update(entry["tables"])
             row = outcome.call.row if outcome.call.row is not None else -1
             if row >= run.last_row:
                 run.last_row, run.detail = row, outcome.detail
             key = entry.get("key")
-            if outcome.status == "completed" and isinstance(key, str):
+            if outcome.status == CallStatus.COMPLETED and isinstance(key, str):
                 # A key runs at most once per task, also when two rows of one run share it.  A step
                 # over rows keeps only its keys (100,000 rows must not hold 100,000 records): a key
                 # met again is read back from the journal.
                 self.runner.keyed[key] = DONE if run.plan.over_rows else CallRecord(
-                    key, step.num, outcome.call.row, outcome.step_id, 1, "completed", False, entry,
+                    key, step.num, outcome.call.row, outcome.step_id, 1, CallStatus.COMPLETED, False, entry,
                     entry.get("detail"))
             return
-        if outcome.status == "in_doubt" or not run.bad:
+        if outcome.status == CallStatus.IN_DOUBT or not run.bad:
             run.bad = outcome.status
         if self.stop_on_error or outcome.halt:
             self.halted = True
@@ -295,8 +298,8 @@ class Scheduler:
         if not run.exhausted or run.inflight or run.peeked is not None or run.state == "done":
             return
         run.state = "done"
-        run.outcome = run.bad or "completed"
-        if run.outcome == "completed" and run.plan.step.name:
+        run.outcome = run.bad or CallStatus.COMPLETED
+        if run.outcome == CallStatus.COMPLETED and run.plan.step.name:
             self.details[run.plan.step.name.lower()] = {} if run.detail is None else run.detail
         if run.plan.over_rows:
             self._close_rows(run, whole=not run.broken)
@@ -312,10 +315,10 @@ class Scheduler:
         if not status:
             # Unfinished: its rows not sent are not run, unless every row had been sent already.
             planned = run.rows_total
-            status = run.bad or ("completed" if planned is not None and run.rows_done >= planned
-                                 else "not_run")
+            status = run.bad or (CallStatus.COMPLETED if planned is not None and run.rows_done >= planned
+                                 else CallStatus.NOT_RUN)
         trip = None if run.started is None else round((time.monotonic() - run.started) * 1000)
         # The detail references read, shown only where they may read it.
-        detail = run.detail if status == "completed" and run.last_row >= 0 else None
+        detail = run.detail if status == CallStatus.COMPLETED and run.last_row >= 0 else None
         self.collector.close_rows(run.plan.step.num, status=status, rows_total=run.rows_total, whole=whole,
                                   detail=self.runner.redactor.value(detail), trip_ms=trip)

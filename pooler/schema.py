@@ -145,7 +145,7 @@ def _seed_covers(error: ValidationError, path: JsonPath, rest: JsonPath, in_step
         return True  # an empty unit or command is no unit or command: Step N needs unit and command
     if rest == ("name",) and kind == "pattern":
         return True  # The name of step N carries a dot
-    return rest == ("into",) and kind == "pattern"  # into is the bare name of a job (checks)
+    return rest == ("into",) and kind in ("pattern", "maxLength")  # into is the bare name of a job (checks)
 
 
 def _unknown_keys(error: ValidationError, path: JsonPath, source: Source, num: int | None) -> list[Problem]:

@@ -97,6 +97,8 @@ class _Compiler:
             return lambda v: not _TYPES["number"](v) or v <= arg
         if key == "minLength":
             return lambda v: not isinstance(v, str) or len(v) >= arg
+        if key == "maxLength":
+            return lambda v: not isinstance(v, str) or len(v) <= arg
         if key == "minItems":
             return lambda v: not isinstance(v, list) or len(v) >= arg
         if key == "pattern":

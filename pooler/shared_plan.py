@@ -21,7 +21,6 @@ from pooler.errors import PoolerError
 from pooler.executor import step_plan
 from pooler.model import Pool, Step
 from pooler.rows import chunks, iter_rows
-from pooler.values import substitute
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
 PLACEHOLDER = -1
@@ -120,7 +119,9 @@ class Planner:
         if data is not None:
             scope["row"] = data[0] if chunked else data
         try:
-            params = substitute(plan.params, scope) if plan.templated else plan.params
+            # References are not filled here (their steps have not run): a value that needs one
+            # has no digest, and such calls are not kept apart.
+            params = plan.params.fill(scope, {})
         except PoolerError:
             return None
         if plan.chunk_field is not None:

@@ -257,7 +257,7 @@ class _Runner:
         return Call(plan, row=row.row_first, data=row.data)
 
     def _refs(self, row: WorkRow) -> dict[str, Any]:
-        if not self.plans[row.num].refs:
+        if not row.deps:
             return {}
         missing = [n for n in row.deps if n not in self._details]
         if missing:

@@ -136,7 +136,16 @@ def _pieces(text: str) -> tuple[Piece, ...]:
 def _fill(text: str, scope: Mapping[str, Any]) -> Any:
     if OPEN not in text:
         return text
-    pieces = _pieces(text)
+    return fill_pieces(_pieces(text), scope)
+
+
+def compile_template(text: str) -> tuple[Piece, ...] | None:
+    """The pieces of a string that holds a template (scanned once), or None for plain text."""
+    return _pieces(text) if OPEN in text else None
+
+
+def fill_pieces(pieces: tuple[Piece, ...], scope: Mapping[str, Any]) -> Any:
+    """A scanned template filled from ``scope``: one whole ``${...}`` keeps its value's type."""
     if len(pieces) == 1 and pieces[0].name is not None:
         return lookup(pieces[0].name, scope)
     out: list[str] = []
@@ -147,8 +156,19 @@ def _fill(text: str, scope: Mapping[str, Any]) -> Any:
             out.append(piece.text)
         else:
             found = lookup(piece.name, scope)
-            out.append(found if isinstance(found, str) else json.dumps(found, ensure_ascii=False))
+            if isinstance(found, str):
+                out.append(found)
+            elif type(found) is int:
+                out.append(str(found))  # what json.dumps writes, without its cost on every row
+            else:
+                out.append(json.dumps(found, ensure_ascii=False))
     return "".join(out)
+
+
+def render_key(template: str, scope: Mapping[str, Any]) -> str:
+    """A step's key as it is sent: the template filled, a value that is not text as its JSON."""
+    value = _fill(template, scope)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def lookup(name: str, scope: Mapping[str, Any]) -> Any:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 
 
@@ -49,3 +50,27 @@ def test_the_demo_takes_an_out_option(tmp_path: Path) -> None:
 def test_make_demo_runs_the_demo_module() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "demo: $(STAMP)\n\t$(BIN)/python -m pooler.demo\n" in makefile
+
+
+def test_the_demo_runs_from_the_package_as_the_wheel_lays_it_out(tmp_path: Path) -> None:
+    """No repository around: the package folder with the files pyproject.toml adds to the wheel."""
+    import shutil  # noqa: PLC0415
+    tomllib = pytest.importorskip("tomllib")
+
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "pooler", site / "pooler", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extra = project["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    assert extra["pools/demo.yaml"] == "pooler/data/demo.yaml"
+    for source, target in extra.items():
+        (site / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / source, site / target)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([sys.executable, "-m", "pooler.demo", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=elsewhere, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"pooler run {site / 'pooler' / 'data' / 'demo.yaml'} --store" in proc.stderr
+    assert json.loads(proc.stdout)["result"] is True

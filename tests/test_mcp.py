@@ -649,3 +649,23 @@ def test_without_a_store_the_server_does_not_start(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith("pooler mcp: no store given: pass --store URL")
+
+
+def test_tool_pool_compiles_through_the_same_step_as_run(store: Store, out: Path) -> None:
+    """into accepts what run accepts, and @one.m.0 reads an object's key "0", as `pooler run` does."""
+    echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            refused = await session.call_tool("tool_pool", {"pool": [{**echo, "into": "rates+eur"}]})
+            assert refused.is_error is True
+            assert "into is the bare name of a job - [rates+eur] holds '+'" in text_of(refused)
+            assert ops_of(store) == []
+            result = await session.call_tool("tool_pool", {"pool": [
+                {**echo, "name": "one", "params": {"m": {"0": "a", "1": "b"}, "l": ["c"]}},
+                {**echo, "params": {"x": "@one.m.0", "y": "@one.l.0"}},
+            ]})
+        answer = answer_of(result)
+        assert result.is_error is False, answer
+        assert answer["steps"][1]["detail"] == {"x": "a", "y": "c"}
+    run(scenario)

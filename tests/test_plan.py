@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pooler.commands.plan import data_path
+from pooler.datafiles import data_path
 from pooler.loader import load_pool_value
 
 

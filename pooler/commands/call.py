@@ -11,6 +11,7 @@ from pooler.callargs import prepare_call
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_store_options, add_traceback, make_client
 from pooler.errors import UsageError
+from pooler.exits import ExitStatus
 from pooler.tables import TableWriter
 
 FIRST_KEYS = ("result", "message", "detail", "tables", "files")
@@ -75,7 +76,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         ctx.emit_json(answer)
     else:
         show(answer, ctx)
-    return 0 if answer["result"] else 1
+    return ExitStatus.OK if answer["result"] else ExitStatus.FAILED
 
 
 def carry_out(args: argparse.Namespace, ctx: Context) -> dict[str, Any]:

@@ -6,11 +6,22 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pooler.checks import check_against, check_options, check_pool
 from pooler.commands import help_of
-from pooler.commands.common import Context, add_json, add_store_options, add_traceback, make_client
+from pooler.commands.common import (
+    Context,
+    add_json,
+    add_store_options,
+    add_traceback,
+    add_variable_options,
+    make_client,
+    mask_variables,
+    variable_inputs,
+)
+from pooler.compiler import Inputs, compile_pool
 from pooler.errors import PoolerError, Problem, StoreError
+from pooler.exits import ExitStatus
 from pooler.loader import load_pool
+from pooler.redact import Redactor
 from pooler.report import check_json, junit_xml
 
 
@@ -22,27 +33,42 @@ def register(sub: Any) -> None:
                     "variables, keys and options. Every problem of every file is shown with "
                     "file:line:column and the line with a caret. With --against, the steps are also "
                     "checked against a store's tool_list (units, commands, grants, fields, types); "
-                    "nothing is written to the store. Exit 0 when every file is valid, 2 when not.",
+                    "nothing is written to the store. Every data file's header is read and every "
+                    "${row.field} checked against it; with --data every row is read too. With --var, "
+                    "--vars-file or --env the variables are resolved as run resolves them. "
+                    "Exit 0 when every file is valid, 2 when not.",
     )
     parser.add_argument("pools", metavar="POOL", nargs="+", help="the pool files to check")
     add_store_options(parser, store_flag="--against")
+    add_variable_options(parser)
+    parser.add_argument("--env", action="store_true",
+                        help="read variables declared with env: from the environment, as run does "
+                             "(given with --var or --vars-file, the environment is read too)")
+    parser.add_argument("--data", action="store_true",
+                        help="read every row of every data file: row counts, values JSON cannot carry, "
+                             "two rows with one key (in bounded memory)")
     parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML (for CI)")
     add_json(parser, "the results")
     add_traceback(parser)
     parser.set_defaults(handler=handle)
 
 
-def check_file(path: str, tools: list[dict[str, Any]] | None) -> list[Problem]:
-    """Every problem of one file: loading, meaning, options, and the store's tools when given."""
+def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None = None, *,
+               data: bool = False, redactor: Redactor | None = None) -> list[Problem]:
+    """Every problem of one file, from the compile step that run uses: loading, meaning, options,
+    variables (with ``inputs``), data files (every row with ``data``), the store's tools when given.
+    Secret variables join ``redactor``, as a run's do, so no problem shows one."""
     try:
         pool = load_pool(Path(path))
     except PoolerError as exc:
         return list(exc.problems())
-    problems = [*check_pool(pool), *check_options(pool)]
-    if tools is not None:
-        problems.extend(check_against(pool, tools))
-    # check_pool covers the options too; a problem is told once.
-    return list(dict.fromkeys(problems))
+    if inputs is not None and redactor is not None:
+        mask_variables(pool, inputs, redactor)
+    try:
+        compile_pool(pool, inputs=inputs, tools=tools, read_data=data)
+    except PoolerError as exc:
+        return list(exc.problems())
+    return []
 
 
 def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
@@ -63,7 +89,9 @@ def same_file(first: str, second: str) -> bool:
 
 def handle(args: argparse.Namespace, ctx: Context) -> int:
     tools = fetch_tools(args, ctx) if args.store else None
-    results = [(path, check_file(path, tools)) for path in args.pools]
+    inputs = variable_inputs(args, ctx) if args.var or args.vars_file or args.env else None
+    results = [(path, check_file(path, tools, inputs, data=args.data, redactor=ctx.redactor))
+               for path in args.pools]
     bad = [(path, problems) for path, problems in results if problems]
     count = sum(len(problems) for _, problems in bad)
     if args.junit:
@@ -80,7 +108,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     files = f"{len(results)} file" + ("s" if len(results) != 1 else "")
     if bad:
         human.write(f"{count} problem{'s' if count != 1 else ''} in {len(bad)} of {files}\n")
-        return 2
+        return ExitStatus.REFUSED
     against = f" against {args.store}" if tools is not None else ""
     human.write(f"{files} valid{against}\n")
-    return 0
+    return ExitStatus.OK

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pooler import strictjson
@@ -15,6 +17,8 @@ from pooler.redact import Redactor, short_warning
 
 if TYPE_CHECKING:
     from pooler.client import ToolRunClient
+    from pooler.compiler import Inputs
+    from pooler.model import Pool
 
 INSECURE_WARNING = (
     "pooler: WARNING: --insecure: the store's TLS certificate is NOT verified; anyone on the way "
@@ -134,6 +138,35 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True)
     if not masking:
         return ToolRunClient(found.url, found.token, redactor=ctx.redactor, **options)
     return MaskingClient(found.url, found.token, redactor=ctx.redactor, **options)
+
+
+def add_variable_options(parser: argparse.ArgumentParser) -> None:
+    """``--var`` and ``--vars-file``: the variables of a pool, as run and check take them."""
+    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable (repeatable); wins over --vars-file, the environment "
+                             "and the default")
+    parser.add_argument("--vars-file", metavar="FILE", help="a YAML or JSON file of variable values")
+
+
+def variable_inputs(args: argparse.Namespace, ctx: Context) -> Inputs:
+    """Where the pool's variables come from, as the flags and the environment give them."""
+    from pooler.compiler import Inputs  # noqa: PLC0415 - only the commands that compile need it
+
+    overrides: dict[str, str] = {}
+    for text in args.var:
+        name, value = parse_var(text)
+        overrides[name] = value
+    return Inputs(overrides=overrides, vars_file=Path(args.vars_file) if args.vars_file else None,
+                  environ=ctx.environ)
+
+
+def mask_variables(pool: Pool, inputs: Inputs, redactor: Redactor) -> None:
+    """Add the pool's secret values to ``redactor``, so a problem that quotes one shows ``***``."""
+    from pooler.values import resolve_variables  # noqa: PLC0415
+
+    with contextlib.suppress(PoolerError):
+        for secret in resolve_variables(pool, inputs.overrides, inputs.vars_file, inputs.environ).secrets:
+            redactor.add(secret)
 
 
 def parse_var(text: str) -> tuple[str, str]:

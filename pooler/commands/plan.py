@@ -11,31 +11,22 @@ from typing import Any
 from rich.table import Table
 
 from pooler.commands.common import Context
+from pooler.compiler import Plan
 from pooler.errors import PoolerError
+from pooler.exits import ExitStatus
 from pooler.model import Pool, Step
 from pooler.redact import MASK
 from pooler.refs import find_refs
 from pooler.render import console_for
-from pooler.rows import count_rows, iter_rows
-from pooler.values import Variables, placeholders, substitute
+from pooler.values import placeholders, substitute
 
 
-def data_path(pool: Pool, name: str) -> Path:
-    path = Path(name).expanduser()
-    return path if path.is_absolute() else pool.data_folder() / path
-
-
-def first_row(pool: Pool, step: Step) -> tuple[int | None, dict[str, Any] | None, str | None]:
-    """Rows of a step's data file, its first row, and what is wrong with the file, if anything."""
-    fe = step.for_each
-    if fe is None or fe.file is None:
-        return None, None, None
-    path = data_path(pool, fe.file)
-    try:
-        row = next(iter(iter_rows(path, fe.format)), None)
-    except PoolerError as exc:
-        return None, None, exc.message
-    return count_rows(path, fe.format), row, None
+def first_row(plan: Plan, step: Step) -> tuple[int | None, dict[str, Any] | None]:
+    """Rows of a step's data file (as the compile step read it) and its first row."""
+    data = plan.data.get(step.num)
+    if data is None:
+        return None, None
+    return data.rows, data.first
 
 
 def key_plan(step: Step, scope: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -55,8 +46,9 @@ def key_plan(step: Step, scope: dict[str, Any], row: dict[str, Any] | None) -> d
     return found
 
 
-def build_plan(pool: Pool, variables: Variables | None, sample: int | None = None) -> dict[str, Any]:
+def build_plan(plan: Plan) -> dict[str, Any]:
     """The plan as a JSON-ready dict: options, variables (secrets as ***), steps, rows, keys, waits."""
+    pool, variables, sample = plan.pool, plan.variables, plan.sample
     values: dict[str, Any] = dict(variables.values) if variables else {}
     secrets = set(variables.secret_names) if variables else set()
     secrets.update(n for n, var in pool.variables.items() if var.secret)
@@ -70,7 +62,7 @@ def build_plan(pool: Pool, variables: Variables | None, sample: int | None = Non
         waits = sorted({earlier[r.key].label for r in find_refs(step.params) if r.key in earlier})
         if fe is not None and fe.step and fe.step.lower() in earlier:
             waits = sorted({*waits, earlier[fe.step.lower()].label})
-        rows, row, problem = first_row(pool, step)
+        rows, row = first_row(plan, step)
         if rows is not None and sample is not None:
             rows = min(rows, sample)
         if fe is None:
@@ -87,9 +79,10 @@ def build_plan(pool: Pool, variables: Variables | None, sample: int | None = Non
         }
         if fe is not None:
             source = fe.file or f"table {fe.table or '?'} of step {fe.step}"
+            data = plan.data.get(step.num)
+            if data is not None:
+                source = str(fe.file) if data.path.name == Path(str(fe.file)).name else str(data.path)
             entry["rows"] = {"source": source, "count": rows, "chunk": fe.chunk, "field": fe.field}
-            if problem:
-                entry["rows"]["problem"] = problem
         key = key_plan(step, values, row)
         if key is not None:
             entry["key"] = key
@@ -162,12 +155,12 @@ def step_cells(entry: dict[str, Any]) -> list[str]:
 COLUMNS = ("#", "name", "unit.command", "calls", "rows", "key", "waits for")
 
 
-def show_plan(pool: Pool, variables: Variables | None, args: argparse.Namespace, ctx: Context) -> int:
+def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Print the plan (a table on a terminal, plain text otherwise, JSON with ``--json``); exit 0."""
-    plan = build_plan(pool, variables, getattr(args, "sample", None))
+    plan = build_plan(compiled)
     if args.json:
         ctx.emit_json(plan)
-        return 0
+        return ExitStatus.OK
     out = ctx.stdout
     calls = "?" if plan["calls"] is None else plan["calls"]
     head = [f"dry run of {plan['pool']}: {calls} calls, nothing is sent",
@@ -192,7 +185,7 @@ def show_plan(pool: Pool, variables: Variables | None, args: argparse.Namespace,
         for entry in plan["steps"]:
             st.add_row(*(ctx.redactor.text(c) for c in step_cells(entry)))
         console.print(st)
-        return 0
+        return ExitStatus.OK
     lines = list(head)
     if variables_rows:
         lines.append("variables:")
@@ -206,4 +199,4 @@ def show_plan(pool: Pool, variables: Variables | None, args: argparse.Namespace,
                 text += f"; {label} {cell}"
         lines.append(text)
     out.write(ctx.redactor.text("\n".join(lines)) + "\n")
-    return 0
+    return ExitStatus.OK

@@ -12,23 +12,26 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
-from pooler.checks import check_options, check_pool
 from pooler.commands import help_of
 from pooler.commands.common import (
     Context,
     add_json,
     add_store_options,
     add_traceback,
+    add_variable_options,
     make_client,
-    parse_var,
+    mask_variables,
     positive_int,
     render_error,
+    variable_inputs,
 )
 from pooler.commands.plan import show_plan
 from pooler.commands.run_files import add_run_files, check_run_files, write_run_files
 from pooler.commands.run_shared import add_shared_options, handle_shared
-from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
-from pooler.executor import RunConfig, StopSignal, run_pool
+from pooler.compiler import Plan, compile_pool
+from pooler.errors import CheckFailed, PoolerError, UsageError
+from pooler.executor import RunConfig, StopSignal, run_plan
+from pooler.exits import ExitStatus
 from pooler.journal import Journal
 from pooler.journal_api import journal_spec
 from pooler.loader import load_pool
@@ -38,10 +41,9 @@ from pooler.pg_schema import is_postgres
 from pooler.redact import short_warning
 from pooler.render import FanOut, make_reporter
 from pooler.reporter import NullReporter
-from pooler.values import Variables, resolve_variables
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
-SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 IN_DOUBT = ("retry", "stop", "skip")
 
 
@@ -60,10 +62,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--out", metavar="DIR", default="out",
                         help="where table and job files go (default ./out)")
     add_json(parser, "the answer (contract section 3)")
-    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                        help="set a variable (repeatable); wins over --vars-file, the environment "
-                             "and the default")
-    parser.add_argument("--vars-file", metavar="FILE", help="a YAML or JSON file of variable values")
+    add_variable_options(parser)
     parser.add_argument("--task", metavar="ID", help="the task id (default: a new one)")
     parser.add_argument("--resume", action="store_true",
                         help="continue a task: keyed calls it already completed are skipped")
@@ -109,42 +108,37 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
 
 
-def prepare(args: argparse.Namespace, ctx: Context) -> tuple[Pool, Variables]:
-    """Load, override and check the pool and resolve its variables: every problem at once."""
+def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
+    """Load the pool, apply the flags, and compile it with its variables and data files: the plan
+    the run carries out, or every problem at once."""
     pool = apply_overrides(load_pool(Path(args.pool)), args, ctx)
-    overrides: dict[str, str] = {}
-    for text in args.var:
-        name, value = parse_var(text)
-        overrides[name] = value
-    problems: list[Problem] = []
-    variables: Variables | None = None
+    inputs = variable_inputs(args, ctx)
     try:
-        variables = resolve_variables(pool, overrides, Path(args.vars_file) if args.vars_file else None,
-                                      ctx.environ)
-    except PoolerError as exc:
-        problems.extend(exc.problems())
-    if variables is not None:
-        for name in variables.secret_names:
-            ctx.redactor.add(variables.values[name])
-            warning = short_warning(f"the secret variable [{name}]", variables.values[name])
-            if warning:
-                ctx.note(warning)
-    problems.extend(check_pool(pool, variables.values if variables is not None else None))
-    problems.extend(check_options(pool))
-    if problems or variables is None:
-        # check_pool covers the options too; a problem is told once.
-        raise CheckFailed(list(dict.fromkeys(problems)))
-    return pool, variables
+        plan = compile_pool(pool, inputs=inputs, sample=args.sample)
+    except CheckFailed:
+        # Secrets the problems may quote are masked even when the plan was refused.
+        mask_variables(pool, inputs, ctx.redactor)
+        raise
+    assert plan.variables is not None  # inputs were given
+    for secret in plan.variables.secrets:
+        ctx.redactor.add(secret)
+    for name in plan.variables.secret_names:
+        warning = short_warning(f"the secret variable [{name}]", plan.variables.values[name])
+        if warning:
+            ctx.note(warning)
+    return plan
 
 
 def handle(args: argparse.Namespace, ctx: Context) -> int:
-    pool, variables = prepare(args, ctx)
+    plan = prepare(args, ctx)
     if args.dry_run:
-        return show_plan(pool, variables, args, ctx)
+        return show_plan(plan, args, ctx)
+    variables = plan.variables
+    assert variables is not None
     check_run_files(args)
     spec = journal_spec(args.journal, ctx.environ)
     if is_postgres(spec):
-        return handle_shared(args, ctx, pool, variables, spec)
+        return handle_shared(args, ctx, plan.pool, variables, spec)
     journal_path = Path(spec)
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
@@ -160,7 +154,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log]) as interrupts:
-                answer = run_pool(pool, client, config, journal=journal, reporter=reporter, stop=stop)
+                answer = run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
         except PoolerError as error:
             if not sent.calls:
                 raise
@@ -168,7 +162,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             ctx.note(render_error(error))
             ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
                      f"'pooler runs --journal {journal_path}' lists the task.")
-            return 1
+            return ExitStatus.FAILED
         write_run_files(args, ctx, journal, answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
@@ -179,7 +173,7 @@ def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], int
         ctx.emit_json(answer)
     if interrupts.signum is not None:
         return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
-    return 0 if answer.get("result") else 1
+    return ExitStatus.OK if answer.get("result") else ExitStatus.FAILED
 
 
 def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> None:

@@ -13,6 +13,7 @@ from rich.text import Text
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_traceback, positive_int
 from pooler.errors import JournalError, UsageError
+from pooler.exits import ExitStatus
 from pooler.journal import Journal, TaskRow
 from pooler.journal_api import JournalStore, journal_spec, open_existing
 from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
@@ -74,15 +75,15 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         journal.close()
     if args.json:
         ctx.emit_json({"tasks": [asdict(r) for r in rows]})
-        return 0
+        return ExitStatus.OK
     if not rows:
         ctx.stdout.write("no tasks in the journal yet\n")
-        return 0
+        return ExitStatus.OK
     if not ctx.stdout.isatty():
         for row in rows:
             ctx.stdout.write(f"{row.id}  {row.status:<9}  started {row.started}  runs {row.runs}  "
                              f"{counts(row) or '-'}  {row.pool_file}\n")
-        return 0
+        return ExitStatus.OK
     table = Table(title="recent tasks", title_justify="left")
     for column in ("task", "pool", "started", "status", "runs", "counts"):
         table.add_column(column, overflow="fold")
@@ -90,7 +91,7 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=STYLE.get(row.status, "")),
                       str(row.runs), counts(row))
     console_for(ctx.stdout).print(table)
-    return 0
+    return ExitStatus.OK
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
@@ -121,7 +122,7 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
                            f"--task {args.task} --resume.")
     if args.json:
         ctx.emit_json(answer)
-        return 0
+        return ExitStatus.OK
     out = ctx.stdout
     if out.isatty():
         console = console_for(out)
@@ -132,4 +133,4 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
     else:
         out.write(f"task {row.id} pool {row.pool_file} started {row.started} runs {row.runs}\n")
         out.write("\n".join(answer_lines(answer)) + "\n")
-    return 0
+    return ExitStatus.OK

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_store_options, add_traceback, make_client
+from pooler.exits import ExitStatus
 from pooler.render import console_for
 
 
@@ -58,7 +59,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         ctx.emit_json(data)
     if not data.get("result"):
         ctx.note(f"pooler tools: the store refused: {data.get('message', '')}")
-        return 1
+        return ExitStatus.FAILED
     if not args.json:
         console_for(ctx.stdout).print(tools_table(list(data.get("tools") or [])))
-    return 0
+    return ExitStatus.OK

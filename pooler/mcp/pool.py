@@ -14,21 +14,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pooler.checks import check_pool
 from pooler.client import ToolRunClient
-from pooler.errors import CheckFailed, InputError, Problem
-from pooler.executor import RunConfig, run_pool
+from pooler.compiler import Plan, compile_pool
+from pooler.errors import InputError
+from pooler.executor import RunConfig, run_plan
 from pooler.journal import Journal
 from pooler.loader import load_pool_value
 from pooler.mcp.arguments import check_names, check_task, confine, optional
 from pooler.mcp.calls import confine_jsonl_fields
 from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.schemas import MAX_POOL_STEPS
-from pooler.model import Pool, format_path
+from pooler.model import Pool
 from pooler.redact import Redactor
-from pooler.refs import parse_ref
 from pooler.reporter import Reporter
-from pooler.values import strings
 
 #: The batch options of execute_tool_batch, with the kind each one takes.
 OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on": str,
@@ -84,31 +82,6 @@ def check_raw_steps(steps: Any, out: Path) -> None:
         confine_jsonl_fields(step.get("params"), out, f"step {num} params")
 
 
-def words_of_data(pool: Pool) -> dict[str, str]:
-    """The params strings the seed sends as they are: ``@...`` naming no step before its own.
-
-    A pool file's checks report these as slips; tool_pool's seed calls them words of data (an
-    address like ``@shop.example``), so for an agent they are not refused.  By path, with the text.
-    """
-    found: dict[str, str] = {}
-    for step in pool.steps:
-        earlier = {s.name.lower() for s in pool.steps if s.name and s.num < step.num}
-        for path, text in strings(step.params, ()):
-            if not text.startswith("@") or text.startswith("@@"):
-                continue
-            parsed = parse_ref(text)
-            if parsed is None or parsed[0].lower() not in earlier:
-                found[format_path((*step.path, "params", *path))] = text
-    return found
-
-
-def meaning_problems(pool: Pool) -> list[Problem]:
-    """check_pool's problems (options included), less those about the seed's words of data."""
-    words = words_of_data(pool)
-    return [p for p in check_pool(pool)
-            if not (p.path in words and p.message.startswith(words[p.path]))]
-
-
 def check_loaded(pool: Pool) -> None:
     """The same limits on the steps as loaded (a pool_source file is only seen here)."""
     if len(pool.steps) > MAX_POOL_STEPS:
@@ -142,8 +115,8 @@ class PoolRuns:
                 self._journal.close()
                 self._journal = None
 
-    def load(self, arguments: Mapping[str, Any]) -> tuple[Pool, str]:
-        """The pool and its task, with every refusal that comes before the first step."""
+    def load(self, arguments: Mapping[str, Any]) -> tuple[Plan, str]:
+        """The plan and its task, with every refusal that comes before the first step."""
         check_names("tool_pool", arguments)
         task = optional(arguments, "task", str, "tool_pool")
         task = check_task(task, self.task) if task is not None else self.task
@@ -165,21 +138,19 @@ class PoolRuns:
         # pool's base, and the executor reads the files the steps name from there.
         pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out)
         check_loaded(pool)
-        problems = meaning_problems(pool)
-        if problems:
-            raise CheckFailed(problems)
-        return pool, task
+        # The compile step of every other way to run a pool, with the seed's words of data.
+        return compile_pool(pool, values={}, seed_words=True), task
 
     def run(self, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
             stop: threading.Event | None = None) -> Outcome:
-        pool, task = self.load(arguments)
+        plan, task = self.load(arguments)
         if self.shared_journal is not None:
             from pooler.mcp.shared import run_shared_pool  # noqa: PLC0415 - psycopg only when asked for
 
             with self._lock:
                 config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
-                answer = run_shared_pool(pool, self.client, config, self.shared_journal, reporter=reporter,
-                                         stop=stop)
+                answer = run_shared_pool(plan.pool, self.client, config, self.shared_journal,
+                                         reporter=reporter, stop=stop)
             return answered(answer, is_error=answer.get("result") is not True)
         with self._lock:
             if self._journal is None:
@@ -187,6 +158,6 @@ class PoolRuns:
             # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
             # files"), even when the session's task carries its keys over from an earlier call.
             config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True)
-            answer = run_pool(pool, self.client, config, journal=self._journal, reporter=reporter,
+            answer = run_plan(plan, self.client, config, journal=self._journal, reporter=reporter,
                               stop=stop)
         return answered(answer, is_error=answer.get("result") is not True)

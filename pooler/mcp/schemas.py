@@ -10,6 +10,8 @@ from typing import Any
 
 import mcp_types as types
 
+from pooler.rules import INTO_PATTERN, MAX_INTO, NAME_PATTERN
+
 #: The most steps one tool_pool call takes; more is refused before anything runs.
 MAX_POOL_STEPS = 200
 
@@ -48,7 +50,7 @@ _PARAMS_SOURCE = {"type": ["string", "null"],
 _DEBUG = {"type": ["boolean", "null"],
           "description": "Also report how many queries the command ran and how long they took (time.sql, "
                          "time.sql_ms)."}
-_INTO = {"type": ["string", "null"], "pattern": "^[^./\\\\]+$",
+_INTO = {"type": ["string", "null"], "pattern": INTO_PATTERN, "maxLength": MAX_INTO,
          "description": "A job name, one word with no path and no dot: every table of the answer is also "
                         "appended to <out>/<into>.<table>.jsonl, which only grows, while the table's own "
                         "file is replaced by the next call."}
@@ -58,7 +60,7 @@ _STEP: dict[str, Any] = {
     "description": "One call of a store tool. Steps hold JSON only: a command that takes files goes "
                    "through tool_run.",
     "properties": {
-        "name": {"type": "string", "pattern": "^[^.]*$",
+        "name": {"type": "string", "pattern": NAME_PATTERN,
                  "description": "A word later steps use to refer to this one, without a dot; unique in the "
                                 "pool, case not told apart."},
         "unit": _UNIT,
