@@ -17,228 +17,36 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pooler import strictjson
 from pooler.errors import JournalError
 from pooler.journal_file import alive, host, own_file, upgrade
+from pooler.journal_records import (
+    DONE,
+    FINAL_STATUSES,
+    KEYED_SQL,
+    RECORD_SQL,
+    SCHEMA,
+    STANDING_OF_SQL,
+    CallId,
+    CallRecord,
+    TaskRow,
+    default_journal_path,
+    dumps,
+    enter_run,
+    join_entry,
+    now_text,
+    pool_identity,
+    split_entry,
+    whole_record,
+)
 from pooler.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
-from pooler.statuses import FINAL, LANDED
+from pooler.statuses import LANDED
 
-#: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
-FINAL_STATUSES = tuple(s.value for s in FINAL)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY,
-    pool_file TEXT NOT NULL,
-    started TEXT NOT NULL,
-    finished TEXT,
-    status TEXT NOT NULL DEFAULT 'running',
-    runs INTEGER NOT NULL DEFAULT 1,
-    total INTEGER, succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER,
-    answer TEXT,
-    store TEXT
-);
-CREATE INDEX IF NOT EXISTS tasks_pool ON tasks (pool_file, started);
-CREATE TABLE IF NOT EXISTS calls (
-    id INTEGER PRIMARY KEY,
-    task TEXT NOT NULL,
-    run INTEGER NOT NULL,
-    num INTEGER NOT NULL,
-    row INTEGER,
-    key TEXT,
-    round INTEGER NOT NULL DEFAULT 1,
-    step_id TEXT,
-    status TEXT NOT NULL,
-    in_doubt INTEGER NOT NULL DEFAULT 0,
-    sent_at TEXT,
-    done_at TEXT,
-    result TEXT,
-    detail TEXT
-);
-CREATE INDEX IF NOT EXISTS calls_key ON calls (task, key) WHERE key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS runs (
-    task TEXT NOT NULL,
-    run INTEGER NOT NULL,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    PRIMARY KEY (task, run)
-);
-"""
-
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """The last record of one key in a task.
-
-    A key of a step over rows is kept light (``result`` and ``detail`` left out, ``DONE`` when it
-    simply completed): ``Journal.record_of`` reads the whole record when the key is met again.
-    """
-
-    key: str
-    num: int
-    row: int | None
-    step_id: str | None
-    #: The round of the key the call was sent with (see ``CallId.round``).
-    round: int
-    #: completed, skipped (done), failed, in_doubt, or sent (the answer never recorded).
-    status: str
-    #: True when the call was counted done without its answer (``--in-doubt skip``).
-    in_doubt: bool
-    result: dict[str, Any] | None
-    detail: Any
-    #: The record's id in the journal (0 when not read from it): what ``Journal.claim`` compares.
-    id: int = 0
-    #: The run of the task that wrote it.
-    run: int = 0
-
-    @property
-    def done(self) -> bool:
-        """The key is done: it is not sent again."""
-        return self.status in LANDED
-
-    @property
-    def doubtful(self) -> bool:
-        """The request left and no answer was recorded: it may or may not have been carried out."""
-        return self.status in ("sent", "in_doubt")
-
-
-#: The record of a key of a step over rows that completed: one object shared by all such keys.
-DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
-
-#: The record that stands for a key: its last done record (a key once done stays done, whatever
-#: another run of the task wrote after it), else its last record; ``not_run`` records aside.
-_STANDING = ("COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))")
-
-#: The standing record of every key of a task, without the entry of a call of a step over rows
-#: (``row`` is set), except a failed one's: whether the store carried it out (only its tables
-#: failed here) decides the round it is sent again with.
-_KEYED = f"""
-SELECT key, num, row, step_id, round, status, in_doubt,
-       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
-       id, run
-FROM calls WHERE id IN (SELECT {_STANDING} FROM calls WHERE task = ? AND key IS NOT NULL
-                        AND status != 'not_run' GROUP BY key)
-"""
-_RECORD = ("SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls "
-           "WHERE id = ?")
-_STANDING_OF = (f"SELECT {_STANDING} FROM calls WHERE task = ? AND key = ? AND status != 'not_run'")
-
-
-@dataclass(frozen=True)
-class CallId:
-    """Which call a record is about: task, run of the task, step number, row, key and step id."""
-
-    task: str
-    run: int
-    num: int
-    row: int | None
-    key: str | None
-    step_id: str | None
-    #: A keyed call's round: 1 at first, one more after each refusal, so a task run again sends a
-    #: refused call anew instead of getting the refusal the store kept for its Idempotency-Key.
-    round: int = 1
-    #: The concurrent slot the call ran in (0 to width - 1), for the report's timeline.
-    lane: int | None = None
-    #: Its ``serialize_on`` value (masked), when the pool has one.
-    serial: str | None = None
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    """One task as ``pooler runs`` lists it."""
-
-    id: str
-    pool_file: str
-    started: str
-    finished: str | None
-    status: str
-    runs: int
-    total: int | None
-    succeeded: int | None
-    failed: int | None
-    skipped: int | None
-    not_run: int | None
-    #: The store the task runs against (None for a task made before tasks recorded theirs).
-    store: str | None = None
-
-
-def default_journal_path() -> Path:
-    """``$XDG_STATE_HOME/pooler/journal.sqlite``, else ``~/.local/state/pooler/journal.sqlite``."""
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state) if state else Path.home() / ".local" / "state"
-    return base / "pooler" / "journal.sqlite"
-
-
-def pool_identity(pool_file: str | Path) -> str:
-    """The pool file as the journal knows it: resolved, so a path through a symlink or with ``..``
-    names the same pool (and its keys) as the real path does."""
-    return str(Path(pool_file).resolve())
-
-
-_SECOND: tuple[int, str] = (-1, "")
-
-
-def _now() -> str:
-    global _SECOND  # noqa: PLW0603 - a one-entry cache: two stamps a call, formatted once a second
-    now = time.time()
-    whole = int(now)
-    second, text = _SECOND
-    if second != whole:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(whole))
-        _SECOND = (whole, text)
-    return f"{text}.{int(now * 1000) % 1000:03d}"
-
-
-def _enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
-    """Which process makes this run of the task (see ``Journal.live_runs``)."""
-    db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
-               (task_id, run, host(), os.getpid()))
-
-
-def _dumps(value: Any) -> str:
-    return strictjson.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _split(entry: dict[str, Any] | None) -> tuple[str | None, str | None]:
-    """An entry as two JSON texts: without its detail, and the detail (NULL when it has none).
-
-    The detail has a column of its own (references read it); it is not written twice.
-    """
-    if entry is None:
-        return None, None
-    if "detail" not in entry:
-        return _dumps(entry), None
-    return _dumps({k: v for k, v in entry.items() if k != "detail"}), _dumps(entry["detail"])
-
-
-def _join(body: str | None, detail: str | None) -> dict[str, Any] | None:
-    """The entry ``_split`` wrote, its detail back in its place (after ``message``)."""
-    if body is None:
-        return None
-    entry: dict[str, Any] = json.loads(body)
-    if detail is None:
-        return entry
-    value = json.loads(detail)
-    out: dict[str, Any] = {}
-    for k, v in entry.items():
-        out[k] = v
-        if k == "message":
-            out["detail"] = value
-    out.setdefault("detail", value)
-    return out
-
-
-def _whole(columns: tuple[Any, ...]) -> CallRecord:
-    """A key's record with its entry, from the columns ``keyed`` and ``record_of`` read."""
-    key, num, row, step_id, rnd, status, in_doubt, result, detail, rid, run = columns
-    entry = _join(result, detail)
-    return CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
-                      None if entry is None else entry.get("detail"), rid, run)
+#: The records are defined in ``journal_records``; they stay importable from here.
+__all__ = ["DONE", "FINAL_STATUSES", "CallId", "CallRecord", "Journal", "TaskRow", "default_journal_path",
+           "pool_identity"]
 
 
 class Journal:
@@ -262,7 +70,7 @@ class Journal:
             own_file(self._db, target)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             upgrade(self._db)
             migrate(self._db)
         except (sqlite3.Error, JournalError) as exc:
@@ -341,8 +149,8 @@ class Journal:
             with self._tx() as db:
                 if db.execute("SELECT 1 FROM tasks WHERE id = ?", (tid,)).fetchone() is None:
                     db.execute("INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?)",
-                               (tid, pool, _now(), store))
-                    _enter_run(db, tid, 1)
+                               (tid, pool, now_text(), store))
+                    enter_run(db, tid, 1)
                     return tid
             if task_id is not None:
                 raise JournalError(f"the task {task_id} is already in the journal - "
@@ -364,7 +172,7 @@ class Journal:
             runs = int(row[0]) + 1
             db.execute("UPDATE tasks SET runs = ?, status = 'running', finished = NULL, "
                        "store = COALESCE(store, ?) WHERE id = ?", (runs, store, task_id))
-            _enter_run(db, task_id, runs)
+            enter_run(db, task_id, runs)
             return runs
 
     def live_runs(self, task_id: str) -> frozenset[int]:
@@ -398,9 +206,9 @@ class Journal:
             db.execute(
                 "UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, "
                 "skipped = ?, not_run = ?, answer = ? WHERE id = ?",
-                (_now(), status or answer.get("status", "failed"), answer.get("total"),
+                (now_text(), status or answer.get("status", "failed"), answer.get("total"),
                  answer.get("succeeded"), answer.get("failed"), answer.get("skipped"),
-                 answer.get("not_run"), _dumps(answer), task_id))
+                 answer.get("not_run"), dumps(answer), task_id))
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
         """The latest tasks, newest first."""
@@ -428,10 +236,10 @@ class Journal:
         with self._lock:
             try:
                 # Row by row from the cursor: no list of every record is built first.
-                for columns in self._db.execute(_KEYED, (task_id,)):
+                for columns in self._db.execute(KEYED_SQL, (task_id,)):
                     key, num, row, step_id, rnd, status, in_doubt, result, _, rid, run = columns
                     if row is None:
-                        out[key] = _whole(columns)
+                        out[key] = whole_record(columns)
                     elif status in LANDED and not in_doubt:
                         out[key] = DONE
                     else:
@@ -452,10 +260,10 @@ class Journal:
 
     @staticmethod
     def _standing(db: sqlite3.Connection, task_id: str, key: str) -> CallRecord | None:
-        found = db.execute(_STANDING_OF, (task_id, key)).fetchone()
+        found = db.execute(STANDING_OF_SQL, (task_id, key)).fetchone()
         if found is None or found[0] is None:
             return None
-        return _whole(db.execute(_RECORD, (found[0],)).fetchone())
+        return whole_record(db.execute(RECORD_SQL, (found[0],)).fetchone())
 
     def claim(self, call: CallId, seen: int) -> int | CallRecord:
         """Claim a keyed call's key for sending, in one transaction: when the key's standing record
@@ -475,21 +283,21 @@ class Journal:
                 "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, "
                 "serial, sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?)",
                 (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id,
-                 _now(), call.lane, call.serial, epoch_ms())).lastrowid or 0)
+                 now_text(), call.lane, call.serial, epoch_ms())).lastrowid or 0)
 
     def record_sent(self, call: CallId) -> int:
         """A call is about to leave; committed before it does.  Returns the record's id."""
         return self._write(
             "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, serial, "
             "sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?)",
-            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, _now(),
+            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, now_text(),
              call.lane, call.serial, epoch_ms()))
 
     def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
         """The entry of a call recorded with ``record_sent`` (already redacted)."""
-        body, detail = _split(result)
+        body, detail = split_entry(result)
         self._write("UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ?, done_ms = ? "
-                    "WHERE id = ?", (status, _now(), body, detail, epoch_ms(), record_id))
+                    "WHERE id = ?", (status, now_text(), body, detail, epoch_ms(), record_id))
 
     def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
                sent: bool = False, in_doubt: bool = False, sent_ms: int | None = None) -> None:
@@ -499,8 +307,8 @@ class Journal:
         stopped because of an earlier record, the earlier call's id.  ``sent_ms`` is when a call
         that was sent left (epoch milliseconds): the report's timeline draws it from there.
         """
-        now = _now()
-        body, detail = _split(result)
+        now = now_text()
+        body, detail = split_entry(result)
         self._write(
             "INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, "
             "done_at, result, detail, lane, serial, sent_ms, done_ms) "
@@ -536,7 +344,7 @@ class Journal:
         for r in rows:
             rec = dict(zip(names, r, strict=True))
             rec["in_doubt"] = bool(rec["in_doubt"])
-            rec["result"] = _join(rec["result"], rec["detail"])
+            rec["result"] = join_entry(rec["result"], rec["detail"])
             rec["detail"] = None if rec["detail"] is None else json.loads(rec["detail"])
             out.append(rec)
         return out

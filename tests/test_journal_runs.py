@@ -27,7 +27,7 @@ def env_for(store: Store, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("kib", [84, 88, 92, 96, 100, 104])
+@pytest.mark.parametrize("kib", [160, 200, 240, 280, 320, 400])
 def test_a_full_disk_stops_the_run_saying_how_many_calls_left(
         store: Store, tmp_path: Path, kib: int) -> None:
     """The files pooler writes may not grow past ``kib`` KiB (as on a full disk): the journal fails
