@@ -9,6 +9,7 @@ from typing import Any
 from pooler.checks import check_against, check_options, check_pool
 from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_store_options, add_traceback, make_client
+from pooler.declared import is_declarations, load_declarations
 from pooler.errors import PoolerError, Problem, StoreError
 from pooler.loader import load_pool
 from pooler.report import check_json, junit_xml
@@ -21,7 +22,9 @@ def register(sub: Any) -> None:
         description="Load and check every pool file named: the schema, the seed's refusals, references, "
                     "variables, keys and options. Every problem of every file is shown with "
                     "file:line:column and the line with a caret. With --against, the steps are also "
-                    "checked against a store's tool_list (units, commands, grants, fields, types); "
+                    "checked against a store's tool_list (units, commands, grants, fields, types): "
+                    "--against takes a store's URL or name, a folder of exported *.json declarations, or "
+                    "a saved tool_list ('pooler tools --json > shop-tools.json'), read offline; "
                     "nothing is written to the store. Exit 0 when every file is valid, 2 when not.",
     )
     parser.add_argument("pools", metavar="POOL", nargs="+", help="the pool files to check")
@@ -46,7 +49,12 @@ def check_file(path: str, tools: list[dict[str, Any]] | None) -> list[Problem]:
 
 
 def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
-    """The store's tool declarations; a refusal is an error, since the check would prove nothing."""
+    """The store's tool declarations; a refusal is an error, since the check would prove nothing.
+
+    A folder of declarations or a saved tool_list is read instead, offline (CI without the store).
+    """
+    if is_declarations(args.store):
+        return load_declarations(args.store)
     client = make_client(args, ctx)
     reply = client.tool_list()
     if not reply.data.get("result") or not isinstance(reply.data.get("tools"), list):
