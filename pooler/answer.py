@@ -50,7 +50,7 @@ HEAD_ROWS = 3
 
 #: The keys of an entry that are not the call's result.
 ENTRY_KEYS = frozenset({"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id",
-                        "in_doubt", "result", "message", "time", "result_omitted"})
+                        "in_doubt", "sent_again", "result", "message", "time", "result_omitted"})
 #: How the rows of a step over rows are counted, in the order its message names them.
 ROW_STATUSES = ("completed", "skipped", "failed", "in_doubt", "not_run")
 _WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
@@ -283,6 +283,8 @@ class Collector:
             "failed": c["failed"] + c["in_doubt"],
             "skipped": c["skipped"],
             "not_run": not_run,
+            # Of the failed: the calls whose answer was lost, so a summary can tell them apart.
+            "calls_in_doubt": c["in_doubt"],
             "in_doubt": [item for _, _, item in sorted(self.in_doubt, key=lambda t: (t[0], t[1]))],
             "task": task,
             "steps": [e for *_, e in sorted(self.entries, key=lambda t: (t[0], t[1], t[2]))],

@@ -270,6 +270,9 @@ class CallRunner:
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
         entry = self._entry(ready, status, reply, tables, note)
+        if ready.doubted or retried:
+            # Sent again after a lost answer: only a store that honours the key ran it once.
+            entry["sent_again"] = ready.doubted or ready.ids.step_id
         entry = self.redactor.value(entry)
         detail = data.get("detail")
         self._done(ready, record, status, entry, sent=True)

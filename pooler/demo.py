@@ -1,13 +1,15 @@
 """``python -m pooler.demo`` (``make demo``): the reference store and pools/demo.yaml, end to end.
 
 It starts ``pooler store serve`` on a free port with its database in a temporary folder, runs
-pools/demo.yaml against it with ``pooler run``, shows the run and its answer, stops the store and
-exits with the run's status.
+pools/demo.yaml against it with ``pooler run`` and shows the run as an operator sees it (the live
+view on a terminal, plain lines elsewhere); the answer goes to a file, and the demo ends by saying
+where the answer and the tables are. It stops the store and exits with the run's status.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import subprocess
@@ -77,6 +79,7 @@ def stop_store(proc: subprocess.Popen[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     out = Path(args.out)
+    answer, journal = out / "answer.json", out / "journal.sqlite"
     say = sys.stderr.write
     # A fresh token per demo: the store's built-in "demo" token would be masked as *** wherever
     # the word appears in the output, pool file names included.
@@ -89,18 +92,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ExitStatus.FAILED
         try:
             say(f"pooler demo: the reference store is up at {url} (its data lives in {tmp})\n")
-            say(f"pooler demo: pooler run {shown(args.pool)} --store {url} --out {out} --json\n\n")
+            say(f"pooler demo: pooler run {shown(args.pool)} --store {url} --out {out} --json > {answer}\n\n")
             environ = {**os.environ, "POOLER_TOKEN": token}
-            status = pooler_main(
-                ["run", shown(args.pool), "--store", url, "--out", str(out),
-                 "--journal", str(out / "journal.sqlite"), "--json"],
-                environ=environ,
-            )
+            out.mkdir(parents=True, exist_ok=True)
+            # The answer (one JSON document) goes to its file; the run shows on stderr as it would
+            # to an operator: the live view on a terminal, plain lines in a log.
+            with answer.open("w", encoding="utf-8") as document:
+                status = pooler_main(
+                    ["run", shown(args.pool), "--store", url, "--out", str(out),
+                     "--journal", str(journal), "--json"],
+                    stdout=document, environ=environ,
+                )
         finally:
             stop_store(proc)
-    say(f"\npooler demo: exit status {status}; the tables are in {out / 'tables'}.\n"
-        f"pooler demo: 'pooler runs --journal {out / 'journal.sqlite'}' lists this run.\n")
+    say(f"\npooler demo: exit status {status}.\n")
+    for line in where_things_are(answer, journal, out):
+        say(f"pooler demo: {line}\n")
     return status
+
+
+def where_things_are(answer: Path, journal: Path, out: Path) -> list[str]:
+    """Where the run left its answer and tables, and the commands that show them again."""
+    try:
+        task = json.loads(answer.read_text(encoding="utf-8")).get("task")
+    except (OSError, ValueError):
+        task = None
+    tables = sorted((out / "tables").glob("*.jsonl"))
+    lines = [f"the answer (JSON): {answer}"]
+    lines += [f"a table: {t}" for t in tables]
+    if task:
+        lines.append(f"the run again, from the journal: pooler show {task} --journal {journal}")
+    lines.append(f"every run: pooler runs --journal {journal}")
+    return lines
 
 
 if __name__ == "__main__":

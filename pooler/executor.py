@@ -215,7 +215,11 @@ def _plan(pool: Pool, base: Path, sample: int | None, *, keep_tables: bool) -> l
         run = StepRun(plan)
         if fe is not None and fe.file:
             path = _data_file(step, base, fe.file)
-            _count(run, count_rows(path, fe.format), sample)
+            rows = count_rows(path, fe.format)
+            if rows == 0 and not fe.allow_empty:
+                # Told before anything is sent: the feed is empty now, and would be at run time.
+                _raise(_empty(step, f"the file {path}"))
+            _count(run, rows, sample)
         for name, file in jsonl_files(params):
             if "${" not in file:  # a templated name is only known per call
                 _data_file(step, base, file, ("params", name, "file"))
@@ -239,6 +243,21 @@ def _data_file(step: Step, base: Path, name: str,
 def _raise(problem: Problem) -> NoReturn:
     raise InputError(problem.message, file=problem.file, line=problem.line, column=problem.column,
                      step=problem.step, path=problem.path, source_line=problem.source_line)
+
+
+def _empty(step: Step, source: str) -> Problem:
+    return step.problem(f"for_each of step {step.num} has no rows: {source} is empty - a run over no rows "
+                        "would pass for a completed import. Write allow_empty: true under for_each if an "
+                        "empty source is fine.", "for_each")
+
+
+def _not_empty(step: Step, rows: Iterator[dict[str, Any]], source: str) -> Iterator[dict[str, Any]]:
+    """The rows, or the step's failure when there are none (read lazily, as the rows are)."""
+    first = next(rows, None)
+    if first is None:
+        _raise(_empty(step, source))
+    yield first
+    yield from rows
 
 
 def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
@@ -272,6 +291,9 @@ class _Opener:
             fmt = "jsonl"
             _count(run, count_rows(path, fmt), self.sample)
         rows: Iterator[dict[str, Any]] = iter_rows(path, fmt)
+        if not fe.allow_empty:
+            rows = _not_empty(plan.step, rows, f"the file {path}" if fe.file else
+                              f"the table of step {fe.step}")
         if self.sample is not None:
             rows = islice(rows, self.sample)
         if fe.chunk:

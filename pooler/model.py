@@ -124,6 +124,9 @@ class ForEach:
     format: str | None = None
     chunk: int | None = None
     field: str | None = None
+    #: An empty source is fine: without it, a source with no rows fails the run (an empty feed
+    #: must not pass for a nightly import that completed).
+    allow_empty: bool = False
 
 
 @dataclass

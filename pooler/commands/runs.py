@@ -14,7 +14,9 @@ from pooler.commands import help_of
 from pooler.commands.common import Context, add_json, add_traceback, positive_int
 from pooler.errors import JournalError
 from pooler.journal import Journal, TaskRow, default_journal_path
-from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
+from pooler.prune import parse_age, prune
+from pooler.render import STYLE, answer_lines, console_for, plural, results_table, summary_line
+from pooler.taskview import DEAD, partial_answer, told
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +35,11 @@ def register(sub: Any) -> None:
     add_journal(runs)
     runs.add_argument("--limit", type=positive_int, default=20, metavar="N",
                       help="how many tasks to list (default 20)")
+    runs.add_argument("--prune", action="store_true",
+                      help="remove the tasks whose last run ended before --older-than, with their calls, "
+                           "and shrink the file; a task still running (or dead) is never removed")
+    runs.add_argument("--older-than", metavar="AGE", default="30d",
+                      help="with --prune: the age of the tasks to remove, like 30d, 12h, 90m (default 30d)")
     add_json(runs, "the tasks")
     add_traceback(runs)
     runs.set_defaults(handler=handle_runs)
@@ -49,8 +56,12 @@ def register(sub: Any) -> None:
     show.set_defaults(handler=handle_show)
 
 
+def journal_path(args: argparse.Namespace) -> Path:
+    return Path(args.journal) if args.journal else default_journal_path()
+
+
 def open_journal(args: argparse.Namespace) -> Journal:
-    path = Path(args.journal) if args.journal else default_journal_path()
+    path = journal_path(args)
     if not path.is_file():
         raise JournalError(f"no journal at {path} - nothing has run with it yet; "
                            "give the one 'pooler run --journal' wrote with --journal.")
@@ -65,8 +76,15 @@ def counts(row: TaskRow) -> str:
 
 
 def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
-    with open_journal(args) as journal:
-        rows = journal.tasks(args.limit)
+    path = journal_path(args)
+    if args.prune:
+        return handle_prune(args, ctx, path)
+    if not path.is_file() and not args.journal:
+        # A fresh install: nothing has run yet, which is no error.
+        rows: list[TaskRow] = []
+    else:
+        with open_journal(args) as journal:
+            rows = [told(r, path) for r in journal.tasks(args.limit)]
     if args.json:
         ctx.emit_json({"tasks": [asdict(r) for r in rows]})
         return 0
@@ -82,9 +100,27 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
     for column in ("task", "pool", "started", "status", "runs", "counts"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=STYLE.get(row.status, "")),
+        style = STYLE.get(row.status, "bold red" if row.status == DEAD else "")
+        table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=style),
                       str(row.runs), counts(row))
     console_for(ctx.stdout).print(table)
+    return 0
+
+
+def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
+    age = parse_age(args.older_than)
+    if not path.is_file():
+        raise JournalError(f"no journal at {path} - nothing to prune.")
+    done = prune(path, age)
+    if args.json:
+        ctx.emit_json({"result": True, "journal": str(path), "removed_tasks": done.tasks,
+                       "removed_calls": done.calls, "kept_running": done.kept_running,
+                       "bytes_before": done.bytes_before, "bytes_after": done.bytes_after})
+        return 0
+    kept = f"; {plural(done.kept_running, 'task')} still running kept" if done.kept_running else ""
+    ctx.stdout.write(f"pruned {path}: removed {plural(done.tasks, 'task')} ended more than {args.older_than} "
+                     f"ago ({plural(done.calls, 'call')}){kept}; {done.bytes_before:,} -> "
+                     f"{done.bytes_after:,} bytes\n")
     return 0
 
 
@@ -94,11 +130,14 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
         if row is None:
             raise JournalError(f"no task {args.task} in the journal {journal.path} - "
                                "'pooler runs' lists the tasks it holds.")
-        answer = journal.answer(args.task)
+        answer = journal.answer(args.task) if row.status != "running" else None
+        row = told(row, journal_path(args))
+        if row.status == DEAD:
+            # No answer was written: the calls the journal holds are the run's partial answer.
+            answer = partial_answer(journal, row)
     if answer is None:
-        raise JournalError(f"task {args.task} has no recorded answer: it is {row.status} "
-                           "(a run still going, or one that was killed) - run it again with "
-                           f"--task {args.task} --resume.")
+        raise JournalError(f"task {args.task} is running (a live run holds its pool's lock) - "
+                           "'pooler show' tells its answer once it has finished.")
     if args.json:
         ctx.emit_json(answer)
         return 0
