@@ -15,8 +15,9 @@ full entries of its failed and in-doubt calls only.  The journal still holds eve
      "failures_omitted": 0, "time": {"trip": 5230}}
 
 - ``status`` is the step's outcome: ``completed`` (every row completed or skipped), ``failed``,
-  ``in_doubt`` (a call's answer was lost), or ``not_run`` (the step never started because a step it
-  refers to did not complete, or the pool stopped before its rows were all sent).
+  ``in_doubt`` (a call's answer was lost), ``partial`` (the pool stopped after some of its rows
+  landed), or ``not_run`` (the step never started because a step it refers to did not complete,
+  or the pool stopped before any of its rows were sent).
 - ``rows`` counts rows by the status of the call that carried them (a chunk's rows share its call's
   status); ``total`` is ``null`` when the rows were never counted (a table that was never written).
 - ``calls``: the calls that ended with a status in this run, one a row or one a chunk.

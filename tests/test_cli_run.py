@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler
+from helpers import ROOT, Store, answer_of, pooler, wait_for_ops
 
 from pooler.cli import main
 from pooler.commands import run as run_command
@@ -298,14 +298,6 @@ def start_run(store: Store, tmp_path: Path, pool: Path) -> subprocess.Popen[str]
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url, "--json",
          "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-
-
-def wait_for_ops(store: Store, count: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
-    while len(store.ops()) < count:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the store"
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, Store, answer_of, pooler, start_store
+from helpers import ROOT, Store, answer_of, pooler, start_store, wait_for_ops
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -35,14 +34,6 @@ def start(store: Store, tmp_path: Path, pool: Path, *extra: str) -> subprocess.P
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,
          "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-
-
-def wait_for_ops(store: Store, count: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while len(store.ops()) < count:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the store"
-        time.sleep(0.02)
 
 
 def test_a_call_in_doubt_is_named_in_this_run_and_counted_as_in_doubt(store_factory: Any,

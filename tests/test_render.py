@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import fcntl
 import io
-import os
 import re
-import struct
-import subprocess
-import sys
-import termios
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, Store
+from helpers import ROOT, Store, on_terminal
 
 from pooler.model import Pool, Step
 from pooler.redact import Redactor
@@ -204,28 +198,10 @@ def test_a_step_over_rows_shows_its_summary_then_the_failures_it_lists() -> None
 
 
 def test_a_run_on_a_terminal_shows_the_live_view(store: Store, tmp_path: Path) -> None:
-    primary, secondary = os.openpty()
-    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_") and k != "COLUMNS"}
-    env.update({"POOLER_TOKEN": store.token, "TERM": "xterm-256color"})
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pooler", "run", str(ROOT / "pools" / "currency.json"), "--store", store.url,
-         "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],
-        stdin=secondary, stdout=secondary, stderr=secondary, cwd=ROOT, env=env, close_fds=True)
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # the terminal closes when the run ends
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(primary)
-    assert proc.wait(timeout=60) == 0
-    raw = b"".join(chunks).decode("utf-8", "replace")
+    status, raw = on_terminal(["run", str(ROOT / "pools" / "currency.json"), "--store", store.url,
+                               "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],
+                              store.token, 140, rows=40)
+    assert status == 0
     text = ANSI.sub("", raw)
     assert "\x1b[" in raw
     assert "━" in text

@@ -7,20 +7,12 @@ area instead of being drawn over.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
-import select
-import signal
-import struct
-import subprocess
-import sys
-import termios
 import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, Store
+from helpers import Store, on_terminal
 
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 #: Cursor moves and carriage returns: what follows one is drawn from another place of the screen.
@@ -37,46 +29,18 @@ pool:
 """
 
 
-def on_terminal(store: Store, tmp_path: Path, columns: int, pool: Path,
-                interrupt_after: bytes | None = None) -> tuple[int, str]:
-    """Run the pool with stdout and stderr on a pseudo-terminal of ``columns``; what it drew."""
-    primary, secondary = os.openpty()
-    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("POOLER_") and k not in ("COLUMNS", "LINES")}
-    env.update({"POOLER_TOKEN": store.token, "TERM": "xterm-256color"})
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,
-         "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],
-        stdin=secondary, stdout=secondary, stderr=secondary, cwd=ROOT, env=env, close_fds=True)
-    os.close(secondary)
-    chunks: list[bytes] = []
-    sent = False
-    while True:
-        if interrupt_after is not None and not sent and interrupt_after in b"".join(chunks):
-            proc.send_signal(signal.SIGINT)
-            sent = True
-        ready, _, _ = select.select([primary], [], [], 30)
-        if not ready:
-            break
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # the terminal closes when the run ends
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(primary)
-    status = proc.wait(timeout=60)
-    return status, b"".join(chunks).decode("utf-8", "replace")
+def run_on_terminal(store: Store, tmp_path: Path, columns: int, pool: Path,
+                    interrupt_after: bytes | None = None) -> tuple[int, str]:
+    return on_terminal(["run", str(pool), "--store", store.url, "--out", str(tmp_path / "out"),
+                        "--journal", str(tmp_path / "j.sqlite")], store.token, columns,
+                       interrupt_after=interrupt_after)
 
 
 @pytest.mark.parametrize("columns", [80, 160])
 def test_the_results_table_and_live_view_fit_the_terminal(store: Store, tmp_path: Path, columns: int) -> None:
     pool = tmp_path / "p.yaml"
     pool.write_text(POOL, encoding="utf-8")
-    status, raw = on_terminal(store, tmp_path, columns, pool)
+    status, raw = run_on_terminal(store, tmp_path, columns, pool)
     assert status == 1
     text = MOVE.sub("\n", COLOUR.sub("", raw))
     lines = text.split("\n")
@@ -102,7 +66,7 @@ def test_a_ctrl_c_notice_prints_above_the_live_area(store_factory: object, tmp_p
         f"  - {{unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {{n: {n}}}}}\n" for n in range(30)),
         encoding="utf-8")
     started = time.monotonic()
-    status, raw = on_terminal(store, tmp_path, 80, pool, interrupt_after=b"/30")
+    status, raw = run_on_terminal(store, tmp_path, 80, pool, interrupt_after=b"/30")
     assert status == 130
     assert time.monotonic() - started < 60
     text = MOVE.sub("\n", COLOUR.sub("", raw))
