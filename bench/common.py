@@ -69,6 +69,7 @@ class Work:
         self.env = child_env(tmp)
         self.token_file = tmp / "token"
         self.token_file.write_text(TOKEN + "\n", encoding="utf-8")
+        self.token_file.chmod(0o600)
 
     def fresh(self, label: str) -> Path:
         """A new empty folder for one run's --out and --journal."""

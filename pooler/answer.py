@@ -15,8 +15,9 @@ full entries of its failed and in-doubt calls only.  The journal still holds eve
      "failures_omitted": 0, "time": {"trip": 5230}}
 
 - ``status`` is the step's outcome: ``completed`` (every row completed or skipped), ``failed``,
-  ``in_doubt`` (a call's answer was lost), or ``not_run`` (the step never started because a step it
-  refers to did not complete, or the pool stopped before its rows were all sent).
+  ``in_doubt`` (a call's answer was lost), ``partial`` (the pool stopped after some of its rows
+  landed), or ``not_run`` (the step never started because a step it refers to did not complete,
+  or the pool stopped before any of its rows were sent).
 - ``rows`` counts rows by the status of the call that carried them (a chunk's rows share its call's
   status); ``total`` is ``null`` when the rows were never counted (a table that was never written).
 - ``calls``: the calls that ended with a status in this run, one a row or one a chunk.
@@ -52,7 +53,7 @@ HEAD_ROWS = 3
 
 #: The keys of an entry that are not the call's result.
 ENTRY_KEYS = frozenset({"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id",
-                        "in_doubt", "result", "message", "time", "result_omitted"})
+                        "in_doubt", "sent_again", "result", "message", "time", "result_omitted"})
 #: How the rows of a step over rows are counted, in the order its message names them.
 ROW_STATUSES = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.SKIPPED, CallStatus.FAILED,
                                         CallStatus.IN_DOUBT, CallStatus.NOT_RUN))
@@ -289,6 +290,8 @@ class Collector:
             "failed": c["failed"] + c["in_doubt"],
             "skipped": c["skipped"],
             "not_run": not_run,
+            # Of the failed: the calls whose answer was lost, so a summary can tell them apart.
+            "calls_in_doubt": c["in_doubt"],
             "in_doubt": [item for _, _, item in sorted(self.in_doubt, key=lambda t: (t[0], t[1]))],
             "task": task,
             "steps": [e for *_, e in sorted(self.entries, key=lambda t: (t[0], t[1], t[2]))],

@@ -321,6 +321,9 @@ class CallRunner:
         if status == "in_doubt":
             # Whatever the answer said, its result is not known: as for every call in doubt.
             entry["result"] = False
+        if ready.doubted or retried:
+            # Sent again after a lost answer: only a store that honours the key ran it once.
+            entry["sent_again"] = ready.doubted or ready.ids.step_id
         entry = self.redactor.value(entry)
         reply.release()
         detail = data.get("detail")

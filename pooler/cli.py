@@ -14,8 +14,9 @@ from typing import TextIO
 from pooler import __version__
 from pooler.commands import COMMANDS
 from pooler.commands.common import Context, render_error
-from pooler.errors import JournalError, LockedError, PoolerError, StoreError
+from pooler.errors import JournalError, LockedError, PoolerError, Problem, StoreError
 from pooler.exits import ExitStatus
+from pooler.outcome import outcome_document
 
 DESCRIPTION = (
     "Run pools of store AI-tool calls: declarative pool files, checked before anything is sent, "
@@ -96,26 +97,48 @@ def main(
     ctx = Context(stdout=stdout or sys.stdout, stderr=stderr or sys.stderr,
                   environ=os.environ if environ is None else environ)
     first = next((a for a in args if not a.startswith("-")), None)
-    ns = build_parser(first if first in COMMANDS else None).parse_args(args)
+    wants_json = "--json" in args
+    ns: argparse.Namespace | None = None
     try:
-        return int(ns.handler(ns, ctx))
+        ns = build_parser(first if first in COMMANDS else None).parse_args(args)
+        status = int(ns.handler(ns, ctx))
     except PoolerError as error:
         ctx.note(render_error(error))
         status = exit_status_for(error)
-        if ns.command == "run" and status == ExitStatus.REFUSED:
+        if getattr(ns, "command", None) == "run" and status == ExitStatus.REFUSED:
             ctx.note("pooler: refused before the first step; nothing was sent.")
+        document(ctx, status, list(error.problems()), wanted=wants_json)
         return status
     except KeyboardInterrupt:
         ctx.note("pooler: interrupted")
+        document(ctx, ExitStatus.INTERRUPTED, [], wanted=wants_json)
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``pooler runs | head``); nothing more can be said to it.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitStatus.FAILED
+    except SystemExit as exc:
+        # argparse's own refusals (a bad flag) and --help; under --json a refusal is a document too.
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitStatus.REFUSED)
+        if code != 0:
+            document(ctx, code, [Problem("the command line is wrong: see the usage above")],
+                     wanted=wants_json)
+        return code
     except Exception as error:  # noqa: BLE001 - the one place a bug becomes exit 70, not a traceback
         if getattr(ns, "traceback", False):
             ctx.note(ctx.redactor.text(traceback.format_exc()).rstrip())
         ctx.note(f"pooler: internal error: {type(error).__name__}: {error} "
                  "(run with --traceback to see where)")
+        document(ctx, ExitStatus.INTERNAL, [Problem(f"internal error: {type(error).__name__}")],
+                 wanted=wants_json)
         return ExitStatus.INTERNAL
+    # A command that ended without its own document (none does on purpose) still writes one.
+    document(ctx, status, [], wanted=wants_json)
+    return status
+
+
+def document(ctx: Context, status: int, problems: list[Problem], *, wanted: bool = True) -> None:
+    """Under ``--json``, the outcome's document when the command has not written its own."""
+    if wanted and not ctx.emitted:
+        ctx.emit_json(outcome_document(int(status), problems))

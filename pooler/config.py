@@ -19,6 +19,10 @@ from typing import Any
 
 from pooler.errors import InputError, UsageError, did_you_mean
 
+UNAUTHENTICATED = (
+    "no token for the store {url}: give --token-file PATH, a token_file for the store in {config}, "
+    "or set POOLER_TOKEN - every call would be refused (ACCESS_DENIED); nothing was sent"
+)
 NO_STORE = (
     "no store given: pass --store URL (or the name of a store from {config}), "
     "or set POOLER_STORE"
@@ -41,6 +45,8 @@ class Target:
     url: str
     token: str | None
     name: str | None = None
+    #: Things a person should hear about the token (a file others can read).
+    warnings: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         # The token stays out of every repr, so no traceback or debug print can show it.
@@ -65,7 +71,8 @@ def load_stores(path: Path) -> dict[str, StoreEntry]:
     import yaml  # noqa: PLC0415
 
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data: Any = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the config file {path}: {exc}", file=str(path)) from exc
     except yaml.YAMLError as exc:
@@ -76,6 +83,7 @@ def load_stores(path: Path) -> dict[str, StoreEntry]:
             line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None,
         ) from exc
+    _refuse_unknown_keys(path, text)
     stores = (data or {}).get("stores") if isinstance(data, dict) else None
     if data is not None and not isinstance(stores, dict):
         raise InputError(
@@ -97,6 +105,50 @@ def load_stores(path: Path) -> dict[str, StoreEntry]:
             token_file=(path.parent / Path(token_file).expanduser()) if token_file else None,
         )
     return found
+
+
+#: The keys a config file knows, at the top and in each store.
+TOP_KEYS = ("stores",)
+STORE_KEYS = ("url", "token_file")
+
+
+def _refuse_unknown_keys(path: Path, text: str) -> None:
+    """A misspelt key (``tokn_file:``) would be read as no key at all and every call refused later:
+    it is refused here, at its line and column, with the key it was probably meant to be."""
+    import yaml  # noqa: PLC0415 - only when a config file is read
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if not isinstance(root, yaml.MappingNode):
+        return
+    for key, value in root.value:
+        _known(path, key, TOP_KEYS, "at the top of the config file")
+        if key.value != "stores" or not isinstance(value, yaml.MappingNode):
+            continue
+        for name, entry in value.value:
+            if isinstance(entry, yaml.MappingNode):
+                for field, _ in entry.value:
+                    _known(path, field, STORE_KEYS, f"in the store {name.value!r}")
+
+
+def _known(path: Path, key: Any, known: tuple[str, ...], where: str) -> None:
+    word = str(key.value)
+    if word in known:
+        return
+    hint = did_you_mean(word, known) or f" - the keys there: {', '.join(known)}"
+    raise InputError(f"unknown key {word!r} {where}{hint}", file=str(path), line=key.start_mark.line + 1,
+                     column=key.start_mark.column + 1)
+
+
+def token_file_warning(path: Path) -> str | None:
+    """What ssh says of a private key others can read, said of a token file."""
+    try:
+        mode = path.expanduser().stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        return (f"pooler: WARNING: the token file {path} can be read by others (mode {mode & 0o777:o}) - "
+                f"chmod 600 {path}")
+    return None
 
 
 def read_token(path: Path) -> str:
@@ -146,10 +198,8 @@ def resolve_target(
                 "give a URL like http://127.0.0.1:8080 or add the store under 'stores:' there"
             )
         url = entry.url
-    if token_file:
-        token: str | None = read_token(Path(token_file))
-    elif entry is not None and entry.token_file is not None:
-        token = read_token(entry.token_file)
-    else:
-        token = env.get("POOLER_TOKEN") or None
-    return Target(url=url.rstrip("/"), token=token, name=entry.name if entry else None)
+    file = Path(token_file) if token_file else entry.token_file if entry is not None else None
+    token = read_token(file) if file is not None else env.get("POOLER_TOKEN") or None
+    warning = token_file_warning(file) if file is not None else None
+    return Target(url=url.rstrip("/"), token=token, name=entry.name if entry else None,
+                  warnings=(warning,) if warning else ())

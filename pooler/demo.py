@@ -2,12 +2,15 @@
 
 It starts ``pooler store serve`` on a free port with its database in a temporary folder, runs the
 demo pool (pools/demo.yaml, which the wheel carries as pooler/data/demo.yaml) against it with
-``pooler run``, shows the run and its answer, stops the store and exits with the run's status.
+``pooler run`` and shows the run as an operator sees it (the live view on a terminal, plain lines
+elsewhere); the answer goes to a file, the run's HTML report to another, and the demo ends by saying
+where the answer, the tables and the report are. It stops the store and exits with the run's status.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import subprocess
@@ -82,8 +85,8 @@ def stop_store(proc: subprocess.Popen[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     out = Path(args.out)
+    answer, journal = out / "answer.json", out / "journal.sqlite"
     report = out / "report.html"
-    out.mkdir(parents=True, exist_ok=True)
     say = sys.stderr.write
     # A fresh token per demo, given to the store and to pooler alike.
     token = "demo-" + secrets.token_hex(16)
@@ -96,21 +99,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             say(f"pooler demo: the reference store is up at {url} (its data lives in {tmp})\n")
             say(f"pooler demo: pooler run {shown(args.pool)} --store {url} --out {out} --report {report} "
-                "--json\n\n")
+                f"--json > {answer}\n\n")
             environ = {**os.environ, "POOLER_TOKEN": token}
-            status = pooler_main(
-                ["run", shown(args.pool), "--store", url, "--out", str(out),
-                 "--journal", str(out / "journal.sqlite"), "--report", str(report), "--json"],
-                environ=environ,
-            )
+            out.mkdir(parents=True, exist_ok=True)
+            # The answer (one JSON document) goes to its file; the run shows on stderr as it would
+            # to an operator: the live view on a terminal, plain lines in a log.
+            with answer.open("w", encoding="utf-8") as document:
+                status = pooler_main(
+                    ["run", shown(args.pool), "--store", url, "--out", str(out),
+                     "--journal", str(journal), "--report", str(report), "--json"],
+                    stdout=document, environ=environ,
+                )
         finally:
             stop_store(proc)
-    say(f"\npooler demo: exit status {status}; the tables are in {out / 'tables'}.\n"
-        f"pooler demo: 'pooler runs --journal {out / 'journal.sqlite'}' lists this run.\n")
+    say(f"\npooler demo: exit status {status}.\n")
+    for line in where_things_are(answer, journal, out):
+        say(f"pooler demo: {line}\n")
     if report.is_file():
         say(f"pooler demo: the run's report is {report.absolute()} - open it in a browser "
             f"(file://{report.absolute()}).\n")
     return status
+
+
+def where_things_are(answer: Path, journal: Path, out: Path) -> list[str]:
+    """Where the run left its answer and tables, and the commands that show them again."""
+    try:
+        task = json.loads(answer.read_text(encoding="utf-8")).get("task")
+    except (OSError, ValueError):
+        task = None
+    tables = sorted((out / "tables").glob("*.jsonl"))
+    lines = [f"the answer (JSON): {answer}"]
+    lines += [f"a table: {t}" for t in tables]
+    if task:
+        lines.append(f"the run again, from the journal: pooler show {task} --journal {journal}")
+    lines.append(f"every run: pooler runs --journal {journal}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -252,6 +252,9 @@ def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
         data = plan.data.get(step.num)
         if data is not None:
             rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
+            if rows == 0 and fe is not None and not fe.allow_empty:
+                # Told before anything is sent: the feed is empty now, and would be at run time.
+                _raise(_empty(step, f"the file {data.path}"))
             _count(run, rows, plan.sample)
         runs.append(run)
         if step.name:
@@ -262,6 +265,21 @@ def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
 def _raise(problem: Problem) -> NoReturn:
     raise InputError(problem.message, file=problem.file, line=problem.line, column=problem.column,
                      step=problem.step, path=problem.path, source_line=problem.source_line)
+
+
+def _empty(step: Step, source: str) -> Problem:
+    return step.problem(f"for_each of step {step.num} has no rows: {source} is empty - a run over no rows "
+                        "would pass for a completed import. Write allow_empty: true under for_each if an "
+                        "empty source is fine.", "for_each")
+
+
+def _not_empty(step: Step, rows: Iterator[dict[str, Any]], source: str) -> Iterator[dict[str, Any]]:
+    """The rows, or the step's failure when there are none (read lazily, as the rows are)."""
+    first = next(rows, None)
+    if first is None:
+        _raise(_empty(step, source))
+    yield first
+    yield from rows
 
 
 def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
@@ -297,6 +315,9 @@ class _Opener:
             path = self._table_of(run, by_name)
             _count(run, count_rows(path, "jsonl"), self.sample)
             rows = iter_rows(path, "jsonl")
+        if not fe.allow_empty:
+            rows = _not_empty(plan.step, rows, f"the file {data.path}" if data is not None else
+                              f"the table of step {fe.step}")
         if self.sample is not None:
             rows = islice(rows, self.sample)
         if fe.chunk:

@@ -126,6 +126,10 @@ class Progress:
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         return None
 
+    def calls_planned(self, total: int) -> None:
+        with self._lock:
+            self._total = total
+
     def pool_finished(self, answer: dict[str, Any]) -> None:
         return None
 

@@ -59,37 +59,97 @@ def where(result: dict[str, Any]) -> str:
     return ""
 
 
+def plural(count: int, word: str) -> str:
+    """``1 call``, ``2 calls``, ``1,200 rows``."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def call_line(done: int, total: int, step: Step, result: dict[str, Any]) -> str:
-    """``step 2/5 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms`` (with the reason on failure)."""
+    """``call 2/5 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms`` (with the reason on failure).
+
+    ``done``/``total`` count calls (a step over rows makes many); ``step`` is the step's number.
+    """
     status = status_of(result)
-    text = f"step {done}/{total} {step.label} {step.unit}.{step.command}{where(result)} {status}"
+    label = f" {step.name}" if step.name else ""
+    text = f"call {done}/{total} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
     ms = trip_ms(result)
     if ms is not None:
         text += f" {ms} ms"
     if result.get("key"):
         text += f" key {result['key']}"
+    if result.get("sent_again"):
+        text += f" ({sent_again(result)})"
     if status not in ("completed", "skipped") and result.get("message"):
         text += f": {result['message']}"
     return text
+
+
+def sent_again(result: dict[str, Any]) -> str:
+    """What a person must know about a call sent again after an earlier answer was lost."""
+    return (f"sent again: the call {result['sent_again']} was in doubt; a store that ignores "
+            "Idempotency-Key has carried it out twice")
 
 
 def status_of(result: dict[str, Any]) -> str:
     return str(result.get("status") or ("completed" if result.get("result") else "failed"))
 
 
-def summary_line(answer: dict[str, Any]) -> str:
-    """One line for the end of a run: ``pool completed: 5 calls, 5 succeeded, ... in 145 ms``."""
-    counts = ", ".join(f"{answer.get(k, 0)} {k}" for k in ("succeeded", "failed", "skipped", "not_run"))
-    doubtful = answer.get("in_doubt")
-    if doubtful:
-        counts += f", {len(doubtful) if isinstance(doubtful, list) else doubtful} in doubt"
+def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
+    """One line for the end of a run: ``pool completed: 5 calls: 5 succeeded, 0 failed, ... in 145 ms``.
+
+    The counts add up to the calls: the answer's ``failed`` holds the in-doubt calls too, told apart
+    here. With the pool, a run that did not complete also says how to continue it, if that helps.
+    """
+    total = int(answer.get("total") or 0)
+    doubtful = int(answer.get("calls_in_doubt") or 0)
+    failed = max(int(answer.get("failed") or 0) - doubtful, 0)
+    counts = (f"{answer.get('succeeded', 0):,} succeeded, {failed:,} failed, {answer.get('skipped', 0):,} "
+              f"skipped, {doubtful:,} in doubt, {answer.get('not_run', 0):,} not run")
     ms = trip_ms(answer)
     took = f" in {ms} ms" if ms is not None else ""
-    why = f" (interrupted by {answer['interrupted']})" if answer.get("interrupted") else ""
-    text = f"pool {status_of_pool(answer)}{why}: {answer.get('total', 0)} calls, {counts}{took}"
-    if not answer.get("result") and answer.get("task"):
-        text += f"; to continue: --task {answer['task']} --resume"
+    stopped = str(answer.get("interrupted") or "")
+    why = f" (interrupted by {stopped})" if stopped.startswith("SIG") else f" ({stopped})" if stopped else ""
+    text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}"
+    earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
+    if earlier:
+        text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"
+    if pool is not None:
+        hint = resume_hint(answer, pool)
+        if hint:
+            text += f"; {hint}"
     return text
+
+
+def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
+    """How to continue a run that did not complete, and what a resume repeats; ``""`` if it cannot help."""
+    task = answer.get("task")
+    if answer.get("result") or not task:
+        return ""
+    entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
+    bad = [e for e in listed(answer) if status_of(e) in ("failed", "in_doubt")]
+    if any(str(e.get("message", "")).startswith("ACCESS_DENIED") for e in bad):
+        return ("the store refused the token (ACCESS_DENIED): a resume would meet the same refusal - "
+                f"fix the token, then continue with --task {task} --resume")
+    keys = {s.num: s.key for s in pool.steps}
+    repeats = []
+    skips = False
+    for e in entries:
+        num = e.get("num")
+        rows: dict[str, Any] = e["rows"] if isinstance(e.get("rows"), dict) else {}
+        done = status_of(e) in ("completed", "skipped") or bool(rows.get("completed") or rows.get("skipped"))
+        if not done or not isinstance(num, int):
+            continue
+        if keys.get(num) is None:
+            repeats.append(f"{num}" + (f" {e['name']}" if e.get("name") else ""))
+        else:
+            skips = True
+    text = f"to continue: --task {task} --resume"
+    if repeats:
+        which = ", ".join(repeats[:5]) + (f" and {len(repeats) - 5} more" if len(repeats) > 5 else "")
+        return (f"{text} (it sends again the unkeyed {'steps' if len(repeats) > 1 else 'step'} already done: "
+                f"{which}; give {'them keys' if len(repeats) > 1 else 'it a key'} to have "
+                f"{'them' if len(repeats) > 1 else 'it'} skipped)")
+    return f"{text} (keyed calls already done are skipped)" if skips else text
 
 
 def status_of_pool(answer: dict[str, Any]) -> str:
@@ -107,7 +167,14 @@ class PlainReporter:
         self.clock = clock
         self.total = 0
         self.done = 0
-        self._lock = threading.Lock()
+        self.pool: Pool | None = None
+        # Reentrant: a signal's notice arrives on the main thread, possibly while it holds the lock.
+        self._lock = threading.RLock()
+
+    def notice(self, text: str) -> None:
+        """A line for people in the middle of the run (a signal taken)."""
+        with self._lock:
+            self._write(text)
 
     def _write(self, text: str) -> None:
         # A store's text may hold line breaks; a log keeps one stamped line per event.
@@ -117,9 +184,9 @@ class PlainReporter:
 
     def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
         with self._lock:
-            self.total, self.done = total, 0
+            self.total, self.done, self.pool = total, 0, pool
             if not self.quiet:
-                self._write(f"pool {pool.file} task {task_id}: {total} calls")
+                self._write(f"pool {pool.file} task {task_id}: {plural(total, 'call')} planned")
 
     def step_started(self, step: Step, call: int) -> None:
         return None
@@ -134,10 +201,14 @@ class PlainReporter:
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         return None
 
+    def calls_planned(self, total: int) -> None:
+        with self._lock:
+            self.total = total
+
     def pool_finished(self, answer: dict[str, Any]) -> None:
         with self._lock:
             if not self.quiet or not answer.get("result"):
-                self._write(summary_line(answer))
+                self._write(summary_line(answer, self.pool))
 
 
 class RateColumn(ProgressColumn):
@@ -167,12 +238,22 @@ class LiveReporter:
         )
         self._calls: TaskID | None = None
         self._rows: dict[int, TaskID] = {}
-        self._lock = threading.Lock()
+        self._done = 0
+        self._total = 0
+        self.pool: Pool | None = None
+        # Reentrant: a signal's notice arrives on the main thread, possibly while it holds the lock.
+        self._lock = threading.RLock()
+
+    def notice(self, text: str) -> None:
+        """A line above the live area, which would otherwise draw over it."""
+        with self._lock:
+            self.progress.console.print(Text(self.redactor.text(text)))
 
     def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
         with self._lock:
             self.console.print(Text.assemble(("pool ", "bold"), self.redactor.text(pool.file),
                                              (f"  task {task_id}", "dim")))
+            self.pool, self._total, self._done = pool, total, 0
             self._calls = self.progress.add_task("calls", total=total or None)
             self.progress.start()
 
@@ -184,8 +265,11 @@ class LiveReporter:
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         with self._lock:
+            self._done += 1
             if self._calls is not None:
-                self.progress.advance(self._calls)
+                # Rows of a table read at run time are known only then: the total grows, never below.
+                self._total = max(self._total, self._done)
+                self.progress.update(self._calls, completed=self._done, total=self._total)
             status = status_of(result)
             if status in TROUBLE:
                 why = self.redactor.text(str(result.get("message", "")))
@@ -194,6 +278,12 @@ class LiveReporter:
                                    STYLE[status]),
                                   f": {why}" if why else "")
                 )
+
+    def calls_planned(self, total: int) -> None:
+        with self._lock:
+            self._total = max(total, self._done)
+            if self._calls is not None:
+                self.progress.update(self._calls, total=self._total)
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         with self._lock:
@@ -206,13 +296,16 @@ class LiveReporter:
     def pool_finished(self, answer: dict[str, Any]) -> None:
         with self._lock:
             if self._calls is not None:
-                self.progress.update(self._calls, description="calls")
+                # The bar ends on what the answer counts: calls ended, of the calls there were.
+                total = int(answer.get("total") or self._done)
+                ended = total - int(answer.get("not_run") or 0)
+                self.progress.update(self._calls, description="calls", completed=ended, total=total)
             self.progress.stop()
             if not self.quiet:
                 self.console.print(results_table(self.redactor.value(answer)))
             if not self.quiet or not answer.get("result"):
                 style = STYLE.get(status_of_pool(answer), "bold")
-                self.console.print(Text(self.redactor.text(summary_line(answer)), style=style))
+                self.console.print(Text(self.redactor.text(summary_line(answer, self.pool)), style=style))
 
 
 class FanOut:
@@ -237,9 +330,18 @@ class FanOut:
         for r in self.reporters:
             r.rows_progress(step, done, total)
 
+    def calls_planned(self, total: int) -> None:
+        for r in self.reporters:
+            r.calls_planned(total)
+
     def pool_finished(self, answer: dict[str, Any]) -> None:
         for r in self.reporters:
             r.pool_finished(answer)
+
+    def notice(self, text: str) -> None:
+        for r in self.reporters:
+            if hasattr(r, "notice"):
+                r.notice(text)
 
 
 def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
@@ -260,15 +362,22 @@ def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 def results_table(answer: dict[str, Any]) -> Table:
     """Every step of the answer: number, name, command, status, time, and what it said."""
-    table = Table(title="results", title_justify="left", expand=False)
-    for column in ("#", "name", "unit.command", "status", "ms", "message"):
-        table.add_column(column, overflow="fold", justify="right" if column in ("#", "ms") else "left")
+    # No outer edge: at 80 columns the four characters go to the message.
+    table = Table(title="results", title_justify="left", expand=False, show_edge=False)
+    # Names are never broken across lines (MELBIS_AGENT_STORE.Cm / dAdd): the message takes the
+    # folding, and a unit too long for the screen is cut with an ellipsis rather than split.
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("name", overflow="fold", max_width=20)
+    table.add_column("unit.command", no_wrap=True, overflow="ellipsis")
+    table.add_column("status", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column("message", overflow="fold", ratio=1, min_width=12)
     for entry in listed(answer):
         status = status_of(entry)
         ms = trip_ms(entry)
         table.add_row(
-            str(entry.get("num", "")) + where(entry),
-            str(entry.get("name") or ""),
+            str(entry.get("num", "")),
+            str(entry.get("name") or "") + where(entry),
             f"{entry.get('unit', '')}.{entry.get('command', '')}",
             Text(status, style=STYLE.get(status, "")),
             "" if ms is None else str(ms),

@@ -26,6 +26,10 @@ class Reporter(Protocol):
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         """A step over rows has finished ``done`` of ``total`` rows (``None``: not yet known)."""
 
+    def calls_planned(self, total: int) -> None:
+        """The calls of the run, counted again: a step over an earlier step's table knows its rows
+        only when it starts."""
+
     def pool_finished(self, answer: dict[str, Any]) -> None:
         """The answer is complete."""
 
@@ -43,6 +47,9 @@ class NullReporter:
         return None
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        return None
+
+    def calls_planned(self, total: int) -> None:
         return None
 
     def pool_finished(self, answer: dict[str, Any]) -> None:

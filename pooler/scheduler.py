@@ -186,6 +186,7 @@ class Scheduler:
             self._broken(run, exc)
             return
         if run.plan.over_rows:
+            self.reporter.calls_planned(sum(r.counted for r in self.runs))
             self.reporter.rows_progress(run.plan.step, 0, run.rows_total)
 
     def _broken(self, run: StepRun, exc: PoolerError) -> None:
@@ -268,8 +269,10 @@ class Scheduler:
             self.collector.add_row(entry, outcome.call.size)
         else:
             self.collector.add(entry)
-        if outcome.in_doubt is not None:
-            self.collector.add_in_doubt(entry, outcome.in_doubt, outcome.doubted or outcome.step_id)
+        # A call whose answer was lost in this run is named at once, not only by the next run.
+        action = outcome.in_doubt or ("left" if outcome.status == "in_doubt" else None)
+        if action is not None:
+            self.collector.add_in_doubt(entry, action, outcome.doubted or outcome.step_id)
         self.reporter.step_finished(step, entry)
         if run.plan.over_rows:
             run.rows_done += outcome.call.size
@@ -315,8 +318,13 @@ class Scheduler:
         if not status:
             # Unfinished: its rows not sent are not run, unless every row had been sent already.
             planned = run.rows_total
-            status = run.bad or (CallStatus.COMPLETED if planned is not None and run.rows_done >= planned
-                                 else CallStatus.NOT_RUN)
+            if run.bad:
+                status = run.bad
+            elif planned is not None and run.rows_done >= planned:
+                status = CallStatus.COMPLETED
+            else:
+                # Cut short (a signal, a stop): rows that landed make it partial, not "not run".
+                status = "partial" if run.rows_done else CallStatus.NOT_RUN
         trip = None if run.started is None else round((time.monotonic() - run.started) * 1000)
         # The detail references read, shown only where they may read it.
         detail = run.detail if status == CallStatus.COMPLETED and run.last_row >= 0 else None

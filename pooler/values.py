@@ -39,6 +39,9 @@ class Variables:
     #: The texts the secret variables are masked as (``redact.secret_texts`` of each value).
     secrets: set[str] = field(default_factory=set)
     secret_names: list[str] = field(default_factory=list)
+    #: Names the vars file sets that the pool does not declare (one file may serve many pools):
+    #: ignored, each with where it stands and a did-you-mean, for ``--verbose``.
+    ignored: list[Problem] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -222,15 +225,16 @@ def resolve_variables(pool: Pool, overrides: Mapping[str, str], vars_file: Path 
     default.  A variable declared secret, or read from the environment and not declared
     ``secret: false``, is a secret.
 
-    ``UsageError`` for a ``--var`` the pool does not declare; ``CheckFailed`` for names in the vars
-    file the pool does not declare and for variables left with no value.
+    ``UsageError`` for a ``--var`` the pool does not declare; ``CheckFailed`` for variables left with
+    no value.  Names in the vars file the pool does not declare are ignored (``Variables.ignored``):
+    one ``prod.yaml`` may serve several pools.
     """
     declared = pool.variables
     for name in overrides:
         if name not in declared:
             raise UsageError(_undeclared(pool, name))
-    from_file = _read_vars_file(vars_file, pool) if vars_file is not None else {}
-    result = Variables()
+    from_file, ignored = _read_vars_file(vars_file, pool) if vars_file is not None else ({}, [])
+    result = Variables(ignored=ignored)
     missing: list[Problem] = []
     for name, var in declared.items():
         from_env = False
@@ -271,17 +275,15 @@ def unset_problem(pool: Pool, name: str, env: str | None) -> Problem:
     return pool.source.problem(message, ("vars", name, KEY))
 
 
-def _read_vars_file(path: Path, pool: Pool) -> dict[str, Any]:
+def _read_vars_file(path: Path, pool: Pool) -> tuple[dict[str, Any], list[Problem]]:
+    """The file's values of declared variables, and a note for each name the pool does not declare."""
     doc = read_document(path, str(path))
     if not isinstance(doc.value, dict):
         raise InputError(f"{path} holds no mapping of variables - write name: value lines.", file=str(path))
-    fix = " - declare it under vars, or remove it."
-    problems = [
-        doc.source.problem(f"{path} sets [{name}], which {pool.file} does not declare"
-                           f"{did_you_mean(name, pool.variables) or fix}", (name, KEY))
+    ignored = [
+        doc.source.problem(f"{path} sets [{name}], which {pool.file} does not declare: ignored"
+                           f"{did_you_mean(name, pool.variables)}", (name, KEY))
         for name in doc.value if name not in pool.variables
     ]
-    if problems:
-        raise CheckFailed(problems)
-    values: dict[str, Any] = doc.value
-    return values
+    values = {k: v for k, v in doc.value.items() if k in pool.variables}
+    return values, ignored

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -120,3 +126,45 @@ def send_answer(handler: BaseHTTPRequestHandler, status: int, ctype: str, body: 
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
+
+
+def on_terminal(argv: list[str], token: str, columns: int, *, rows: int = 50,
+                interrupt_after: bytes | None = None) -> tuple[int, str]:
+    """``python -m pooler ARGV`` with stdin, stdout and stderr on a pseudo-terminal ``columns`` wide:
+    its exit status and everything it drew (escape codes included). With ``interrupt_after``, a
+    SIGINT is sent once those bytes have been drawn."""
+    primary, secondary = os.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("POOLER_") and k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env.update({"POOLER_TOKEN": token, "TERM": "xterm-256color"})
+    proc = subprocess.Popen([sys.executable, "-m", "pooler", *argv], stdin=secondary, stdout=secondary,
+                            stderr=secondary, cwd=ROOT, env=env, close_fds=True)
+    os.close(secondary)
+    chunks: list[bytes] = []
+    sent = False
+    while True:
+        if interrupt_after is not None and not sent and interrupt_after in b"".join(chunks):
+            proc.send_signal(signal.SIGINT)
+            sent = True
+        ready, _, _ = select.select([primary], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the terminal closes when the run ends
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(primary)
+    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
+
+
+def wait_for_ops(store: Store, count: int, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Until the store has carried out ``count`` commands, while the run ``proc`` goes on."""
+    deadline = time.monotonic() + timeout
+    while len(store.ops()) < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run never reached the store"
+        time.sleep(0.02)

@@ -84,6 +84,9 @@ class Recorder:
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         self.events.append(("rows_progress", step.num, done, total))
 
+    def calls_planned(self, total: int) -> None:
+        self.events.append(("calls_planned", total))
+
     def pool_finished(self, answer: dict[str, Any]) -> None:
         self.events.append(("pool_finished", answer["status"]))
 

@@ -126,6 +126,7 @@ def test_a_pooler_error_never_shows_a_traceback(tmp_path: Path) -> None:
 def write_config(tmp_path: Path, store: Store) -> Path:
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "local.token").write_text(store.token + "\n")
+    (tmp_path / "secrets" / "local.token").chmod(0o600)
     config = tmp_path / "stores.yaml"
     config.write_text(f"stores:\n  local: {{url: '{store.url}', token_file: secrets/local.token}}\n"
                       "  prod: {url: 'https://shop.example.com/mcp'}\n")
@@ -163,12 +164,14 @@ def test_a_broken_config_file_is_pointed_at(tmp_path: Path) -> None:
 
 def test_target_precedence(tmp_path: Path) -> None:
     (tmp_path / "a.token").write_text("from-file")
+    (tmp_path / "a.token").chmod(0o600)
     config = tmp_path / "c.yaml"
     config.write_text("stores:\n  s: {url: 'http://s.example/', token_file: a.token}\n")
     env = {"POOLER_CONFIG": str(config), "POOLER_TOKEN": "from-env", "POOLER_STORE": "http://env.example"}
     assert resolve_target(None, None, None, env) == Target("http://env.example", "from-env")
     assert resolve_target("s", None, None, env) == Target("http://s.example", "from-file", "s")
     (tmp_path / "b.token").write_text("  from-flag  \n")
+    (tmp_path / "b.token").chmod(0o600)
     assert resolve_target("s", str(tmp_path / "b.token"), None, env).token == "from-flag"
     assert "from-file" not in repr(resolve_target("s", None, None, env))
 
@@ -217,7 +220,7 @@ def test_runs_and_show(store: Store, tmp_path: Path) -> None:
     shown = pooler("show", tasks[0], "--journal", journal)
     assert shown.returncode == 0
     assert "1. cur MELBIS_AGENT_CURRENCY.CmdAdd completed" in shown.stdout
-    assert shown.stdout.rstrip().splitlines()[-1].startswith("pool completed: 2 calls, 2 succeeded")
+    assert shown.stdout.rstrip().splitlines()[-1].startswith("pool completed: 2 calls: 2 succeeded")
     recorded = answer_of(pooler("show", tasks[0], "--journal", journal, "--json"))
     assert recorded["task"] == tasks[0]
     assert [s["name"] for s in recorded["steps"]] == ["cur", ""]

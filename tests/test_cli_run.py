@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler
+from helpers import ROOT, Store, answer_of, pooler, wait_for_ops
 
 from pooler.cli import main
 from pooler.commands import run as run_command
@@ -69,11 +69,11 @@ def test_json_is_one_document_and_people_text_goes_to_stderr(store: Store, tmp_p
     lines = proc.stderr.splitlines()
     assert all(LINE.match(line) for line in lines), proc.stderr
     bodies = [LINE.match(line).group(1) for line in lines]  # type: ignore[union-attr]
-    assert re.fullmatch(r"pool \S+currency\.json task \S+: 2 calls", bodies[0])
-    assert re.fullmatch(r"step 1/2 cur MELBIS_AGENT_CURRENCY\.CmdAdd completed \d+ ms", bodies[1])
-    assert re.fullmatch(r"step 2/2 #2 MELBIS_AGENT_CURRENCY\.CmdPos completed \d+ ms", bodies[2])
-    assert re.fullmatch(r"pool completed: 2 calls, 2 succeeded, 0 failed, 0 skipped, 0 not_run in \d+ ms",
-                        bodies[3])
+    assert re.fullmatch(r"pool \S+currency\.json task \S+: 2 calls planned", bodies[0])
+    assert re.fullmatch(r"call 1/2 step 1 cur MELBIS_AGENT_CURRENCY\.CmdAdd completed \d+ ms", bodies[1])
+    assert re.fullmatch(r"call 2/2 step 2 MELBIS_AGENT_CURRENCY\.CmdPos completed \d+ ms", bodies[2])
+    assert re.fullmatch(r"pool completed: 2 calls: 2 succeeded, 0 failed, 0 skipped, 0 in doubt, 0 not run "
+                        r"in \d+ ms", bodies[3])
 
 
 def test_without_json_the_plain_lines_go_to_stdout(store: Store, tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ pool:
     assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (1, 1, 1)
     assert [s["status"] for s in answer["steps"]] == ["completed", "failed"]
     assert [op["command"] for op in store.ops()] == ["CmdEcho", "CmdFail"]
-    assert re.search(r"step 2/3 b MELBIS_AGENT_TEST\.CmdFail failed \d+ ms: \S", proc.stderr)
+    assert re.search(r"call 2/3 step 2 b MELBIS_AGENT_TEST\.CmdFail failed \d+ ms: \S", proc.stderr)
     assert f"to continue: --task {answer['task']} --resume" in proc.stderr
 
 
@@ -124,7 +124,14 @@ pool:
 """)
     proc = run(store, tmp_path, pool, "--json")
     assert proc.returncode == 2
-    assert proc.stdout == ""
+    # --json: the refusal is one document too, with each problem's place.
+    refusal = json.loads(proc.stdout)
+    assert {k: refusal[k] for k in ("result", "status", "exit", "exit_meaning")} == {
+        "result": False, "status": "refused", "exit": 2, "exit_meaning": "refused before anything was sent"}
+    assert refusal["problems"][0]["file"] == str(pool)
+    assert refusal["problems"][0]["line"] == 3
+    assert isinstance(refusal["problems"][0]["column"], int)
+    assert refusal["problems"][0]["message"].startswith("The name of step 2 carries a dot")
     assert "The name of step 2 carries a dot" in proc.stderr
     assert re.search(r"refused\.yaml:3:\d+: ", proc.stderr)
     assert re.search(r"\n\s+3 \| .*a\.b.*\n\s+\| +\^", proc.stderr), proc.stderr
@@ -237,8 +244,8 @@ def test_quiet_prints_nothing_on_success_and_the_failure_otherwise(store: Store,
     assert bad.returncode == 1
     lines = [LINE.match(line).group(1) for line in bad.stdout.splitlines()]  # type: ignore[union-attr]
     assert len(lines) == 2
-    assert re.fullmatch(r"step 1/1 x MELBIS_AGENT_TEST\.CmdFail failed \d+ ms: .+", lines[0])
-    assert lines[1].startswith("pool failed: 1 calls, 0 succeeded, 1 failed")
+    assert re.fullmatch(r"call 1/1 step 1 x MELBIS_AGENT_TEST\.CmdFail failed \d+ ms: .+", lines[0])
+    assert lines[1].startswith("pool failed: 1 call: 0 succeeded, 1 failed")
 
 
 def test_log_appends_plain_lines_run_after_run(store: Store, tmp_path: Path) -> None:
@@ -278,7 +285,8 @@ def test_insecure_warns_loudly(store: Store, tmp_path: Path) -> None:
 
 def test_an_unreachable_store_fails_the_step_and_exits_1(tmp_path: Path) -> None:
     proc = pooler("run", str(POOLS / "currency.json"), "--store", "http://127.0.0.1:9", "--json",
-                  "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "out"))
+                  "--journal", str(tmp_path / "j.sqlite"), "--out", str(tmp_path / "out"),
+                  env={"POOLER_TOKEN": "demo"})
     assert proc.returncode == 1
     answer = answer_of(proc)
     assert answer["steps"][0]["status"] == "failed"
@@ -292,14 +300,6 @@ def start_run(store: Store, tmp_path: Path, pool: Path) -> subprocess.Popen[str]
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url, "--json",
          "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-
-
-def wait_for_ops(store: Store, count: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
-    while len(store.ops()) < count:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the store"
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -346,7 +346,7 @@ pool:
     proc = start_run(store, tmp_path, pool)
     try:
         # Step 2 leaves as soon as step 1 is reported: the 20 s call is in flight.
-        read_until(proc, "step 1/2 ")
+        read_until(proc, "call 1/2 ")
         proc.send_signal(signal.SIGINT)
         read_until(proc, "SIGINT: no new calls start")
         started = time.monotonic()
@@ -376,6 +376,6 @@ def test_an_error_after_calls_left_is_a_stopped_pool_not_a_refusal(
     assert status == 1
     assert err.getvalue() == (
         "pooler: the journal j.sqlite failed: disk I/O error\n"
-        "pooler: the run stopped after 2 call(s) had been sent; "
+        "pooler: the run stopped after 2 calls had been sent; "
         f"'pooler runs --journal {tmp_path / 'j.sqlite'}' lists the task.\n")
     assert len(store.ops()) == 2

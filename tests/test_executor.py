@@ -28,7 +28,7 @@ def test_the_answer_has_the_contracts_shape(store: Store, tmp_path: Path) -> Non
     pool = make_pool(tmp_path, [echo({"a": 1}, name="one"), echo({"b": "@one.a"}, name="two")])
     answer = run(pool, store, tmp_path / "out")
     assert list(answer) == ["result", "status", "total", "succeeded", "failed", "skipped", "not_run",
-                            "in_doubt", "task", "steps", "time"]
+                            "calls_in_doubt", "in_doubt", "task", "steps", "time"]
     assert (answer["result"], answer["status"], answer["total"], answer["succeeded"], answer["failed"],
             answer["skipped"], answer["not_run"], answer["in_doubt"]) == (
         True, "completed", 2, 2, 0, 0, 0, [])

@@ -49,6 +49,7 @@ def echo(marker: str, **extra: Any) -> dict[str, Any]:
 def run(store_url: str, tmp_path: Path, pool: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     token = tmp_path / "token"
     token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
+    token.chmod(0o600)
     return pooler("run", str(pool), "--store", store_url, "--token-file", str(token),
                   "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "journal.sqlite"),
                   "--json", *extra)
@@ -80,7 +81,7 @@ def ops_of(store: Store, marker: str) -> list[dict[str, Any]]:
 
 
 def step_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if " step " in line[:30]]
+    return [line for line in stderr.splitlines() if " call " in line[:30]]
 
 
 @pytest.mark.parametrize(("kind", "status", "what", "ran"), [
@@ -173,6 +174,7 @@ def test_a_store_that_comes_up_during_the_backoff_gets_the_call(tmp_path: Path) 
     pool = write_pool(tmp_path, [echo("patient", retry={"attempts": 8, "backoff_ms": 500})])
     token = tmp_path / "token"
     token.write_text(STORE_TOKEN + "\n", encoding="utf-8")
+    token.chmod(0o600)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", f"http://127.0.0.1:{port}",
          "--token-file", str(token), "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite"),
@@ -248,7 +250,8 @@ def test_a_lost_answer_is_not_sent_again_without_a_key_and_on_in_doubt(
     assert proc.returncode == 1, proc.stderr
     answer = answer_of(proc)
     assert answer["steps"][0]["status"] == "in_doubt"
-    assert answer["in_doubt"] == []
+    # The call that went in doubt in this run is named at once, not only by the next run.
+    assert [(d["num"], d["key"], d["action"]) for d in answer["in_doubt"]] == [(1, key, "left")]
     assert_consistent(tmp_path / "journal.sqlite", answer)
     # The second draw would have let it through: it was not sent again.
     assert len(ops_of(store, "once")) == 1

@@ -138,7 +138,11 @@ def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object)
             first.kill()
             first.wait()
     assert second.returncode == 3, second.stderr
-    assert second.stdout == ""
+    # --json: the refusal is a document too.
+    locked = json.loads(second.stdout)
+    assert (locked["result"], locked["status"], locked["exit"]) == (False, "locked", 3)
+    assert locked["exit_meaning"] == "another run of the pool file holds its lock; nothing was sent"
+    assert locked["problems"][0]["message"].startswith(f"another run of {pool} is running (pid {first.pid}")
     assert re.fullmatch(
         rf"pooler: another run of {re.escape(str(pool))} is running \(pid {first.pid}, started \S+\); "
         r"this run sent nothing\.\n",

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import fcntl
 import io
-import os
 import re
-import struct
-import subprocess
-import sys
-import termios
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, Store
+from helpers import ROOT, Store, on_terminal
 
 from pooler.model import Pool, Step
 from pooler.redact import Redactor
@@ -54,24 +48,52 @@ def answer(**extra: Any) -> dict[str, Any]:
 
 
 def test_call_lines_read_like_a_cron_log() -> None:
-    assert call_line(2, 5, CUR, done()) == "step 2/5 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms"
+    # The counter counts calls; the step is named by its own number.
+    assert call_line(2, 5, CUR, done()) == "call 2/5 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms"
     assert (call_line(3, 5, ROWS, done(row=7, key="goods-A")) ==
-            "step 3/5 add MELBIS_AGENT_STORE.CmdAdd row 7 completed 12 ms key goods-A")
+            "call 3/5 step 2 add MELBIS_AGENT_STORE.CmdAdd row 7 completed 12 ms key goods-A")
     assert (call_line(4, 5, ROWS, done(rows=[0, 499])) ==
-            "step 4/5 add MELBIS_AGENT_STORE.CmdAdd rows 0-499 completed 12 ms")
+            "call 4/5 step 2 add MELBIS_AGENT_STORE.CmdAdd rows 0-499 completed 12 ms")
     failed = {"status": "failed", "result": False, "message": "Unknown command [CmdAdd]"}
     assert (call_line(5, 5, Step(num=3, unit="U", command="C"), failed) ==
-            "step 5/5 #3 U.C failed: Unknown command [CmdAdd]")
+            "call 5/5 step 3 U.C failed: Unknown command [CmdAdd]")
+    again = done(key="order-1", sent_again="t-1-1-1")
+    assert call_line(1, 1, CUR, again) == (
+        "call 1/1 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms key order-1 (sent again: the call "
+        "t-1-1-1 was in doubt; a store that ignores Idempotency-Key has carried it out twice)")
 
 
 def test_summary_line() -> None:
-    assert summary_line(answer()) == ("pool completed: 2 calls, 2 succeeded, 0 failed, 0 skipped, 0 not_run "
-                                      "in 145 ms")
+    assert summary_line(answer()) == ("pool completed: 2 calls: 2 succeeded, 0 failed, 0 skipped, "
+                                      "0 in doubt, 0 not run in 145 ms")
+    one = answer(total=1, result=False, status="failed", succeeded=0, failed=1, calls_in_doubt=1,
+                 in_doubt=[{"num": 1, "action": "left"}])
+    # The in-doubt call is told apart from the failed ones, and the counts add up to the calls.
+    assert summary_line(one) == ("pool failed: 1 call: 0 succeeded, 0 failed, 0 skipped, 1 in doubt, "
+                                 "0 not run in 145 ms")
     stopped = answer(result=False, status="partial", succeeded=1, not_run=1, interrupted="SIGTERM",
-                     in_doubt=[{"num": 2}])
-    assert summary_line(stopped) == ("pool partial (interrupted by SIGTERM): 2 calls, 1 succeeded, 0 failed, "
-                                     "0 skipped, 1 not_run, 1 in doubt in 145 ms; to continue: --task t-1 "
-                                     "--resume")
+                     in_doubt=[{"num": 2, "action": "retried"}])
+    assert summary_line(stopped, POOL) == (
+        "pool partial (interrupted by SIGTERM): 2 calls: 1 succeeded, 0 failed, 0 skipped, 0 in doubt, "
+        "1 not run in 145 ms; 1 call found in doubt from an earlier run; to continue: --task t-1 --resume "
+        "(it sends again the unkeyed step already done: 1 cur; give it a key to have it skipped)")
+
+
+def test_the_resume_hint_says_what_a_resume_repeats_or_why_it_would_not_help() -> None:
+    keyed = Pool(file="pools/k.yaml", steps=[Step(num=1, unit="U", command="C", name="cur", key="k"), ROWS])
+    stopped = answer(result=False, status="partial", succeeded=1, failed=1)
+    assert summary_line(stopped, keyed).endswith(
+        "; to continue: --task t-1 --resume (keyed calls already done are skipped)")
+    assert summary_line(answer(), keyed) == summary_line(answer())  # a completed run needs none
+    denied = {"num": 1, "name": "cur", "unit": "U", "command": "C", "status": "failed", "result": False,
+              "message": "ACCESS_DENIED: the token is not known"}
+    refused = answer(result=False, status="failed", succeeded=0, failed=2, steps=[denied])
+    assert summary_line(refused, keyed).endswith(
+        "; the store refused the token (ACCESS_DENIED): a resume would meet the same refusal - fix the "
+        "token, then continue with --task t-1 --resume")
+    nothing_done = answer(result=False, status="failed", succeeded=0, failed=1,
+                          steps=[{**denied, "message": "no"}])
+    assert summary_line(nothing_done, POOL).endswith("; to continue: --task t-1 --resume")
 
 
 def test_plain_reporter_writes_one_stamped_line_per_call() -> None:
@@ -84,11 +106,12 @@ def test_plain_reporter_writes_one_stamped_line_per_call() -> None:
     reporter.step_finished(ROWS, {"status": "failed", "result": False, "message": "no: hush-hush"})
     reporter.pool_finished(answer(result=False, status="partial", succeeded=1, failed=1))
     assert out.getvalue().splitlines() == [
-        "2026-11-30T12:00:01 pool pools/x.yaml task t-1: 2 calls",
-        "2026-11-30T12:00:01 step 1/2 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms",
-        "2026-11-30T12:00:01 step 2/2 add MELBIS_AGENT_STORE.CmdAdd failed: no: ***",
-        ("2026-11-30T12:00:01 pool partial: 2 calls, 1 succeeded, 1 failed, 0 skipped, 0 not_run in 145 ms; "
-         "to continue: --task t-1 --resume"),
+        "2026-11-30T12:00:01 pool pools/x.yaml task t-1: 2 calls planned",
+        "2026-11-30T12:00:01 call 1/2 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms",
+        "2026-11-30T12:00:01 call 2/2 step 2 add MELBIS_AGENT_STORE.CmdAdd failed: no: ***",
+        ("2026-11-30T12:00:01 pool partial: 2 calls: 1 succeeded, 1 failed, 0 skipped, 0 in doubt, 0 not run "
+         "in 145 ms; to continue: --task t-1 --resume (it sends again the unkeyed step already done: 1 cur; "
+         "give it a key to have it skipped)"),
     ]
 
 
@@ -100,7 +123,8 @@ def test_quiet_keeps_only_failures() -> None:
     reporter.pool_finished(answer())
     assert out.getvalue() == ""
     reporter.step_finished(ROWS, {"status": "in_doubt", "result": False, "message": "lost"})
-    assert out.getvalue() == "2026-11-30T12:00:01 step 2/2 add MELBIS_AGENT_STORE.CmdAdd in_doubt: lost\n"
+    assert out.getvalue() == ("2026-11-30T12:00:01 call 2/2 step 2 add MELBIS_AGENT_STORE.CmdAdd "
+                              "in_doubt: lost\n")
 
 
 def test_live_view_draws_a_bar_and_ends_with_a_results_table() -> None:
@@ -115,15 +139,15 @@ def test_live_view_draws_a_bar_and_ends_with_a_results_table() -> None:
     reporter.rows_progress(ROWS, 1, 2)
     reporter.step_finished(ROWS, {"status": "failed", "result": False, "message": "refused hush-hush",
                                   "row": 1})
-    reporter.pool_finished(answer(result=False, status="partial", succeeded=1, failed=1, not_run=1))
+    reporter.pool_finished(answer(result=False, status="partial", total=3, succeeded=1, failed=1, not_run=1))
     text = ANSI.sub("", out.getvalue())
     assert "pool pools/x.yaml  task t-1" in text
     assert "━" in text  # the bar
     assert re.search(r"calls\s.*2/3", text)
     assert "rows of add" in text
     assert "add MELBIS_AGENT_STORE.CmdAdd row 1 failed: refused ***" in text
-    assert re.search(r"│ 1 │ cur\s+│ MELBIS_AGENT_CURRENCY\.CmdAdd │ completed │\s+12 │ ok\s+│", text)
-    assert "pool partial: 2 calls, 1 succeeded, 1 failed" in text
+    assert re.search(r"\s1 │ cur\s+│ MELBIS_AGENT_CURRENCY\.CmdAdd │ completed │\s+12 │ ok", text)
+    assert "pool partial: 3 calls: 1 succeeded, 1 failed" in text
     assert "hush-hush" not in text
     assert "\x1b[" in out.getvalue()  # a terminal gets colour
 
@@ -144,7 +168,8 @@ def test_make_reporter_picks_by_terminal_and_tees_to_the_log() -> None:
 def test_answer_lines_for_show() -> None:
     lines = answer_lines(answer())
     assert lines == ["1. cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms: ok",
-                     "pool completed: 2 calls, 2 succeeded, 0 failed, 0 skipped, 0 not_run in 145 ms"]
+                     ("pool completed: 2 calls: 2 succeeded, 0 failed, 0 skipped, 0 in doubt, 0 not run "
+                      "in 145 ms")]
 
 
 def test_a_step_over_rows_shows_its_summary_then_the_failures_it_lists() -> None:
@@ -168,39 +193,21 @@ def test_a_step_over_rows_shows_its_summary_then_the_failures_it_lists() -> None
     with console.capture() as captured:
         console.print(results_table(got))
     text = captured.get()
-    assert re.search(r"│ 2 row 17 │ add\s+│ MELBIS_AGENT_STORE\.CmdAdd\s+│ failed\s+│\s+4 │ refused",
+    assert re.search(r"\s2 │ add row 17\s+│ MELBIS_AGENT_STORE\.CmdAdd\s+│ failed\s+│\s+4 │ refused",
                      text), text
 
 
 def test_a_run_on_a_terminal_shows_the_live_view(store: Store, tmp_path: Path) -> None:
-    primary, secondary = os.openpty()
-    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_") and k != "COLUMNS"}
-    env.update({"POOLER_TOKEN": store.token, "TERM": "xterm-256color"})
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pooler", "run", str(ROOT / "pools" / "currency.json"), "--store", store.url,
-         "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],
-        stdin=secondary, stdout=secondary, stderr=secondary, cwd=ROOT, env=env, close_fds=True)
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # the terminal closes when the run ends
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(primary)
-    assert proc.wait(timeout=60) == 0
-    raw = b"".join(chunks).decode("utf-8", "replace")
+    status, raw = on_terminal(["run", str(ROOT / "pools" / "currency.json"), "--store", store.url,
+                               "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],
+                              store.token, 140, rows=40)
+    assert status == 0
     text = ANSI.sub("", raw)
     assert "\x1b[" in raw
     assert "━" in text
     assert "results" in text
-    assert re.search(r"│ 2 │\s+│ MELBIS_AGENT_CURRENCY\.CmdPos\s+│ completed │", text), text
-    assert "pool completed: 2 calls, 2 succeeded" in text
+    assert re.search(r"\s2 │\s+│ MELBIS_AGENT_CURRENCY\.CmdPos\s+│ completed │", text), text
+    assert "pool completed: 2 calls: 2 succeeded" in text
     assert not re.search(r"^\d{4}-\d\d-\d\dT", text, re.M)  # no plain lines on a terminal
 
 

@@ -169,14 +169,13 @@ def test_a_vars_file_naming_undeclared_variables(tmp_path: Path) -> None:
     pool = pool_file(tmp_path, "  currency: EUR\n")
     vars_file = tmp_path / "vars.json"
     vars_file.write_text(json.dumps({"currency": "USD", "curency": "GBP", "other": 1}), encoding="utf-8")
-    with pytest.raises(CheckFailed) as failed:
-        resolve_variables(pool, {}, vars_file, {})
-    assert [p.message for p in failed.value.problems()] == [
-        f"{vars_file} sets [curency], which {pool.file} does not declare - did you mean currency?",
-        (f"{vars_file} sets [other], which {pool.file} does not declare - declare it under vars, or "
-         "remove it."),
+    resolved = resolve_variables(pool, {}, vars_file, {})
+    assert resolved.values == {"currency": "USD"}
+    assert [p.message for p in resolved.ignored] == [
+        f"{vars_file} sets [curency], which {pool.file} does not declare: ignored - did you mean currency?",
+        f"{vars_file} sets [other], which {pool.file} does not declare: ignored",
     ]
-    assert failed.value.problems()[0].line == 1
+    assert resolved.ignored[0].line == 1
 
 
 def test_a_vars_file_that_is_no_mapping(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pooler.commands.common import (
     variable_inputs,
 )
 from pooler.compiler import Inputs, compile_pool
+from pooler.declared import is_declarations, load_declarations
 from pooler.errors import PoolerError, Problem, StoreError
 from pooler.exits import ExitStatus
 from pooler.loader import load_pool
@@ -32,7 +33,9 @@ def register(sub: Any) -> None:
         description="Load and check every pool file named: the schema, the seed's refusals, references, "
                     "variables, keys and options. Every problem of every file is shown with "
                     "file:line:column and the line with a caret. With --against, the steps are also "
-                    "checked against a store's tool_list (units, commands, grants, fields, types); "
+                    "checked against a store's tool_list (units, commands, grants, fields, types): "
+                    "--against takes a store's URL or name, a folder of exported *.json declarations, or "
+                    "a saved tool_list ('pooler tools --json > shop-tools.json'), read offline; "
                     "nothing is written to the store. Every data file's header is read and every "
                     "${row.field} checked against it; with --data every row is read too. With --var, "
                     "--vars-file or --env the variables are resolved as run resolves them. "
@@ -72,7 +75,12 @@ def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | N
 
 
 def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
-    """The store's tool declarations; a refusal is an error, since the check would prove nothing."""
+    """The store's tool declarations; a refusal is an error, since the check would prove nothing.
+
+    A folder of declarations or a saved tool_list is read instead, offline (CI without the store).
+    """
+    if is_declarations(args.store):
+        return load_declarations(args.store)
     client = make_client(args, ctx)
     reply = client.tool_list()
     if not reply.data.get("result") or not isinstance(reply.data.get("tools"), list):

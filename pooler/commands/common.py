@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pooler import strictjson
-from pooler.config import Target, resolve_target
+from pooler.config import UNAUTHENTICATED, Target, config_path, resolve_target
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.redact import Redactor, short_warning
 
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pooler.compiler import Inputs
     from pooler.model import Pool
 
+#: The client's timeouts when --timeout is not given (client.ToolRunClient's defaults).
+READ_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 5.0
 INSECURE_WARNING = (
     "pooler: WARNING: --insecure: the store's TLS certificate is NOT verified; anyone on the way "
     "can read the token and change the answers. Use it only against a test store.\n"
@@ -34,6 +37,8 @@ class Context:
     stderr: TextIO
     environ: Mapping[str, str]
     redactor: Redactor = field(default_factory=Redactor)
+    #: Whether the one JSON document of ``--json`` has been written.
+    emitted: bool = False
 
     def human(self, args: argparse.Namespace) -> TextIO:
         """Where text for people goes: stderr when stdout is kept for the one JSON document."""
@@ -45,6 +50,7 @@ class Context:
         self.stdout.write(strictjson.dumps(self.redactor.value(document), ensure_ascii=False, indent=2))
         self.stdout.write("\n")
         self.stdout.flush()
+        self.emitted = True
 
     def note(self, text: str) -> None:
         """A line for people on stderr, secrets masked."""
@@ -93,8 +99,14 @@ def add_json(parser: argparse.ArgumentParser, what: str = "the answer") -> None:
 
 def add_store_options(parser: argparse.ArgumentParser, *, store_flag: str = "--store") -> None:
     """``--store``, ``--token-file``, ``--config``, ``--insecure``, ``--timeout``."""
-    parser.add_argument(store_flag, dest="store", metavar="URL|NAME",
-                        help="the store's base URL, or a name from the config file (env POOLER_STORE)")
+    if store_flag == "--store":
+        metavar, what = "URL|NAME", "the store's base URL, or a name from the config file (env POOLER_STORE)"
+    else:
+        metavar, what = "STORE|DIR|FILE", (
+            "a store's base URL or name from the config file (env POOLER_STORE), a folder of exported "
+            "*.json tool declarations, or a saved tool_list ('pooler tools --json > shop-tools.json'), "
+            "read offline")
+    parser.add_argument(store_flag, dest="store", metavar=metavar, help=what)
     parser.add_argument("--token-file", metavar="PATH",
                         help="a file holding the token (env POOLER_TOKEN); the token is never printed")
     parser.add_argument("--config", metavar="FILE",
@@ -103,7 +115,8 @@ def add_store_options(parser: argparse.ArgumentParser, *, store_flag: str = "--s
     parser.add_argument("--insecure", action="store_true",
                         help="do not verify the store's TLS certificate (warns loudly every time)")
     parser.add_argument("--timeout", type=positive_float, metavar="SECONDS", default=None,
-                        help="how long one call may take for its whole answer once sent (default 60)")
+                        help=f"how long one call may take for its whole answer once sent (default "
+                             f"{READ_TIMEOUT:g} s, and {CONNECT_TIMEOUT:g} s to connect)")
 
 
 def target(args: argparse.Namespace, ctx: Context) -> Target:
@@ -114,19 +127,25 @@ def target(args: argparse.Namespace, ctx: Context) -> Target:
         warning = short_warning("the token", found.token.strip())
         if warning:
             ctx.note(warning)
+    for warning in found.warnings:
+        ctx.note(warning)
     return found
 
 
-def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True) -> ToolRunClient:
+def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True,
+                need_token: bool = False) -> ToolRunClient:
     """A ``ToolRunClient`` for the store the flags name; with ``masking`` a ``MaskingClient``.
 
     ``masking=False`` is for a caller that masks what it writes itself, as the executor does.
+    ``need_token`` refuses, before anything is sent, to go on without a token.
     """
     # Imported here: requests is a fifth of start-up, and check and plan never call a store.
     from pooler.client import ToolRunClient  # noqa: PLC0415
     from pooler.commands.masking import MaskingClient  # noqa: PLC0415
 
     found = target(args, ctx)
+    if need_token and found.token is None:
+        raise UsageError(UNAUTHENTICATED.format(url=found.url, config=config_path(args.config, ctx.environ)))
     if args.insecure:
         ctx.stderr.write(INSECURE_WARNING)
         ctx.stderr.flush()

@@ -8,6 +8,7 @@ import dataclasses
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
@@ -37,9 +38,11 @@ from pooler.journal_api import journal_spec
 from pooler.loader import load_pool
 from pooler.lock import OutLock, PoolLock, lock_dir
 from pooler.model import MODES, Pool, Step
+from pooler.outcome import outcome_document
 from pooler.pg_schema import is_postgres
+from pooler.preflight import check_out
 from pooler.redact import short_warning
-from pooler.render import FanOut, make_reporter
+from pooler.render import FanOut, make_reporter, plural
 from pooler.reporter import NullReporter
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
@@ -63,32 +66,42 @@ def register(sub: Any) -> None:
                         help="where table and job files go (default ./out)")
     add_json(parser, "the answer (contract section 3)")
     add_variable_options(parser)
-    parser.add_argument("--task", metavar="ID", help="the task id (default: a new one)")
+    parser.add_argument("--task", metavar="ID",
+                        help="the task id (default: a new one, like 20261130-120001-3fa2)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue a task: keyed calls it already completed are skipped")
+                        help="continue the last unfinished task of this pool (or --task ID): keyed calls it "
+                             "already completed are skipped; with none, a new task starts (and says so)")
     parser.add_argument("--journal", metavar="PATH|URL",
                         help="the journal: a SQLite file (default $XDG_STATE_HOME/pooler/journal.sqlite), "
                              "or postgresql://... to share the task with other runners (env POOLER_JOURNAL)")
     parser.add_argument("--dry-run", action="store_true",
                         help="show the plan (variables, rows, keys, order) and send nothing")
     parser.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
-                        help="on --resume, what to do with a call sent whose answer was never recorded")
+                        help="on a rerun of a task, what to do with a call sent whose answer was never "
+                             "recorded (default retry: send it again with the same Idempotency-Key)")
     parser.add_argument("--sample", type=positive_int, metavar="N",
-                        help="run steps over rows on their first N rows only")
+                        help="run steps over rows on their first N rows only (default: every row)")
     batch = parser.add_argument_group("batch options (override the pool file)")
     batch.add_argument("--mode", choices=MODES, help="sequential (default) or parallel")
     batch.add_argument("--max-concurrency", type=positive_int, metavar="N",
-                       help="parallel mode: calls at once (default 4, at most 16)")
+                       help="parallel mode: calls at once (default 4, at most 16; no effect in sequential "
+                            "mode)")
     batch.add_argument("--serialize-on", metavar="PATH",
-                       help="parallel mode: a dotted path into params; equal values run one at a time")
+                       help="parallel mode: a dotted path into params; equal values run one at a time "
+                            "(default: none)")
     batch.add_argument("--stop-on-error", action=argparse.BooleanOptionalAction, default=None,
                        help="start no new calls after the first failure (default: on)")
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
                        help="inline every call's answer in the answer (default: on)")
     add_shared_options(parser)
     add_run_files(parser)
-    parser.add_argument("--quiet", action="store_true", help="print only failures")
-    parser.add_argument("--log", metavar="FILE", help="also append plain timestamped lines to FILE")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only failures, in-doubt calls and the summary of a run that did not "
+                             "complete")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also say what was left aside (names in --vars-file the pool does not declare)")
+    parser.add_argument("--log", metavar="FILE",
+                        help="also append plain timestamped lines to FILE (default: none)")
     add_traceback(parser)
     parser.set_defaults(handler=handle)
 
@@ -103,6 +116,10 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
         old = getattr(pool.options, name)
         if name in pool.options_set and old != value:
             ctx.note(f"pooler: --{name.replace('_', '-')} {value} overrides {name}: {old} of {pool.file}")
+    mode = changes.get("mode", pool.options.mode)
+    if "max_concurrency" in changes and mode == "sequential":
+        ctx.note(f"pooler: --max-concurrency {changes['max_concurrency']} has no effect: {pool.file} runs "
+                 "in mode sequential, one call at a time - add --mode parallel to run calls side by side.")
     if not changes:
         return pool
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
@@ -126,6 +143,9 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
         warning = short_warning(f"the secret variable [{name}]", plan.variables.values[name])
         if warning:
             ctx.note(warning)
+    if getattr(args, "verbose", False):
+        for note in plan.variables.ignored:
+            ctx.note(note.headline())
     return plan
 
 
@@ -136,6 +156,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     variables = plan.variables
     assert variables is not None
     check_run_files(args)
+    check_out(Path(args.out))
     spec = journal_spec(args.journal, ctx.environ)
     if is_postgres(spec):
         return handle_shared(args, ctx, plan.pool, variables, spec)
@@ -143,25 +164,33 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
     locks = lock_dir(ctx.environ)
-    with make_client(args, ctx, masking=False) as client, PoolLock(Path(args.pool), locks), \
-            OutLock(Path(args.out), locks), Journal(journal_path) as journal, open_log(args.log) as log:
-        sent = SentCounter()
-        reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])
+    with make_client(args, ctx, masking=False, need_token=True) as client, \
+            PoolLock(Path(args.pool), locks) as lock, OutLock(Path(args.out), locks), \
+            Journal(journal_path) as journal, open_log(args.log) as log:
+        say_what_resume_does(args, plan.pool, journal, ctx)
         note_sampled(args, journal, ctx)
+        sent = SentCounter(lock)
+        screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
+        reporter = FanOut([screen, sent])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
                            redactor=ctx.redactor, sample=args.sample)
         stop = StopSignal()
         try:
-            with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log]) as interrupts:
+            with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],
+                            say=reporter.notice) as interrupts:
                 answer = run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
         except PoolerError as error:
             if not sent.calls:
                 raise
             # Calls have reached the store: this is a pool that stopped, not one refused.
             ctx.note(render_error(error))
-            ctx.note(f"pooler: the run stopped after {sent.calls} call(s) had been sent; "
+            ctx.note(f"pooler: the run stopped after {plural(sent.calls, 'call')} had been sent; "
                      f"'pooler runs --journal {journal_path}' lists the task.")
+            if args.json:
+                document = outcome_document(ExitStatus.FAILED, list(error.problems()))
+                document["task"] = sent.task
+                ctx.emit_json(document)
             return ExitStatus.FAILED
         write_run_files(args, ctx, journal, answer, args.pool)
     return answered(args, ctx, answer, interrupts)
@@ -187,12 +216,34 @@ def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> No
                  "starts a new task; --resume continues the sampled one with its keys instead.")
 
 
-class SentCounter(NullReporter):
-    """Counts the calls that left, so an error can tell a refused pool from a stopped one."""
+def say_what_resume_does(args: argparse.Namespace, pool: Pool, journal: Journal, ctx: Context) -> None:
+    """``--resume`` with nothing to resume starts a new task: say so rather than seem to continue."""
+    if not args.resume:
+        return
+    if args.task is not None:
+        if journal.task(args.task) is None:
+            ctx.note(f"pooler: --resume: the journal has no task {args.task}; this run starts it as a "
+                     "new task.")
+        return
+    if journal.last_unfinished(pool.file) is None:
+        ctx.note(f"pooler: --resume: no unfinished task of {pool.file} in the journal; this run starts a "
+                 "new task.")
 
-    def __init__(self) -> None:
+
+class SentCounter(NullReporter):
+    """Counts the calls that left, so an error can tell a refused pool from a stopped one; and
+    writes the task's id into the pool's lock, so ``pooler runs`` can tell a live run from a dead one."""
+
+    def __init__(self, lock: PoolLock | None = None) -> None:
         self.calls = 0
+        self.task: str | None = None
+        self.pool_lock = lock
         self._lock = threading.Lock()
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        self.task = task_id
+        if self.pool_lock is not None:
+            self.pool_lock.note_task(task_id)
 
     def step_started(self, step: Step, call: int) -> None:
         with self._lock:
@@ -226,9 +277,12 @@ class Interrupts:
     """SIGINT/SIGTERM during a run: the first asks the executor to stop starting calls; the second
     leaves at once with the same status, after flushing what can be flushed."""
 
-    def __init__(self, stop: StopSignal, ctx: Context, flush: list[TextIO | None]) -> None:
+    def __init__(self, stop: StopSignal, ctx: Context, flush: list[TextIO | None],
+                 say: Callable[[str], None] | None = None) -> None:
         self.stop = stop
         self.ctx = ctx
+        # Through the reporter: a notice printed past a live view is drawn over at its next refresh.
+        self.say = say or ctx.note
         self.flush = flush
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
@@ -242,8 +296,8 @@ class Interrupts:
             os._exit(SIGNAL_STATUS[signal.Signals(self.signum)])
         self.signum = signum
         self.stop.request(signal.Signals(signum).name)
-        self.ctx.note(f"pooler: {signal.Signals(signum).name}: no new calls start; the calls in flight "
-                      "finish (signal again to leave at once)")
+        self.say(f"pooler: {signal.Signals(signum).name}: no new calls start; the calls in flight "
+                 "finish (signal again to leave at once)")
 
     def __enter__(self) -> Interrupts:
         # Signal handlers can only be set from the main thread; a library caller keeps its own.

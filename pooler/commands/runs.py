@@ -16,8 +16,11 @@ from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal import Journal, TaskRow
 from pooler.journal_api import JournalStore, journal_spec, open_existing
-from pooler.render import STYLE, answer_lines, console_for, results_table, summary_line
+from pooler.pg_schema import is_postgres
+from pooler.prune import parse_age, prune
+from pooler.render import STYLE, answer_lines, console_for, plural, results_table, summary_line
 from pooler.report_html import write_report
+from pooler.taskview import DEAD, partial_answer, told
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +40,11 @@ def register(sub: Any) -> None:
     add_journal(runs)
     runs.add_argument("--limit", type=positive_int, default=20, metavar="N",
                       help="how many tasks to list (default 20)")
+    runs.add_argument("--prune", action="store_true",
+                      help="remove the tasks whose last run ended before --older-than, with their calls, "
+                           "and shrink the file; a task still running (or dead) is never removed")
+    runs.add_argument("--older-than", metavar="AGE", default="30d",
+                      help="with --prune: the age of the tasks to remove, like 30d, 12h, 90m (default 30d)")
     add_json(runs, "the tasks")
     add_traceback(runs)
     runs.set_defaults(handler=handle_runs)
@@ -60,6 +68,12 @@ def open_journal(args: argparse.Namespace, ctx: Context) -> JournalStore:
     return open_existing(journal_spec(args.journal, ctx.environ))
 
 
+def sqlite_of(journal: JournalStore) -> Journal | None:
+    """The SQLite journal behind ``journal``, or None for one on PostgreSQL."""
+    found = getattr(journal, "journal", journal)
+    return found if isinstance(found, Journal) else None
+
+
 def counts(row: TaskRow) -> str:
     if row.total is None:
         return ""
@@ -68,11 +82,24 @@ def counts(row: TaskRow) -> str:
 
 
 def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
-    journal = open_journal(args, ctx)
-    try:
-        rows = journal.tasks(args.limit)
-    finally:
-        journal.close()
+    spec = journal_spec(args.journal, ctx.environ)
+    if args.prune:
+        if is_postgres(spec):
+            raise UsageError("--prune works on a SQLite journal; a PostgreSQL journal is pruned with "
+                             "the database's own tools.")
+        return handle_prune(args, ctx, Path(spec))
+    if not is_postgres(spec) and not Path(spec).is_file() and not args.journal:
+        # A fresh install: nothing has run yet, which is no error.
+        rows: list[TaskRow] = []
+    else:
+        journal = open_journal(args, ctx)
+        try:
+            rows = journal.tasks(args.limit)
+            sqlite = sqlite_of(journal)
+            if sqlite is not None:
+                rows = [told(r, sqlite) for r in rows]
+        finally:
+            journal.close()
     if args.json:
         ctx.emit_json({"tasks": [asdict(r) for r in rows]})
         return ExitStatus.OK
@@ -88,10 +115,28 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
     for column in ("task", "pool", "started", "status", "runs", "counts"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=STYLE.get(row.status, "")),
+        style = STYLE.get(row.status, "bold red" if row.status == DEAD else "")
+        table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=style),
                       str(row.runs), counts(row))
     console_for(ctx.stdout).print(table)
     return ExitStatus.OK
+
+
+def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
+    age = parse_age(args.older_than)
+    if not path.is_file():
+        raise JournalError(f"no journal at {path} - nothing to prune.")
+    done = prune(path, age)
+    if args.json:
+        ctx.emit_json({"result": True, "journal": str(path), "removed_tasks": done.tasks,
+                       "removed_calls": done.calls, "kept_running": done.kept_running,
+                       "bytes_before": done.bytes_before, "bytes_after": done.bytes_after})
+        return 0
+    kept = f"; {plural(done.kept_running, 'task')} still running kept" if done.kept_running else ""
+    ctx.stdout.write(f"pruned {path}: removed {plural(done.tasks, 'task')} ended more than {args.older_than} "
+                     f"ago ({plural(done.calls, 'call')}){kept}; {done.bytes_before:,} -> "
+                     f"{done.bytes_after:,} bytes\n")
+    return 0
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
@@ -103,23 +148,29 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
         if row is None:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
+        sqlite = sqlite_of(journal)
         if args.html:
-            sqlite = getattr(journal, "journal", journal)
-            if not isinstance(sqlite, Journal):
+            if sqlite is None:
                 raise UsageError("--html reads a SQLite journal; a task on a PostgreSQL journal has no "
                                  "report yet - use 'pooler show TASK --json' there.")
             # From the calls the journal holds, so a task that was killed has a report too.
             write_report(sqlite, args.task, Path(args.html))
             ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
-            return 0
+            return ExitStatus.OK
         # A shared task's answer is built from its calls: whole, from any host, even while it runs.
-        answer = shared_answer_of(journal, args.task) or journal.answer(args.task)
+        answer = shared_answer_of(journal, args.task)
+        if answer is None and row.status != "running":
+            answer = journal.answer(args.task)
+        if sqlite is not None:
+            row = told(row, sqlite)
+            if row.status == DEAD:
+                # No answer was written: the calls the journal holds are the run's partial answer.
+                answer = partial_answer(sqlite, row)
     finally:
         journal.close()
     if answer is None:
-        raise JournalError(f"task {args.task} has no recorded answer: it is {row.status} "
-                           "(a run still going, or one that was killed) - run it again with "
-                           f"--task {args.task} --resume.")
+        raise JournalError(f"task {args.task} is running (a live run holds its pool's lock) - "
+                           "'pooler show' tells its answer once it has finished.")
     if args.json:
         ctx.emit_json(answer)
         return ExitStatus.OK

@@ -274,15 +274,7 @@ def _crash(text: str, ran: bool = False) -> Answer:
 
 
 def _listed(tool: Tool, granted: Callable[[str], bool]) -> dict[str, Any]:
-    commands = []
-    for c in tool.commands:
-        item: dict[str, Any] = {"name": c.name, "descr": c.descr, "granted": granted(c.name),
-                                "params": [p.declared() for p in c.params]}
-        if c.any_fields:
-            item["any_fields"] = True
-        commands.append(item)
-    return {"unit": tool.unit, "module": tool.module, "name": tool.name, "descr": tool.descr,
-            "commands": commands}
+    return tool.listed(granted)
 
 
 def _module(tool: Tool) -> ModuleType | None:

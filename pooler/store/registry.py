@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,20 @@ class Tool:
         wanted = name.lower()
         return next((c for c in self.commands if c.name.lower() == wanted), None)
 
+    def listed(self, granted: Callable[[str], bool] | None = None) -> dict[str, Any]:
+        """The tool as tool_list lists it; without ``granted`` the grants are not known and not said."""
+        commands = []
+        for c in self.commands:
+            item: dict[str, Any] = {"name": c.name, "descr": c.descr}
+            if granted is not None:
+                item["granted"] = granted(c.name)
+            item["params"] = [p.declared() for p in c.params]
+            if c.any_fields:
+                item["any_fields"] = True
+            commands.append(item)
+        return {"unit": self.unit, "module": self.module, "name": self.name, "descr": self.descr,
+                "commands": commands}
+
     @property
     def module_stem(self) -> str:
         return self.module[: -len(".php")]
@@ -103,6 +117,16 @@ def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
     return Registry(tools.values())
 
 
+def load_folder(folder: Path) -> list[Tool]:
+    """Every ``*.json`` declaration of a folder, each unit once; raises ``InputError``."""
+    return _load_dir(folder)
+
+
+def tool_of(doc: Any, path: Path) -> Tool:
+    """One tool from a declaration already read (either form); raises ``InputError``."""
+    return _tool(doc, path)
+
+
 def _load_dir(folder: Path) -> list[Tool]:
     found: dict[str, Tool] = {}
     for path in sorted(folder.glob("*.json")):
@@ -134,13 +158,8 @@ def _need(cond: bool, path: Path, where: str, what: str) -> None:
 
 
 def _tool(doc: Any, path: Path) -> Tool:
-    _need(isinstance(doc, dict), path, "the declaration", "must be a JSON object with module and commands")
-    module = doc.get("module")
-    _need(isinstance(module, str) and bool(_MODULE.fullmatch(module)), path, "module",
-          'must be the module file\'s name, like "melbis_agent_currency.php"')
-    unit = unit_of(module)
-    if "unit" in doc:
-        _need(doc["unit"] == unit, path, "unit", f"must be {unit}, the module's name upper-cased, no .php")
+    _need(isinstance(doc, dict), path, "the declaration", "must be a JSON object with unit and commands")
+    module, unit = _module_and_unit(doc, path)
     for key in ("name", "descr"):
         _need(isinstance(doc.get(key, ""), str), path, key, "must be text")
     commands = doc.get("commands")
@@ -152,6 +171,34 @@ def _tool(doc: Any, path: Path) -> Tool:
               f"{command.name} is declared twice")
         built.append(command)
     return Tool(unit, module, doc.get("name", ""), doc.get("descr", ""), tuple(built), path)
+
+
+#: The two forms a declaration may take, shown whenever one is refused.
+FORMS = ('a shop\'s export names the module file in unit: {"unit": "melbis_agent_brand.php", '
+         '"commands": [...]}; a tool_list names the address and the file: {"unit": "MELBIS_AGENT_BRAND", '
+         '"module": "melbis_agent_brand.php", "commands": [...]}')
+
+
+def _module_and_unit(doc: dict[str, Any], path: Path) -> tuple[str, str]:
+    """The module file and the address, from either form of a declaration (contract section 1)."""
+    given_unit, module = doc.get("unit"), doc.get("module")
+    if module is None:
+        # A shop's own export: unit is the module file's name and there is no address.
+        _need(isinstance(given_unit, str) and bool(_MODULE.fullmatch(given_unit)), path,
+              "unit",
+              ("is missing" if given_unit is None else
+               f"is {json.dumps(given_unit)} and module is missing") + f" - {FORMS}")
+        assert isinstance(given_unit, str)
+        return given_unit, unit_of(given_unit)
+    _need(isinstance(module, str) and bool(_MODULE.fullmatch(module)), path, "module",
+          f"is {json.dumps(module)}, not a module file's name like \"melbis_agent_brand.php\" - {FORMS}")
+    assert isinstance(module, str)
+    unit = unit_of(module)
+    if given_unit is not None:
+        _need(given_unit == unit, path, "unit",
+              f"is {json.dumps(given_unit)}, but the address of {module} is {unit} (its name upper-cased, "
+              f"no .php) - {FORMS}")
+    return module, unit
 
 
 def _command(raw: Any, path: Path, where: str) -> Command:

@@ -1,0 +1,66 @@
+"""``pooler runs --prune``: the journal shrinks by the tasks that ended long ago.
+
+The journal keeps about 400 bytes a call; a nightly import fills it for ever. A task whose last run
+ended before the cut-off goes, with its calls, and the file is vacuumed. A task still ``running``
+(a live run, or a dead one to be looked at) is never removed: its calls are what a resume needs.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pooler.errors import JournalError, UsageError
+
+_AGE = re.compile(r"(\d+)([dhm])")
+_SECONDS = {"d": 86400, "h": 3600, "m": 60}
+
+
+def parse_age(text: str) -> int:
+    """``30d``, ``12h``, ``90m`` as seconds; raises ``UsageError``."""
+    found = _AGE.fullmatch(text.strip())
+    if found is None:
+        raise UsageError(f"--older-than {text!r}: give an age like 30d (days), 12h (hours) or 90m (minutes)")
+    return int(found.group(1)) * _SECONDS[found.group(2)]
+
+
+@dataclass(frozen=True)
+class Pruned:
+    tasks: int
+    calls: int
+    kept_running: int
+    bytes_before: int
+    bytes_after: int
+
+
+def prune(path: Path, older_than: int, *, now: float | None = None) -> Pruned:
+    """Remove the tasks that ended more than ``older_than`` seconds ago, then vacuum the file."""
+    # The journal writes local time as text (2026-11-30T12:00:01.123): so is the cut-off.
+    moment = (time.time() if now is None else now) - older_than
+    cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(moment))
+    before = _size(path)
+    try:
+        db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            old = "SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < ?"
+            calls = db.execute(f"DELETE FROM calls WHERE task IN ({old})", (cutoff,)).rowcount
+            tasks = db.execute("DELETE FROM tasks WHERE status != 'running' AND finished IS NOT NULL "
+                               "AND finished < ?", (cutoff,)).rowcount
+            running = db.execute("SELECT count(*) FROM tasks WHERE status = 'running'").fetchone()[0]
+            db.execute("COMMIT")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise JournalError(f"cannot prune the journal {path}: {exc} - try again when no run is writing "
+                           "to it") from exc
+    return Pruned(tasks, calls, int(running), before, _size(path))
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
