@@ -82,7 +82,7 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
         problems.extend(check_against(pool, tools))
     if problems:
         raise CheckFailed(list(dict.fromkeys(problems)))
-    return Plan(pool=pool, variables=variables, data=data, whole=read_data, sample=sample)
+    return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks, sample=sample)
 
 
 def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Problem]]:
