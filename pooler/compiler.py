@@ -20,7 +20,7 @@ from pooler.checks import check_pool
 from pooler.datafiles import DataFile, data_path, locate, read_whole
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
 from pooler.keyset import Holder, KeySet
-from pooler.model import Pool
+from pooler.model import Pool, Step
 from pooler.refs import parse_ref
 from pooler.rules import jsonl_files
 from pooler.values import OPEN, Variables, resolve_variables, strings, substitute
@@ -51,7 +51,8 @@ class Plan:
 
 def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[str, Any] | None = None,
                  tools: list[dict[str, Any]] | None = None, read_data: bool = True,
-                 sample: int | None = None, seed_words: bool = False, checks: bool = True) -> Plan:
+                 sample: int | None = None, seed_words: bool = False, checks: bool = True,
+                 data_files: bool = True) -> Plan:
     """The plan of ``pool``; ``CheckFailed`` with every problem when there is any.
 
     Variables come from ``inputs`` (resolved here) or are given resolved as ``values``; with neither
@@ -60,6 +61,8 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     data files (up to ``sample`` rows each); without it only their fields are read.  ``seed_words``
     keeps the seed's rule that an ``@word`` naming no earlier step is a word of data (tool_pool).
     ``checks=False`` only finds the data files (for a caller that checked the pool itself).
+    ``data_files=False`` leaves the ``for_each`` files alone (neither located nor read): a runner
+    joining a shared task gets its rows from the PostgreSQL journal, not from a file of its own.
     """
     problems: list[Problem] = []
     variables: Variables | None = None
@@ -74,15 +77,20 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
         meaning = [p for p in meaning if not any(p.step == num and p.message.startswith(text)
                                                  for num, text in words)]
     problems.extend(meaning)
-    data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
-                                      fields=checks)
+    if data_files:
+        data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
+                                          fields=checks)
+    else:
+        # The files a call's params name are still read by this process, when it sends the call.
+        data, data_problems = {}, [p for step in pool.steps for p in _jsonl_fields(pool, step)]
     problems = _in_order([*problems, *data_problems], pool.file)
     if tools is not None:
         # The store's word on each step comes after what the pool itself says, in the store's order.
         problems.extend(check_against(pool, tools))
     if problems:
         raise CheckFailed(list(dict.fromkeys(problems)))
-    return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks, sample=sample)
+    return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks and data_files,
+                sample=sample)
 
 
 def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Problem]]:
@@ -117,7 +125,17 @@ def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sam
                 # A field the header lacks is told once above, not again for every row.
                 problems.extend(read_whole(step, data, known, keys, sample, partial=values is None,
                                            rows=not wrong))
+                fe = step.for_each
+                if data.rows == 0 and not wrong and fe is not None and not fe.allow_empty:
+                    problems.append(empty_source(step, f"the file {data.path}"))
     return found, problems
+
+
+def empty_source(step: Step, source: str) -> Problem:
+    """A step over rows whose source has none: an empty feed must not pass for a completed import."""
+    return step.problem(f"for_each of step {step.num} has no rows: {source} is empty - a run over no rows "
+                        "would pass for a completed import. Write allow_empty: true under for_each if an "
+                        "empty source is fine.", "for_each")
 
 
 def _literal_key(step: Any, values: Mapping[str, Any], keys: KeySet) -> None:

@@ -45,7 +45,7 @@ from typing import Any, Literal, NoReturn
 from pooler.answer import Collector
 from pooler.calls import Call, CallRunner, StepPlan
 from pooler.client import ToolRunClient
-from pooler.compiler import Plan, compile_pool
+from pooler.compiler import Plan, compile_pool, empty_source
 from pooler.errors import InputError, JournalError, Problem
 from pooler.journal import Journal, pool_identity
 from pooler.journal_timeline import run_facts
@@ -252,9 +252,6 @@ def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
         data = plan.data.get(step.num)
         if data is not None:
             rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
-            if rows == 0 and fe is not None and not fe.allow_empty:
-                # Told before anything is sent: the feed is empty now, and would be at run time.
-                _raise(_empty(step, f"the file {data.path}"))
             _count(run, rows, plan.sample)
         runs.append(run)
         if step.name:
@@ -267,17 +264,11 @@ def _raise(problem: Problem) -> NoReturn:
                      step=problem.step, path=problem.path, source_line=problem.source_line)
 
 
-def _empty(step: Step, source: str) -> Problem:
-    return step.problem(f"for_each of step {step.num} has no rows: {source} is empty - a run over no rows "
-                        "would pass for a completed import. Write allow_empty: true under for_each if an "
-                        "empty source is fine.", "for_each")
-
-
 def _not_empty(step: Step, rows: Iterator[dict[str, Any]], source: str) -> Iterator[dict[str, Any]]:
     """The rows, or the step's failure when there are none (read lazily, as the rows are)."""
     first = next(rows, None)
     if first is None:
-        _raise(_empty(step, source))
+        _raise(empty_source(step, source))
     yield first
     yield from rows
 

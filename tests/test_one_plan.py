@@ -5,6 +5,7 @@ build the same plan, so they agree, and run sends nothing when it refuses.  All 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -48,7 +49,10 @@ def refused_unsent(store: Store, tmp_path: Path, pool: Path, *extra: str) -> str
     """Run the pool, which must be refused before anything is sent; what it printed."""
     proc = run(store, tmp_path, pool, *extra)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
+    # With --json the refusal is a document too: no answer, the outcome and its problems.
+    document = json.loads(proc.stdout)
+    assert (document["result"], document["status"], document["exit"]) == (False, "refused", 2)
+    assert document["problems"]
     assert "pooler: refused before the first step; nothing was sent." in proc.stderr
     assert "Traceback" not in proc.stderr
     assert store.ops() == []

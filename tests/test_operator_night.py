@@ -56,7 +56,7 @@ def test_a_resent_call_says_it_was_sent_again(store_factory: Any, tmp_path: Path
     first = run(lossy, tmp_path, pool, "--task", "night-2")
     assert first.returncode == 1
     lossy.stop()
-    plain: Store = store_factory("--no-idempotency", db=lossy.db, root=lossy.root)
+    plain: Store = store_factory("--no-idempotency", "--port", lossy.port, db=lossy.db, root=lossy.root)
     again = run(plain, tmp_path, pool, "--task", "night-2", "--in-doubt", "retry")
     assert again.returncode == 0, again.stderr
     line = next(x for x in again.stdout.splitlines() if " call 1/1 " in x)
