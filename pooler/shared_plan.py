@@ -20,6 +20,8 @@ from pooler.calls import StepPlan, serial_value
 from pooler.errors import PoolerError
 from pooler.executor import step_plan
 from pooler.model import Pool, Step
+from pooler.paramplan import ParamsPlan, plan_params
+from pooler.refs import parse_ref
 from pooler.rows import chunks, iter_rows
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
@@ -64,6 +66,8 @@ class Planner:
         self.base = base
         self.sample = sample
         self.plans = step_plans(pool)
+        #: Every step's params with templates only: a reference stays its text (its step has not run).
+        self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, ()) for s in pool.steps}
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
 
@@ -118,13 +122,26 @@ class Planner:
         scope: dict[str, Any] = dict(self.variables)
         if data is not None:
             scope["row"] = data[0] if chunked else data
+        # References are not filled here (their steps have not run): the params are filled with
+        # templates only, and a serialize_on value that is a reference has no digest (such calls
+        # are not kept apart); the other values of the params do not matter.
+        if _by_reference(plan, self.serialize_on):
+            return None
         try:
-            # References are not filled here (their steps have not run): a value that needs one
-            # has no digest, and such calls are not kept apart.
-            params = plan.params.fill(scope, {})
+            params = self.texts[plan.step.num].fill(scope, {})
         except PoolerError:
             return None
         if plan.chunk_field is not None:
             params = {**params, plan.chunk_field: data}
         value = serial_value(params, self.serialize_on)
         return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def _by_reference(plan: StepPlan, path: str) -> bool:
+    """Whether the step's ``serialize_on`` value is a reference to an earlier step."""
+    raw = serial_value(plan.step.params, path)
+    if raw is None:
+        return False
+    text = json.loads(raw)
+    parsed = parse_ref(text) if isinstance(text, str) else None
+    return parsed is not None and parsed[0].lower() in plan.deps

@@ -257,7 +257,9 @@ class _Runner:
         return Call(plan, row=row.row_first, data=row.data)
 
     def _refs(self, row: WorkRow) -> dict[str, Any]:
-        if not row.deps:
+        # Only a step whose params hold references (or templates) reads the details of the steps
+        # it waits for; a step over an earlier step's table waits for it without reading them.
+        if not row.deps or not self.plans[row.num].params.dynamic:
             return {}
         missing = [n for n in row.deps if n not in self._details]
         if missing:

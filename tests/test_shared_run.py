@@ -173,10 +173,14 @@ def test_a_read_timeout_not_shorter_than_the_lease_is_refused(store: Store, url:
     pool = sleeps(tmp_path, 2)
     proc = start_runner(pool, store, url, "t", tmp_path / "out", "--timeout", "30", "--lease", "30")
     code, answer, err = finish(proc)
-    assert (code, answer) == (2, None)
-    assert err == ("pooler: the store's read timeout (30 s, --timeout) must be shorter than the lease (30 s, "
-                   "--lease): a call still waiting for its answer when its lease runs out would be taken "
-                   "back while it may yet be carried out\npooler: refused before the first step; nothing "
-                   "was sent.\n")
+    message = ("the store's read timeout (30 s, --timeout) must be shorter than the lease (30 s, --lease): a "
+               "call still waiting for its answer when its lease runs out would be taken back while it may "
+               "yet be carried out")
+    assert code == 2
+    # With --json a refusal is one outcome document on stdout.
+    assert answer is not None
+    assert (answer["result"], answer["status"], answer["exit"]) == (False, "refused", 2)
+    assert answer["message"] == message
+    assert err == f"pooler: {message}\npooler: refused before the first step; nothing was sent.\n"
     assert sleep_ops(store) == []
     assert query(url, "SELECT count(*) FROM tasks")[0][0] == 0

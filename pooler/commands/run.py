@@ -130,8 +130,11 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
     the run carries out, or every problem at once."""
     pool = apply_overrides(load_pool(Path(args.pool)), args, ctx)
     inputs = variable_inputs(args, ctx)
+    # A runner of a shared task (PostgreSQL journal) needs no data file: the runner that plans the
+    # task reads the rows (shared_plan) and the others take them from the journal.
+    shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
     try:
-        plan = compile_pool(pool, inputs=inputs, sample=args.sample)
+        plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared)
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
         mask_variables(pool, inputs, ctx.redactor)

@@ -11,7 +11,9 @@ from typing import Any
 from pooler.commands.common import Context, make_client, positive_float, positive_int, render_error
 from pooler.errors import UsageError
 from pooler.executor import RunConfig, StopSignal
+from pooler.exits import ExitStatus
 from pooler.model import Pool
+from pooler.outcome import outcome_document
 from pooler.render import FanOut, make_reporter
 from pooler.values import Variables
 
@@ -65,9 +67,15 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
             ctx.note(render_error(stopped))
             ctx.note("pooler: this runner stopped; nothing it did not record in the journal is reported "
                      "done. Any runner of the task (pooler run ... --task " + task + ") carries on.")
-            if args.json and stopped.answer is not None:
-                ctx.emit_json(stopped.answer)
-            return 1
+            if args.json:
+                # Exactly one document: the answer so far, or (none could be read) the outcome's,
+                # which says why the runner stopped and names the task.
+                document = stopped.answer
+                if document is None:
+                    document = outcome_document(ExitStatus.FAILED, list(stopped.problems()))
+                    document["task"] = task
+                ctx.emit_json(document)
+            return ExitStatus.FAILED
     return answered(args, ctx, answer, interrupts)
 
 
