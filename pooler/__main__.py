@@ -2,6 +2,6 @@
 
 import sys
 
-from pooler.cli import main
+from pooler.cli.main import main
 
 sys.exit(main())

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pooler.cli import main as pooler_main
+from pooler.cli.main import main as pooler_main
 from pooler.exits import ExitStatus
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from helpers import STORE_TOKEN, Store
 
-from pooler.client import ToolRunClient
-from pooler.executor import RunConfig, run_pool
-from pooler.journal import Journal
-from pooler.model import ForEach, Options, Pool, Retry, Step
+from pooler.client.http import ToolRunClient
+from pooler.pool.model import ForEach, Options, Pool, Retry, Step
+from pooler.run.executor import RunConfig, run_pool
+from pooler.run.journal import Journal
 
 TEST = "MELBIS_AGENT_TEST"
 

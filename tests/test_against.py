@@ -10,9 +10,9 @@ import pytest
 import requests
 from helpers import ROOT, STORE_TOKEN, Store, start_store
 
-from pooler.checks import check_against
-from pooler.loader import load_pool, load_pool_value
-from pooler.model import Pool
+from pooler.pool.checks import check_against
+from pooler.pool.loader import load_pool, load_pool_value
+from pooler.pool.model import Pool
 
 
 def tool_list(store: Store, token: str = STORE_TOKEN) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import pytest
 from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, serve
 
-from pooler import answer_kinds
+from pooler.client import answer_kinds
 
 TEST = "MELBIS_AGENT_TEST"
 GOOD = b'{"ok": true, "ms": 1, "data": {"result": true, "message": "done", "detail": {"id": 7}}}'

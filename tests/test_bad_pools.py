@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
-from pooler.checks import check_pool
 from pooler.errors import CheckFailed, InputError, PoolerError, Problem
-from pooler.loader import load_pool
+from pooler.pool.checks import check_pool
+from pooler.pool.loader import load_pool
 
 POOLS = ROOT / "tests" / "pools"
 

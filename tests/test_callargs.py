@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pooler.callargs import check_into, prepare_call, read_jsonl_fields
-from pooler.client import Attachment
+from pooler.client.arguments import check_into, prepare_call, read_jsonl_fields
+from pooler.client.http import Attachment
 from pooler.errors import InputError
 
 ENTRY = '{"file": "photos/1.jpg", "entity": "store", "elem_id": 1532}'

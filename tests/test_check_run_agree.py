@@ -23,7 +23,7 @@ from helpers import STORE_TOKEN, Store, start_store
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pooler.cli import main
+from pooler.cli.main import main
 
 EXAMPLES = max(200, int(os.environ.get("POOLER_FUZZ_EXAMPLES", "100")) // 4)
 AGREE = settings(max_examples=EXAMPLES, deadline=None,

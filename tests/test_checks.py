@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pooler.checks import check_options, check_pool
-from pooler.loader import load_pool, load_pool_value
-from pooler.model import Options, Pool
+from pooler.pool.checks import check_options, check_pool
+from pooler.pool.loader import load_pool, load_pool_value
+from pooler.pool.model import Options, Pool
 
 
 def pool_of(tmp_path: Path, text: str) -> Pool:

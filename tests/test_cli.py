@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from helpers import ROOT, Store, answer_of, pooler
 
-from pooler.cli import ExitStatus, build_parser, exit_status_for, main
-from pooler.commands import tools as tools_command
-from pooler.config import Target, resolve_target
+from pooler.cli.commands import tools as tools_command
+from pooler.cli.config import Target, resolve_target
+from pooler.cli.main import ExitStatus, build_parser, exit_status_for, main
 from pooler.errors import (
     CheckFailed,
     InputError,

@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT, Store, pooler, start_store
 from test_bad_pools import EXPECTED
 
-from pooler.cli import main
+from pooler.cli.main import main
 
 #: What the store's declarations add to the table's problems, after them, file by file.
 AGAINST: dict[str, list[str]] = {

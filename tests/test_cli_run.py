@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from helpers import ROOT, Store, answer_of, pooler, wait_for_ops
 
-from pooler.cli import main
-from pooler.commands import run as run_command
+from pooler.cli.commands import run as run_command
+from pooler.cli.main import main
 from pooler.errors import JournalError
-from pooler.executor import run_plan
+from pooler.run.executor import run_plan
 
 POOLS = ROOT / "pools"
 LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d (.*)$")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import Store
 
-from pooler.client import Attachment, ToolRunClient
+from pooler.client.http import Attachment, ToolRunClient
 from pooler.errors import InputError, StoreError, UsageError
 
 TEST = "MELBIS_AGENT_TEST"

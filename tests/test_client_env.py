@@ -7,7 +7,7 @@ import socket
 import pytest
 from helpers import Store
 
-from pooler.client import ToolRunClient
+from pooler.client.http import ToolRunClient
 from pooler.errors import StoreError
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",

@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pooler import strictjson
-from pooler.client import TEXT_LIMIT, WHOLE_BELOW, ToolRunClient
-from pooler.envelope import BATCH, WINDOW, TableRows, parse
+from pooler.client.answer_scan import BATCH, WINDOW, TableRows, parse
+from pooler.client.http import TEXT_LIMIT, WHOLE_BELOW, ToolRunClient
 from pooler.redact import Redactor
-from pooler.tables import TableWriter
+from pooler.run.tables import TableWriter
 
 ROWS_A = [{"n": 1, "text": "abc"}, {"n": 2, "text": "abc"}]
 

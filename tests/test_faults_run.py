@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, start_store
 
-from pooler.client import ToolRunClient
-from pooler.executor import RunConfig, run_pool
-from pooler.journal import FINAL_STATUSES, Journal
-from pooler.loader import load_pool
+from pooler.client.http import ToolRunClient
+from pooler.pool.loader import load_pool
+from pooler.run.executor import RunConfig, run_pool
+from pooler.run.journal import FINAL_STATUSES, Journal
 from pooler.store.faults import GARBAGE
 
 TEST = "MELBIS_AGENT_TEST"

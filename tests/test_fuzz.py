@@ -22,16 +22,16 @@ from helpers import STORE_TOKEN, Store, start_store
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from pooler.against import check_against
-from pooler.checks import check_options, check_pool
-from pooler.cli import main
-from pooler.client import ToolRunClient
-from pooler.commands.check import check_file
+from pooler.cli.commands.check import check_file
+from pooler.cli.main import main
+from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, Problem
-from pooler.loader import load_pool, load_pool_value
-from pooler.model import RESERVED_NAMES, Pool
-from pooler.refs import find_refs, resolve
-from pooler.values import substitute
+from pooler.pool.against import check_against
+from pooler.pool.checks import check_options, check_pool
+from pooler.pool.loader import load_pool, load_pool_value
+from pooler.pool.model import RESERVED_NAMES, Pool
+from pooler.pool.references import find_refs, resolve
+from pooler.pool.variables import substitute
 
 EXAMPLES = int(os.environ.get("POOLER_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
 
-from pooler.callargs import prepare_call
-from pooler.commands.common import INSECURE_WARNING
+from pooler.cli.commands.common import INSECURE_WARNING
+from pooler.client.arguments import prepare_call
 from pooler.errors import InputError, PoolerError
-from pooler.loader import load_pool
-from pooler.tables import TableWriter
+from pooler.pool.loader import load_pool
+from pooler.run.tables import TableWriter
 
 TEST = "MELBIS_AGENT_TEST"
 NOT_SENT = "pooler: refused before the first step; nothing was sent."

@@ -16,8 +16,8 @@ from typing import Any
 
 from helpers import ROOT, Store, answer_of, pooler
 
-from pooler.keys import chunk_key, chunk_span, idempotency_header
-from pooler.storeid import store_identity
+from pooler.run.keys import chunk_key, chunk_span, idempotency_header
+from pooler.run.storeid import store_identity
 
 POOLS = ROOT / "pools"
 

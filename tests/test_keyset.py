@@ -3,7 +3,7 @@ temporary database, and a repeated key is still found, with the row that held it
 
 from __future__ import annotations
 
-from pooler.keyset import Holder, KeySet
+from pooler.pool.keyset import Holder, KeySet
 
 
 def test_a_repeated_key_is_found_before_and_after_the_set_moves_to_sqlite() -> None:

@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from pooler.checks import check_against, check_pool
 from pooler.errors import CheckFailed, InputError, PoolerError
-from pooler.loader import load_pool, load_pool_value
-from pooler.model import ForEach, Options, Pool, Pos, Retry, Step, Variable
-from pooler.schema import pool_schema
-from pooler.values import resolve_variables
+from pooler.pool.checks import check_against, check_pool
+from pooler.pool.loader import load_pool, load_pool_value
+from pooler.pool.model import ForEach, Options, Pool, Pos, Retry, Step, Variable
+from pooler.pool.schema_problems import pool_schema
+from pooler.pool.variables import resolve_variables
 
 POOLS = ROOT / "tests" / "pools"
 SCHEMA = ROOT / "schemas" / "pool.schema.json"

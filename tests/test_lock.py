@@ -16,7 +16,7 @@ import pytest
 from helpers import ROOT, Store, pooler
 
 from pooler.errors import LockedError
-from pooler.lock import PoolLock, lock_dir, lock_path
+from pooler.run.lock import PoolLock, lock_dir, lock_path
 
 
 def test_second_lock_on_the_same_pool_is_refused_with_the_holder(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_lock_dir_is_in_the_state_folder(tmp_path: Path) -> None:
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     pool = tmp_path / "p.yaml"
-    code = ("import sys, pathlib; from pooler.lock import PoolLock;"
+    code = ("import sys, pathlib; from pooler.run.lock import PoolLock;"
             f"PoolLock(pathlib.Path({str(pool)!r}), pathlib.Path({str(tmp_path)!r})).acquire();"
             "print('held', flush=True); sys.stdin.read()")
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -10,7 +10,7 @@ from typing import Any
 from helpers import Store
 from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, statuses, step
 
-from pooler.model import ForEach
+from pooler.pool.model import ForEach
 
 ORDER = "MELBIS_AGENT_ORDER"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pooler.errors import InputError
-from pooler.paramplan import plan_params
-from pooler.refs import RefMissing, RefUnavailable
+from pooler.pool.paramplan import plan_params
+from pooler.pool.references import RefMissing, RefUnavailable
 
 
 def test_params_with_nothing_to_fill_are_the_same_object_every_call() -> None:

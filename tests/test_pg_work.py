@@ -12,10 +12,10 @@ import pytest
 from helpers import pooler
 
 from pooler.errors import JournalError
-from pooler.pg_journal import PgJournal
-from pooler.pg_lease import Lease
-from pooler.pg_schema import SCHEMA_VERSION, connect, upgrade
-from pooler.pg_work import Settled, WorkRow, WorkStore
+from pooler.shared.lease import Lease
+from pooler.shared.pg_journal import PgJournal
+from pooler.shared.schema import SCHEMA_VERSION, connect, upgrade
+from pooler.shared.work import Settled, WorkRow, WorkStore
 
 pytestmark = pytest.mark.postgres
 

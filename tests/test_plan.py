@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pooler.datafiles import data_path
-from pooler.loader import load_pool_value
+from pooler.pool.datafiles import data_path
+from pooler.pool.loader import load_pool_value
 
 
 def test_a_pool_given_as_a_value_reads_data_files_from_its_base(tmp_path: Path) -> None:

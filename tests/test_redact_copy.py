@@ -6,7 +6,7 @@ import io
 import json
 from typing import Any
 
-from pooler.commands.common import Context
+from pooler.cli.commands.common import Context
 from pooler.redact import Redactor
 
 ANSWER: dict[str, Any] = {

@@ -9,7 +9,7 @@ import pytest
 from helpers import Store
 from poolkit import TEST, echo, make_pool, ops_of, run, step
 
-from pooler.refs import (
+from pooler.pool.references import (
     Ref,
     RefMissing,
     RefUnavailable,

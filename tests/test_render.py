@@ -10,9 +10,7 @@ from typing import Any
 
 from helpers import ROOT, Store, on_terminal
 
-from pooler.model import Pool, Step
-from pooler.redact import Redactor
-from pooler.render import (
+from pooler.cli.render import (
     FanOut,
     LiveReporter,
     PlainReporter,
@@ -23,6 +21,8 @@ from pooler.render import (
     results_table,
     summary_line,
 )
+from pooler.pool.model import Pool, Step
+from pooler.redact import Redactor
 
 CUR = Step(num=1, unit="MELBIS_AGENT_CURRENCY", command="CmdAdd", name="cur")
 ROWS = Step(num=2, unit="MELBIS_AGENT_STORE", command="CmdAdd", name="add")

@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 import pytest
 from helpers import ROOT
 
-from pooler.checks import check_pool
+from pooler.cli.check_report import check_json, junit_xml
 from pooler.errors import PoolerError, Problem
-from pooler.loader import load_pool
-from pooler.report import check_json, junit_xml
+from pooler.pool.checks import check_pool
+from pooler.pool.loader import load_pool
 
 
 def results_of(*names: str) -> list[tuple[str, list[Problem]]]:

@@ -24,7 +24,7 @@ import pytest
 from browser import Browser, Elements
 from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
 
-from pooler.journal import Journal
+from pooler.run.journal import Journal
 
 ORDERS = ROOT / "pools" / "orders.yaml"
 DEMO = ROOT / "pools" / "demo.yaml"

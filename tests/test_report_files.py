@@ -12,8 +12,8 @@ from browser import Elements
 from helpers import Store, answer_of, pooler
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
-from pooler.journal import CallId, Journal
-from pooler.journal_timeline import epoch_ms
+from pooler.run.journal import CallId, Journal
+from pooler.run.journal_timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
 

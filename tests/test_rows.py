@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pooler.errors import InputError
-from pooler.rows import chunks, count_rows, format_of, iter_rows
+from pooler.pool.rows import chunks, count_rows, format_of, iter_rows
 
 
 def write(path: Path, data: str | bytes) -> Path:

@@ -14,9 +14,9 @@ from typing import Any
 from helpers import Store
 from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, step
 
-from pooler.answer import MAX_FAILURES
-from pooler.journal import DONE, Journal
-from pooler.model import ForEach
+from pooler.pool.model import ForEach
+from pooler.run.answer import MAX_FAILURES
+from pooler.run.journal import DONE, Journal
 
 IMPORT = "MELBIS_AGENT_IMPORT_GOODS"
 ROW_KEYS = ("total", "completed", "skipped", "failed", "in_doubt", "not_run")

@@ -1,5 +1,5 @@
 """The published JSON Schema and the rules pooler applies say the same thing, and the fast schema
-check (pooler/schema_fast.py) agrees with jsonschema on every pool in the repository and on
+check (pooler/pool/schema_gate.py) agrees with jsonschema on every pool in the repository and on
 generated ones."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from pooler import rules
 from pooler.mcp.schemas import TOOLS
-from pooler.model import MODES, ForEach
-from pooler.rows import FORMATS
-from pooler.schema import pool_schema
-from pooler.schema_fast import compile_schema
+from pooler.pool import rules
+from pooler.pool.model import MODES, ForEach
+from pooler.pool.rows import FORMATS
+from pooler.pool.schema_gate import compile_schema
+from pooler.pool.schema_problems import pool_schema
 
 EXAMPLES = max(200, int(os.environ.get("POOLER_FUZZ_EXAMPLES", "100")))
 SCHEMA = json.loads((ROOT / "schemas" / "pool.schema.json").read_text(encoding="utf-8"))

@@ -23,7 +23,7 @@ from helpers import Store, pooler
 from pg_server import start_server
 from sharedkit import finish, query, start_runner, wait_for, write_pool
 
-from pooler.pg_schema import upgrade
+from pooler.shared.schema import upgrade
 
 pytestmark = pytest.mark.postgres
 SLEEPS = 300

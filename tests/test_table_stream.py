@@ -21,9 +21,9 @@ from helpers import ROOT, Store, answer_of, pooler
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from pooler.envelope import parse
+from pooler.client.answer_scan import parse
 from pooler.redact import Redactor
-from pooler.tables import TableWriter
+from pooler.run.tables import TableWriter
 
 TEST = "MELBIS_AGENT_TEST"
 TOKEN = "tok-stream-5150-hidden"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pooler.errors import InputError
-from pooler.tables import TableWriter, safe_name
+from pooler.run.tables import TableWriter, safe_name
 
 CURRENCY = [
     {"id": "1", "skey": "USD", "name": "Dollar"},

@@ -12,9 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pooler.errors import CheckFailed, InputError, UsageError
-from pooler.loader import load_pool
-from pooler.model import Pool
-from pooler.values import Piece, Variables, parse_var, placeholders, resolve_variables, scan, substitute
+from pooler.pool.loader import load_pool
+from pooler.pool.model import Pool
+from pooler.pool.variables import (
+    Piece,
+    Variables,
+    parse_var,
+    placeholders,
+    resolve_variables,
+    scan,
+    substitute,
+)
 
 EXAMPLES = int(os.environ.get("POOLER_FUZZ_EXAMPLES", "200"))
 SCOPE: dict[str, Any] = {

@@ -15,7 +15,7 @@ from typing import Any
 
 from pooler.errors import InputError, did_you_mean
 from pooler.mcp.schemas import argument_names
-from pooler.rows import json_kind
+from pooler.pool.rows import json_kind
 
 #: A task id goes into the Idempotency-Key as ``<task>:<key>``, so it holds no colon.
 TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import mcp_types as types
 
-from pooler.rules import INTO_PATTERN, MAX_INTO, NAME_PATTERN
+from pooler.pool.rules import INTO_PATTERN, MAX_INTO, NAME_PATTERN
 
 #: The most steps one tool_pool call takes; more is refused before anything runs.
 MAX_POOL_STEPS = 200

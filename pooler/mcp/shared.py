@@ -11,12 +11,12 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from pooler.client import ToolRunClient
-from pooler.executor import RunConfig
-from pooler.model import Pool
-from pooler.reporter import Reporter
-from pooler.shared_plan import fingerprint
-from pooler.shared_run import SharedConfig, run_shared
+from pooler.client.http import ToolRunClient
+from pooler.pool.model import Pool
+from pooler.run.events import Reporter
+from pooler.run.executor import RunConfig
+from pooler.shared.plan import fingerprint
+from pooler.shared.runner import SharedConfig, run_shared
 
 
 def run_shared_pool(pool: Pool, client: ToolRunClient, config: RunConfig, url: str, *,

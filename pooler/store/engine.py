@@ -16,8 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pooler.store import envelope as env
-from pooler.store.casting import CastError, cast
+from pooler.fieldtypes import CastError, cast
+from pooler.store import answers as env
 from pooler.store.ctx import Command as CommandFunc
 from pooler.store.ctx import Ctx, Sql, is_recorded
 from pooler.store.db import Database

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pooler.errors import did_you_mean
-from pooler.store.casting import CastError, cast
+from pooler.fieldtypes import CastError, cast
 from pooler.store.registry import Command
 
 

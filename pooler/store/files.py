@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from pooler.store.casting import CastError, cast
+from pooler.fieldtypes import CastError, cast
 
 
 class Part(Protocol):

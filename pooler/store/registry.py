@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import InputError
-from pooler.store.casting import TYPES, CastError, cast
+from pooler.fieldtypes import TYPES, CastError, cast
 
 BUILTIN_DIR = Path(__file__).parent / "tools"
 _MODULE = re.compile(r"[a-z][a-z0-9_]*\.php")

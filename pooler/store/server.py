@@ -22,8 +22,8 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from pooler.store import faults as fx
+from pooler.store.answers import JSON_TYPE, TEXT_TYPE
 from pooler.store.engine import Answer, Engine
-from pooler.store.envelope import JSON_TYPE, TEXT_TYPE
 from pooler.store.files import Part
 from pooler.store.multipart import MultipartError, MultipartReader, boundary_of
 

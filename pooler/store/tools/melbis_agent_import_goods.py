@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pooler.store.casting import CastError, cast
+from pooler.fieldtypes import CastError, cast
 from pooler.store.ctx import Ctx, Fields
 
 

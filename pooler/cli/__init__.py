@@ -1,0 +1,1 @@
+"""The ``pooler`` command line: parsing, wiring, rendering, exit statuses."""

@@ -1,0 +1,122 @@
+"""``pooler check POOL...``: every problem of every file, without sending anything."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pooler.cli.check_report import check_json, junit_xml
+from pooler.cli.commands import help_of
+from pooler.cli.commands.common import (
+    Context,
+    add_json,
+    add_store_options,
+    add_traceback,
+    add_variable_options,
+    make_client,
+    mask_variables,
+    variable_inputs,
+)
+from pooler.errors import PoolerError, Problem, StoreError
+from pooler.exits import ExitStatus
+from pooler.pool.compiler import Inputs, compile_pool
+from pooler.pool.declared import is_declarations, load_declarations
+from pooler.pool.loader import load_pool
+from pooler.redact import Redactor
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "check",
+        help=help_of("check"),
+        description="Load and check every pool file named: the schema, the seed's refusals, references, "
+                    "variables, keys and options. Every problem of every file is shown with "
+                    "file:line:column and the line with a caret. With --against, the steps are also "
+                    "checked against a store's tool_list (units, commands, grants, fields, types): "
+                    "--against takes a store's URL or name, a folder of exported *.json declarations, or "
+                    "a saved tool_list ('pooler tools --json > shop-tools.json'), read offline; "
+                    "nothing is written to the store. Every data file's header is read and every "
+                    "${row.field} checked against it; with --data every row is read too. With --var, "
+                    "--vars-file or --env the variables are resolved as run resolves them. "
+                    "Exit 0 when every file is valid, 2 when not.",
+    )
+    parser.add_argument("pools", metavar="POOL", nargs="+", help="the pool files to check")
+    add_store_options(parser, store_flag="--against")
+    add_variable_options(parser)
+    parser.add_argument("--env", action="store_true",
+                        help="read variables declared with env: from the environment, as run does "
+                             "(given with --var or --vars-file, the environment is read too)")
+    parser.add_argument("--data", action="store_true",
+                        help="read every row of every data file: row counts, values JSON cannot carry, "
+                             "two rows with one key (in bounded memory)")
+    parser.add_argument("--junit", metavar="FILE", help="also write the results as JUnit XML (for CI)")
+    add_json(parser, "the results")
+    add_traceback(parser)
+    parser.set_defaults(handler=handle)
+
+
+def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None = None, *,
+               data: bool = False, redactor: Redactor | None = None) -> list[Problem]:
+    """Every problem of one file, from the compile step that run uses: loading, meaning, options,
+    variables (with ``inputs``), data files (every row with ``data``), the store's tools when given.
+    Secret variables join ``redactor``, as a run's do, so no problem shows one."""
+    try:
+        pool = load_pool(Path(path))
+    except PoolerError as exc:
+        return list(exc.problems())
+    if inputs is not None and redactor is not None:
+        mask_variables(pool, inputs, redactor)
+    try:
+        compile_pool(pool, inputs=inputs, tools=tools, read_data=data)
+    except PoolerError as exc:
+        return list(exc.problems())
+    return []
+
+
+def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
+    """The store's tool declarations; a refusal is an error, since the check would prove nothing.
+
+    A folder of declarations or a saved tool_list is read instead, offline (CI without the store).
+    """
+    if is_declarations(args.store):
+        return load_declarations(args.store)
+    client = make_client(args, ctx)
+    reply = client.tool_list()
+    if not reply.data.get("result") or not isinstance(reply.data.get("tools"), list):
+        raise StoreError(f"the store at {args.store} refused tool_list: {reply.data.get('message', '')}",
+                         store=str(args.store), sent=True)
+    tools: list[dict[str, Any]] = reply.data["tools"]
+    return tools
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths as given name one file (by their absolute paths: nothing is read)."""
+    return Path(first).absolute() == Path(second).absolute()
+
+
+def handle(args: argparse.Namespace, ctx: Context) -> int:
+    tools = fetch_tools(args, ctx) if args.store else None
+    inputs = variable_inputs(args, ctx) if args.var or args.vars_file or args.env else None
+    results = [(path, check_file(path, tools, inputs, data=args.data, redactor=ctx.redactor))
+               for path in args.pools]
+    bad = [(path, problems) for path, problems in results if problems]
+    count = sum(len(problems) for _, problems in bad)
+    if args.junit:
+        Path(args.junit).write_text(junit_xml(results), encoding="utf-8")
+    if args.json:
+        ctx.emit_json(check_json(results))
+    human = ctx.human(args)
+    for path, problems in bad:
+        for problem in problems:
+            human.write(ctx.redactor.text(problem.render()) + "\n")
+            if problem.file is not None and not same_file(problem.file, path):
+                # A problem in a file the pool reads (pool_source, params_source): say which pool.
+                human.write(ctx.redactor.text(f"    (read by {path})") + "\n")
+    files = f"{len(results)} file" + ("s" if len(results) != 1 else "")
+    if bad:
+        human.write(f"{count} problem{'s' if count != 1 else ''} in {len(bad)} of {files}\n")
+        return ExitStatus.REFUSED
+    against = f" against {args.store}" if tools is not None else ""
+    human.write(f"{files} valid{against}\n")
+    return ExitStatus.OK

@@ -1,0 +1,97 @@
+"""``pooler journal upgrade`` (create or upgrade a PostgreSQL journal) and ``pooler gather TASK``
+(a shared task's tables and jobs, from every runner, into one folder)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pooler.cli.commands import help_of
+from pooler.cli.commands.common import Context, add_json, add_traceback
+from pooler.errors import JournalError, UsageError
+from pooler.run.journal_api import journal_spec
+from pooler.shared.schema import is_postgres, safe_url
+
+
+def _add_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--journal", metavar="URL",
+                        help="the PostgreSQL journal, postgresql://user@host:port/db (env POOLER_JOURNAL)")
+
+
+def register(sub: Any) -> None:
+    journal = sub.add_parser(
+        "journal", help=help_of("journal"),
+        description="Create the tables of a journal in a PostgreSQL database, or upgrade older ones to "
+                    "this pooler's schema version. Stop every runner of the journal before an upgrade.")
+    verbs = journal.add_subparsers(dest="verb", metavar="VERB", required=True)
+    upgrade = verbs.add_parser("upgrade", help="create or upgrade the journal's tables")
+    _add_url(upgrade)
+    add_traceback(upgrade)
+    upgrade.set_defaults(handler=handle_upgrade)
+
+    gather = sub.add_parser(
+        "gather", help=help_of("gather"),
+        description="Write every table and job of a task run by runners sharing it (a PostgreSQL "
+                    "journal) into one folder: DIR/tables/step<N>.<unit>.<command>.<table>.jsonl, in "
+                    "the order of the calls, and DIR/<into>.<table>.jsonl for a step's `into` job.")
+    gather.add_argument("task", metavar="TASK", help="the task id")
+    _add_url(gather)
+    gather.add_argument("--out", metavar="DIR", required=True, help="the folder to write (created)")
+    add_json(gather, "the files written")
+    add_traceback(gather)
+    gather.set_defaults(handler=handle_gather)
+
+
+def _url(args: argparse.Namespace, ctx: Context) -> str:
+    spec = journal_spec(args.journal, ctx.environ)
+    if not is_postgres(spec):
+        raise UsageError(f"pooler {args.command} works on a PostgreSQL journal: give --journal "
+                         "postgresql://user@host:port/db (or set POOLER_JOURNAL)")
+    return spec
+
+
+def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
+    from pooler.shared.schema import upgrade  # noqa: PLC0415
+
+    url = _url(args, ctx)
+    before, after = upgrade(url)
+    if before is None:
+        ctx.stdout.write(f"created the journal {safe_url(url)} (schema version {after})\n")
+    elif before == after:
+        ctx.stdout.write(f"the journal {safe_url(url)} is at schema version {after} already\n")
+    else:
+        ctx.stdout.write(f"upgraded the journal {safe_url(url)} from schema version {before} to {after}\n")
+    return 0
+
+
+def handle_gather(args: argparse.Namespace, ctx: Context) -> int:
+    from pooler.run.tables import TableWriter  # noqa: PLC0415
+    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
+
+    with PgJournal(_url(args, ctx)) as journal:
+        if journal.task(args.task) is None:
+            raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
+                               "'pooler runs' lists the tasks it holds.")
+        parts = journal.query("SELECT num, idx, name, prefix, into_job, rows FROM table_rows "
+                              "WHERE task = %s ORDER BY num, name, idx", (args.task,))
+        writer = TableWriter(Path(args.out))
+        written: dict[str, int] = {}
+        started: set[tuple[int, str]] = set()
+        for num, _idx, name, prefix, into, rows in parts:
+            # The first part of each table starts its file afresh; the rest are appended in call order.
+            append = (num, name) in started
+            started.add((num, name))
+            got = writer.write(prefix, {name: rows}, into=into, append=append)
+            for info in got.values():
+                written[info["file"]] = written.get(info["file"], 0) + int(info["rows"])
+                if "job" in info:
+                    written[info["job"]] = int(info["job_rows"])
+    if args.json:
+        ctx.emit_json({"task": args.task, "files": written})
+        return 0
+    for path, rows in written.items():
+        ctx.stdout.write(f"{path}  {rows} rows\n")
+    if not written:
+        ctx.stdout.write(f"task {args.task} gave no tables\n")
+    return 0

@@ -1,0 +1,315 @@
+"""``pooler run POOL``: load, override, check, resolve, lock, run, render, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, TextIO
+
+from pooler.cli.commands import help_of
+from pooler.cli.commands.common import (
+    Context,
+    add_json,
+    add_store_options,
+    add_traceback,
+    add_variable_options,
+    make_client,
+    mask_variables,
+    positive_int,
+    render_error,
+    variable_inputs,
+)
+from pooler.cli.commands.dry_run import show_plan
+from pooler.cli.commands.run_files import add_run_files, check_run_files, write_run_files
+from pooler.cli.commands.run_shared import add_shared_options, handle_shared
+from pooler.cli.outcome import outcome_document
+from pooler.cli.preflight import check_out
+from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.errors import CheckFailed, PoolerError, UsageError
+from pooler.exits import ExitStatus
+from pooler.pool.compiler import Plan, compile_pool
+from pooler.pool.loader import load_pool
+from pooler.pool.model import MODES, Pool, Step
+from pooler.redact import short_warning
+from pooler.run.events import NullReporter
+from pooler.run.executor import RunConfig, StopSignal, run_plan
+from pooler.run.journal import Journal
+from pooler.run.journal_api import journal_spec
+from pooler.run.lock import OutLock, PoolLock, lock_dir
+from pooler.shared.schema import is_postgres
+
+#: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
+SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
+IN_DOUBT = ("retry", "stop", "skip")
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "run",
+        help=help_of("run"),
+        description="Run a pool file (YAML or JSON) against a store. Every check runs before the first "
+                    "call: a pool that fails them sends nothing. Exit 0 when every step is done; 1 when "
+                    "the pool stopped or a step failed; 2 when refused before the first step; 3 when "
+                    "another run of the same pool file holds its lock; 130/143 when interrupted by "
+                    "SIGINT/SIGTERM (calls in flight finish, no new ones start).",
+    )
+    parser.add_argument("pool", metavar="POOL", help="the pool file")
+    add_store_options(parser)
+    parser.add_argument("--out", metavar="DIR", default="out",
+                        help="where table and job files go (default ./out)")
+    add_json(parser, "the answer (contract section 3)")
+    add_variable_options(parser)
+    parser.add_argument("--task", metavar="ID",
+                        help="the task id (default: a new one, like 20261130-120001-3fa2)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the last unfinished task of this pool (or --task ID): keyed calls it "
+                             "already completed are skipped; with none, a new task starts (and says so)")
+    parser.add_argument("--journal", metavar="PATH|URL",
+                        help="the journal: a SQLite file (default $XDG_STATE_HOME/pooler/journal.sqlite), "
+                             "or postgresql://... to share the task with other runners (env POOLER_JOURNAL)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="show the plan (variables, rows, keys, order) and send nothing")
+    parser.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
+                        help="on a rerun of a task, what to do with a call sent whose answer was never "
+                             "recorded (default retry: send it again with the same Idempotency-Key)")
+    parser.add_argument("--sample", type=positive_int, metavar="N",
+                        help="run steps over rows on their first N rows only (default: every row)")
+    batch = parser.add_argument_group("batch options (override the pool file)")
+    batch.add_argument("--mode", choices=MODES, help="sequential (default) or parallel")
+    batch.add_argument("--max-concurrency", type=positive_int, metavar="N",
+                       help="parallel mode: calls at once (default 4, at most 16; no effect in sequential "
+                            "mode)")
+    batch.add_argument("--serialize-on", metavar="PATH",
+                       help="parallel mode: a dotted path into params; equal values run one at a time "
+                            "(default: none)")
+    batch.add_argument("--stop-on-error", action=argparse.BooleanOptionalAction, default=None,
+                       help="start no new calls after the first failure (default: on)")
+    batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
+                       help="inline every call's answer in the answer (default: on)")
+    add_shared_options(parser)
+    add_run_files(parser)
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only failures, in-doubt calls and the summary of a run that did not "
+                             "complete")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also say what was left aside (names in --vars-file the pool does not declare)")
+    parser.add_argument("--log", metavar="FILE",
+                        help="also append plain timestamped lines to FILE (default: none)")
+    add_traceback(parser)
+    parser.set_defaults(handler=handle)
+
+
+OVERRIDES = ("mode", "max_concurrency", "serialize_on", "stop_on_error", "include_results")
+
+
+def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
+    """The pool with the batch flags given on the command line in place of the file's."""
+    changes = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    for name, value in changes.items():
+        old = getattr(pool.options, name)
+        if name in pool.options_set and old != value:
+            ctx.note(f"pooler: --{name.replace('_', '-')} {value} overrides {name}: {old} of {pool.file}")
+    mode = changes.get("mode", pool.options.mode)
+    if "max_concurrency" in changes and mode == "sequential":
+        ctx.note(f"pooler: --max-concurrency {changes['max_concurrency']} has no effect: {pool.file} runs "
+                 "in mode sequential, one call at a time - add --mode parallel to run calls side by side.")
+    if not changes:
+        return pool
+    return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
+
+
+def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
+    """Load the pool, apply the flags, and compile it with its variables and data files: the plan
+    the run carries out, or every problem at once."""
+    pool = apply_overrides(load_pool(Path(args.pool)), args, ctx)
+    inputs = variable_inputs(args, ctx)
+    # A runner of a shared task (PostgreSQL journal) needs no data file: the runner that plans the
+    # task reads the rows (shared_plan) and the others take them from the journal.
+    shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
+    try:
+        plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared)
+    except CheckFailed:
+        # Secrets the problems may quote are masked even when the plan was refused.
+        mask_variables(pool, inputs, ctx.redactor)
+        raise
+    assert plan.variables is not None  # inputs were given
+    for secret in plan.variables.secrets:
+        ctx.redactor.add(secret)
+    for name in plan.variables.secret_names:
+        warning = short_warning(f"the secret variable [{name}]", plan.variables.values[name])
+        if warning:
+            ctx.note(warning)
+    if getattr(args, "verbose", False):
+        for note in plan.variables.ignored:
+            ctx.note(note.headline())
+    return plan
+
+
+def handle(args: argparse.Namespace, ctx: Context) -> int:
+    plan = prepare(args, ctx)
+    if args.dry_run:
+        return show_plan(plan, args, ctx)
+    variables = plan.variables
+    assert variables is not None
+    check_run_files(args)
+    check_out(Path(args.out))
+    spec = journal_spec(args.journal, ctx.environ)
+    if is_postgres(spec):
+        return handle_shared(args, ctx, plan.pool, variables, spec)
+    journal_path = Path(spec)
+    # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
+    # on the store's own answer: a client masking it as well could hide the very keys it reads.
+    locks = lock_dir(ctx.environ)
+    with make_client(args, ctx, masking=False, need_token=True) as client, \
+            PoolLock(Path(args.pool), locks) as lock, OutLock(Path(args.out), locks), \
+            Journal(journal_path) as journal, open_log(args.log) as log:
+        say_what_resume_does(args, plan.pool, journal, ctx)
+        note_sampled(args, journal, ctx)
+        sent = SentCounter(lock)
+        screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
+        reporter = FanOut([screen, sent])
+        config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
+                           in_doubt=args.in_doubt or "retry", variables=variables.values,
+                           redactor=ctx.redactor, sample=args.sample)
+        stop = StopSignal()
+        try:
+            with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],
+                            say=reporter.notice) as interrupts:
+                answer = run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
+        except PoolerError as error:
+            if not sent.calls:
+                raise
+            # Calls have reached the store: this is a pool that stopped, not one refused.
+            ctx.note(render_error(error))
+            ctx.note(f"pooler: the run stopped after {plural(sent.calls, 'call')} had been sent; "
+                     f"'pooler runs --journal {journal_path}' lists the task.")
+            if args.json:
+                document = outcome_document(ExitStatus.FAILED, list(error.problems()))
+                document["task"] = sent.task
+                ctx.emit_json(document)
+            return ExitStatus.FAILED
+        write_run_files(args, ctx, journal, answer, args.pool)
+    return answered(args, ctx, answer, interrupts)
+
+
+def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], interrupts: Interrupts) -> int:
+    """The answer printed (with --json) and the run's exit status."""
+    if args.json:
+        ctx.emit_json(answer)
+    if interrupts.signum is not None:
+        return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
+    return ExitStatus.OK if answer.get("result") else ExitStatus.FAILED
+
+
+def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> None:
+    """A full run that starts a new task beside a sampled one is told how to continue the sample."""
+    if args.task is not None or args.resume or args.sample is not None:
+        return
+    last = journal.last_unfinished(args.pool)
+    row = journal.task(last) if last is not None else None
+    if row is not None and row.status == "sampled":
+        ctx.note(f"pooler: the last task of {args.pool}, {row.id}, ran a sample (--sample) and this run "
+                 "starts a new task; --resume continues the sampled one with its keys instead.")
+
+
+def say_what_resume_does(args: argparse.Namespace, pool: Pool, journal: Journal, ctx: Context) -> None:
+    """``--resume`` with nothing to resume starts a new task: say so rather than seem to continue."""
+    if not args.resume:
+        return
+    if args.task is not None:
+        if journal.task(args.task) is None:
+            ctx.note(f"pooler: --resume: the journal has no task {args.task}; this run starts it as a "
+                     "new task.")
+        return
+    if journal.last_unfinished(pool.file) is None:
+        ctx.note(f"pooler: --resume: no unfinished task of {pool.file} in the journal; this run starts a "
+                 "new task.")
+
+
+class SentCounter(NullReporter):
+    """Counts the calls that left, so an error can tell a refused pool from a stopped one; and
+    writes the task's id into the pool's lock, so ``pooler runs`` can tell a live run from a dead one."""
+
+    def __init__(self, lock: PoolLock | None = None) -> None:
+        self.calls = 0
+        self.task: str | None = None
+        self.pool_lock = lock
+        self._lock = threading.Lock()
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        self.task = task_id
+        if self.pool_lock is not None:
+            self.pool_lock.note_task(task_id)
+
+    def step_started(self, step: Step, call: int) -> None:
+        with self._lock:
+            self.calls += 1
+
+
+class open_log:  # noqa: N801 - used as a context manager, named like open()
+    """The ``--log`` file opened for appending (owner-only when new), or nothing."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.file: TextIO | None = None
+
+    def __enter__(self) -> TextIO | None:
+        if self.path is None:
+            return None
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise UsageError(f"cannot open the log file {self.path}: {exc.strerror} - "
+                             "check that its folder exists and can be written") from None
+        self.file = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+        return self.file
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+class Interrupts:
+    """SIGINT/SIGTERM during a run: the first asks the executor to stop starting calls; the second
+    leaves at once with the same status, after flushing what can be flushed."""
+
+    def __init__(self, stop: StopSignal, ctx: Context, flush: list[TextIO | None],
+                 say: Callable[[str], None] | None = None) -> None:
+        self.stop = stop
+        self.ctx = ctx
+        # Through the reporter: a notice printed past a live view is drawn over at its next refresh.
+        self.say = say or ctx.note
+        self.flush = flush
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            for stream in self.flush:
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.flush()
+            os._exit(SIGNAL_STATUS[signal.Signals(self.signum)])
+        self.signum = signum
+        self.stop.request(signal.Signals(signum).name)
+        self.say(f"pooler: {signal.Signals(signum).name}: no new calls start; the calls in flight "
+                 "finish (signal again to leave at once)")
+
+    def __enter__(self) -> Interrupts:
+        # Signal handlers can only be set from the main thread; a library caller keeps its own.
+        if threading.current_thread() is threading.main_thread():
+            for signum in SIGNAL_STATUS:
+                self._old[signum] = signal.signal(signum, self.handler)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for signum, old in self._old.items():
+            signal.signal(signum, old)

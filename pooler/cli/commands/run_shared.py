@@ -1,0 +1,93 @@
+"""``pooler run POOL --journal postgresql://…``: this process joins the task as one of its runners."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
+from pooler.cli.outcome import outcome_document
+from pooler.cli.render import FanOut, make_reporter
+from pooler.errors import UsageError
+from pooler.exits import ExitStatus
+from pooler.pool.model import Pool
+from pooler.pool.variables import Variables
+from pooler.run.executor import RunConfig, StopSignal
+
+#: Seconds a runner's lease lasts without renewal, unless --lease says otherwise.
+DEFAULT_LEASE = 120.0
+
+
+def add_shared_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("runners sharing a task (with --journal postgresql://...)")
+    group.add_argument("--width", type=positive_int, metavar="N",
+                       help="calls this runner has in flight at once: its share of max_concurrency "
+                            "(default: max_concurrency)")
+    group.add_argument("--lease", type=positive_float, metavar="SECONDS", default=None,
+                       help=f"how long this runner's calls stay its own without a heartbeat (default "
+                            f"{DEFAULT_LEASE:g}); the store's read timeout must be shorter")
+
+
+def check_shared_options(args: argparse.Namespace, pool: Pool, read_timeout: float) -> float:
+    """The lease, once the options that would break its promise are refused."""
+    lease = args.lease or DEFAULT_LEASE
+    if read_timeout >= lease:
+        raise UsageError(f"the store's read timeout ({read_timeout:g} s, --timeout) must be shorter than "
+                         f"the lease ({lease:g} s, --lease): a call still waiting for its answer when "
+                         "its lease runs out would be taken back while it may yet be carried out")
+    cap = pool.options.max_concurrency
+    if args.width is not None and pool.options.mode == "parallel" and args.width > cap:
+        raise UsageError(f"--width {args.width} is more than max_concurrency {cap}: a runner's share is "
+                         "at most the task's cap")
+    return lease
+
+
+def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str) -> int:
+    from pooler.cli.commands.run import Interrupts, SentCounter, answered, open_log  # noqa: PLC0415
+    from pooler.shared.runner import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
+
+    task = args.task or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    if not args.task:
+        ctx.note(f"pooler: task {task}: more runners join it with --task {task}")
+    with make_client(args, ctx, masking=False) as client, open_log(args.log) as log:
+        lease = check_shared_options(args, pool, client.read_timeout)
+        sent = SentCounter()
+        reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])
+        config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
+                           variables=variables.values, redactor=ctx.redactor, sample=args.sample)
+        stop = StopSignal()
+        shared = SharedConfig(url=url, width=args.width, lease=lease)
+        try:
+            with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log]) as interrupts:
+                answer = run_shared(pool, client, config, shared, reporter=reporter, stop=stop)
+        except RunnerStopped as stopped:
+            ctx.note(render_error(stopped))
+            ctx.note("pooler: this runner stopped; nothing it did not record in the journal is reported "
+                     "done. Any runner of the task (pooler run ... --task " + task + ") carries on.")
+            if args.json:
+                # Exactly one document: the answer so far, or (none could be read) the outcome's,
+                # which says why the runner stopped and names the task.
+                document = stopped.answer
+                if document is None:
+                    document = outcome_document(ExitStatus.FAILED, list(stopped.problems()))
+                    document["task"] = task
+                ctx.emit_json(document)
+            return ExitStatus.FAILED
+    return answered(args, ctx, answer, interrupts)
+
+
+def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
+    """The answer so far of a shared task still running (built from its calls); None for a task
+    that finished (its recorded answer is whole) or one that is not shared."""
+    from pooler.shared.answer import task_answer  # noqa: PLC0415
+    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
+
+    if not isinstance(journal, PgJournal):
+        return None
+    rows = journal.query("SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s", (task,))
+    if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
+        return None
+    return task_answer(journal, task, rows[0][0])

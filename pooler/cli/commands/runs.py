@@ -1,0 +1,187 @@
+"""``pooler runs`` and ``pooler show TASK``: what the journal remembers of earlier runs."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from pooler.cli.commands import help_of
+from pooler.cli.commands.common import Context, add_json, add_traceback, positive_int
+from pooler.cli.render import STYLE, answer_lines, console_for, plural, results_table, summary_line
+from pooler.errors import JournalError, UsageError
+from pooler.exits import ExitStatus
+from pooler.report.html import write_report
+from pooler.run.journal import Journal, TaskRow
+from pooler.run.journal_api import JournalStore, journal_spec, open_existing
+from pooler.run.prune import parse_age, prune
+from pooler.run.taskview import DEAD, partial_answer, told
+from pooler.shared.schema import is_postgres
+
+
+def add_journal(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--journal", metavar="PATH|URL",
+                        help="the journal file (default $XDG_STATE_HOME/pooler/journal.sqlite), or "
+                             "postgresql://... (env POOLER_JOURNAL)")
+
+
+def register(sub: Any) -> None:
+    runs = sub.add_parser(
+        "runs",
+        help=help_of("runs"),
+        description="List the latest tasks the journal holds, newest first: the task id, the pool "
+                    "file, when it started, its status and its counts. A task id can be given to "
+                    "'pooler run --task ID --resume' or to 'pooler show'.",
+    )
+    add_journal(runs)
+    runs.add_argument("--limit", type=positive_int, default=20, metavar="N",
+                      help="how many tasks to list (default 20)")
+    runs.add_argument("--prune", action="store_true",
+                      help="remove the tasks whose last run ended before --older-than, with their calls, "
+                           "and shrink the file; a task still running (or dead) is never removed")
+    runs.add_argument("--older-than", metavar="AGE", default="30d",
+                      help="with --prune: the age of the tasks to remove, like 30d, 12h, 90m (default 30d)")
+    add_json(runs, "the tasks")
+    add_traceback(runs)
+    runs.set_defaults(handler=handle_runs)
+
+    show = sub.add_parser(
+        "show",
+        help=help_of("show"),
+        description="Show the answer the journal recorded when the task last finished.",
+    )
+    show.add_argument("task", metavar="TASK", help="the task id, as 'pooler runs' lists it")
+    add_journal(show)
+    show.add_argument("--html", metavar="FILE",
+                      help="write the task's report to FILE instead: one self-contained HTML page (a "
+                           "timeline of the calls, per-step times, failures, calls in doubt, tables)")
+    add_json(show, "the recorded answer")
+    add_traceback(show)
+    show.set_defaults(handler=handle_show)
+
+
+def open_journal(args: argparse.Namespace, ctx: Context) -> JournalStore:
+    return open_existing(journal_spec(args.journal, ctx.environ))
+
+
+def sqlite_of(journal: JournalStore) -> Journal | None:
+    """The SQLite journal behind ``journal``, or None for one on PostgreSQL."""
+    found = getattr(journal, "journal", journal)
+    return found if isinstance(found, Journal) else None
+
+
+def counts(row: TaskRow) -> str:
+    if row.total is None:
+        return ""
+    return (f"{row.succeeded or 0}/{row.total} done, {row.failed or 0} failed, "
+            f"{row.skipped or 0} skipped, {row.not_run or 0} not run")
+
+
+def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
+    spec = journal_spec(args.journal, ctx.environ)
+    if args.prune:
+        if is_postgres(spec):
+            raise UsageError("--prune works on a SQLite journal; a PostgreSQL journal is pruned with "
+                             "the database's own tools.")
+        return handle_prune(args, ctx, Path(spec))
+    if not is_postgres(spec) and not Path(spec).is_file() and not args.journal:
+        # A fresh install: nothing has run yet, which is no error.
+        rows: list[TaskRow] = []
+    else:
+        journal = open_journal(args, ctx)
+        try:
+            rows = journal.tasks(args.limit)
+            sqlite = sqlite_of(journal)
+            if sqlite is not None:
+                rows = [told(r, sqlite) for r in rows]
+        finally:
+            journal.close()
+    if args.json:
+        ctx.emit_json({"tasks": [asdict(r) for r in rows]})
+        return ExitStatus.OK
+    if not rows:
+        ctx.stdout.write("no tasks in the journal yet\n")
+        return ExitStatus.OK
+    if not ctx.stdout.isatty():
+        for row in rows:
+            ctx.stdout.write(f"{row.id}  {row.status:<9}  started {row.started}  runs {row.runs}  "
+                             f"{counts(row) or '-'}  {row.pool_file}\n")
+        return ExitStatus.OK
+    table = Table(title="recent tasks", title_justify="left")
+    for column in ("task", "pool", "started", "status", "runs", "counts"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        style = STYLE.get(row.status, "bold red" if row.status == DEAD else "")
+        table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=style),
+                      str(row.runs), counts(row))
+    console_for(ctx.stdout).print(table)
+    return ExitStatus.OK
+
+
+def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
+    age = parse_age(args.older_than)
+    if not path.is_file():
+        raise JournalError(f"no journal at {path} - nothing to prune.")
+    done = prune(path, age)
+    if args.json:
+        ctx.emit_json({"result": True, "journal": str(path), "removed_tasks": done.tasks,
+                       "removed_calls": done.calls, "kept_running": done.kept_running,
+                       "bytes_before": done.bytes_before, "bytes_after": done.bytes_after})
+        return 0
+    kept = f"; {plural(done.kept_running, 'task')} still running kept" if done.kept_running else ""
+    ctx.stdout.write(f"pruned {path}: removed {plural(done.tasks, 'task')} ended more than {args.older_than} "
+                     f"ago ({plural(done.calls, 'call')}){kept}; {done.bytes_before:,} -> "
+                     f"{done.bytes_after:,} bytes\n")
+    return 0
+
+
+def handle_show(args: argparse.Namespace, ctx: Context) -> int:
+    from pooler.cli.commands.run_shared import shared_answer_of  # noqa: PLC0415
+
+    journal = open_journal(args, ctx)
+    try:
+        row = journal.task(args.task)
+        if row is None:
+            raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
+                               "'pooler runs' lists the tasks it holds.")
+        sqlite = sqlite_of(journal)
+        if args.html:
+            if sqlite is None:
+                raise UsageError("--html reads a SQLite journal; a task on a PostgreSQL journal has no "
+                                 "report yet - use 'pooler show TASK --json' there.")
+            # From the calls the journal holds, so a task that was killed has a report too.
+            write_report(sqlite, args.task, Path(args.html))
+            ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
+            return ExitStatus.OK
+        # A shared task's answer is built from its calls: whole, from any host, even while it runs.
+        answer = shared_answer_of(journal, args.task)
+        if answer is None and row.status != "running":
+            answer = journal.answer(args.task)
+        if sqlite is not None:
+            row = told(row, sqlite)
+            if row.status == DEAD:
+                # No answer was written: the calls the journal holds are the run's partial answer.
+                answer = partial_answer(sqlite, row)
+    finally:
+        journal.close()
+    if answer is None:
+        raise JournalError(f"task {args.task} is running (a live run holds its pool's lock) - "
+                           "'pooler show' tells its answer once it has finished.")
+    if args.json:
+        ctx.emit_json(answer)
+        return ExitStatus.OK
+    out = ctx.stdout
+    if out.isatty():
+        console = console_for(out)
+        console.print(f"task {row.id}  pool {row.pool_file}  started {row.started}  runs {row.runs}",
+                      markup=False)
+        console.print(results_table(answer))
+        console.print(summary_line(answer), markup=False)
+    else:
+        out.write(f"task {row.id} pool {row.pool_file} started {row.started} runs {row.runs}\n")
+        out.write("\n".join(answer_lines(answer)) + "\n")
+    return ExitStatus.OK

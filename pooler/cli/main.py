@@ -1,0 +1,144 @@
+"""The ``pooler`` command line: parses, wires, renders, and maps errors to exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import TextIO
+
+from pooler import __version__
+from pooler.cli.commands import COMMANDS
+from pooler.cli.commands.common import Context, render_error
+from pooler.cli.outcome import outcome_document
+from pooler.errors import JournalError, LockedError, PoolerError, Problem, StoreError
+from pooler.exits import ExitStatus
+
+DESCRIPTION = (
+    "Run pools of store AI-tool calls: declarative pool files, checked before anything is sent, "
+    "safe to rerun."
+)
+EPILOG = (
+    "exit statuses: 0 done; 1 a step or call failed; 2 refused before anything was sent "
+    "(bad flags, a pool that fails its checks); 3 another run of the pool holds its lock; "
+    "70 internal error; 130/143 interrupted by SIGINT/SIGTERM. "
+    "Run 'pooler COMMAND --help' for a command's options."
+)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; each command group registers its own subcommands.
+
+    With ``only``, that command's module alone is loaded and the others are listed by name, which
+    keeps ``pooler check`` from importing the executor and the live view it never uses.
+    """
+    parser = argparse.ArgumentParser(prog="pooler", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"pooler {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    wanted = COMMANDS[only][0] if only in COMMANDS else None
+    for name, (module, text) in COMMANDS.items():
+        if name in sub.choices:
+            continue
+        if only is None or module == wanted:
+            importlib.import_module(module).register(sub)
+        else:
+            sub.add_parser(name, help=text)
+    # Listed for --help only: main() hands "pooler store ..." and "pooler mcp ..." to their own parsers.
+    sub.add_parser("store", help="the bundled reference store ('pooler store serve --help')",
+                   description="The bundled reference store: 'pooler store serve' starts it.")
+    sub.add_parser("mcp", help="serve tool_list, tool_run and tool_pool to an agent over MCP (stdio)",
+                   description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over "
+                               "stdio: 'pooler mcp --help' for its options.")
+    return parser
+
+
+def mcp(argv: list[str], stderr: TextIO) -> int:
+    """``pooler mcp``: the MCP server, whose SDK is an optional dependency."""
+    try:
+        # Loaded only here: only this command needs the MCP SDK.
+        from pooler.mcp.server import main as mcp_main  # noqa: PLC0415
+    except ImportError as exc:
+        stderr.write(f"pooler mcp: needs the MCP SDK ({exc.name} is not installed) - "
+                     "install it with: pip install 'pooler[mcp]'\n")
+        return ExitStatus.REFUSED
+    return int(mcp_main(argv))
+
+
+def exit_status_for(error: PoolerError) -> ExitStatus:
+    """The one mapping from pooler's errors to exit statuses."""
+    if isinstance(error, LockedError):
+        return ExitStatus.LOCKED
+    if isinstance(error, StoreError):
+        return ExitStatus.FAILED
+    if isinstance(error, JournalError):
+        return ExitStatus.REFUSED
+    return ExitStatus.REFUSED
+
+
+def main(
+    argv: list[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["store"]:
+        # Loaded only here: the client side never needs the server's modules.
+        from pooler.store.cli import main as store_main  # noqa: PLC0415
+
+        return int(store_main(args[1:]))
+    if args[:1] == ["mcp"]:
+        return mcp(args[1:], stderr or sys.stderr)
+    ctx = Context(stdout=stdout or sys.stdout, stderr=stderr or sys.stderr,
+                  environ=os.environ if environ is None else environ)
+    first = next((a for a in args if not a.startswith("-")), None)
+    wants_json = "--json" in args
+    ns: argparse.Namespace | None = None
+    try:
+        ns = build_parser(first if first in COMMANDS else None).parse_args(args)
+        status = int(ns.handler(ns, ctx))
+    except PoolerError as error:
+        ctx.note(render_error(error))
+        status = exit_status_for(error)
+        if getattr(ns, "command", None) == "run" and status == ExitStatus.REFUSED:
+            ctx.note("pooler: refused before the first step; nothing was sent.")
+        document(ctx, status, list(error.problems()), wanted=wants_json)
+        return status
+    except KeyboardInterrupt:
+        ctx.note("pooler: interrupted")
+        document(ctx, ExitStatus.INTERRUPTED, [], wanted=wants_json)
+        return ExitStatus.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``pooler runs | head``); nothing more can be said to it.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitStatus.FAILED
+    except SystemExit as exc:
+        # argparse's own refusals (a bad flag) and --help; under --json a refusal is a document too.
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitStatus.REFUSED)
+        if code != 0:
+            document(ctx, code, [Problem("the command line is wrong: see the usage above")],
+                     wanted=wants_json)
+        return code
+    except Exception as error:  # noqa: BLE001 - the one place a bug becomes exit 70, not a traceback
+        if getattr(ns, "traceback", False):
+            ctx.note(ctx.redactor.text(traceback.format_exc()).rstrip())
+        ctx.note(f"pooler: internal error: {type(error).__name__}: {error} "
+                 "(run with --traceback to see where)")
+        document(ctx, ExitStatus.INTERNAL, [Problem(f"internal error: {type(error).__name__}")],
+                 wanted=wants_json)
+        return ExitStatus.INTERNAL
+    # A command that ended without its own document (none does on purpose) still writes one.
+    document(ctx, status, [], wanted=wants_json)
+    return status
+
+
+def document(ctx: Context, status: int, problems: list[Problem], *, wanted: bool = True) -> None:
+    """Under ``--json``, the outcome's document when the command has not written its own."""
+    if wanted and not ctx.emitted:
+        ctx.emit_json(outcome_document(int(status), problems))

@@ -1,0 +1,423 @@
+"""How a run looks to a person: a rich live view on a terminal, plain timestamped lines elsewhere.
+
+Both are ``Reporter``s the executor calls, from worker threads in parallel mode, so every event
+takes a lock. Everything shown passes through the ``Redactor`` first.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from pooler.pool.model import Pool, Step
+from pooler.redact import Redactor
+
+#: Statuses a person running with ``--quiet`` still wants to see.
+TROUBLE = frozenset({"failed", "in_doubt"})
+STYLE = {"completed": "green", "failed": "bold red", "skipped": "cyan", "not_run": "dim",
+         "in_doubt": "bold yellow", "partial": "yellow"}
+
+Clock = Callable[[], datetime]
+
+
+def stamp(clock: Clock = datetime.now) -> str:
+    """Local time to the second, the way cron logs read: ``2026-11-30T12:00:01``."""
+    return clock().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def trip_ms(result: dict[str, Any]) -> int | None:
+    time = result.get("time")
+    if isinstance(time, dict) and isinstance(time.get("trip"), int | float):
+        return int(time["trip"])
+    return None
+
+
+def where(result: dict[str, Any]) -> str:
+    """`` row 3`` or `` rows 0-499`` for a call of a step over rows, else ``""``."""
+    if isinstance(result.get("rows"), list) and len(result["rows"]) == 2:
+        return f" rows {result['rows'][0]}-{result['rows'][1]}"
+    if result.get("row") is not None:
+        return f" row {result['row']}"
+    return ""
+
+
+def plural(count: int, word: str) -> str:
+    """``1 call``, ``2 calls``, ``1,200 rows``."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+def call_line(done: int, total: int, step: Step, result: dict[str, Any]) -> str:
+    """``call 2/5 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms`` (with the reason on failure).
+
+    ``done``/``total`` count calls (a step over rows makes many); ``step`` is the step's number.
+    """
+    status = status_of(result)
+    label = f" {step.name}" if step.name else ""
+    text = f"call {done}/{total} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
+    ms = trip_ms(result)
+    if ms is not None:
+        text += f" {ms} ms"
+    if result.get("key"):
+        text += f" key {result['key']}"
+    if result.get("sent_again"):
+        text += f" ({sent_again(result)})"
+    if status not in ("completed", "skipped") and result.get("message"):
+        text += f": {result['message']}"
+    return text
+
+
+def sent_again(result: dict[str, Any]) -> str:
+    """What a person must know about a call sent again after an earlier answer was lost."""
+    return (f"sent again: the call {result['sent_again']} was in doubt; a store that ignores "
+            "Idempotency-Key has carried it out twice")
+
+
+def status_of(result: dict[str, Any]) -> str:
+    return str(result.get("status") or ("completed" if result.get("result") else "failed"))
+
+
+def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
+    """One line for the end of a run: ``pool completed: 5 calls: 5 succeeded, 0 failed, ... in 145 ms``.
+
+    The counts add up to the calls: the answer's ``failed`` holds the in-doubt calls too, told apart
+    here. With the pool, a run that did not complete also says how to continue it, if that helps.
+    """
+    total = int(answer.get("total") or 0)
+    doubtful = int(answer.get("calls_in_doubt") or 0)
+    failed = max(int(answer.get("failed") or 0) - doubtful, 0)
+    counts = (f"{answer.get('succeeded', 0):,} succeeded, {failed:,} failed, {answer.get('skipped', 0):,} "
+              f"skipped, {doubtful:,} in doubt, {answer.get('not_run', 0):,} not run")
+    ms = trip_ms(answer)
+    took = f" in {ms} ms" if ms is not None else ""
+    stopped = str(answer.get("interrupted") or "")
+    why = f" (interrupted by {stopped})" if stopped.startswith("SIG") else f" ({stopped})" if stopped else ""
+    text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}"
+    earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
+    if earlier:
+        text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"
+    if pool is not None:
+        hint = resume_hint(answer, pool)
+        if hint:
+            text += f"; {hint}"
+    return text
+
+
+def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
+    """How to continue a run that did not complete, and what a resume repeats; ``""`` if it cannot help."""
+    task = answer.get("task")
+    if answer.get("result") or not task:
+        return ""
+    entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
+    bad = [e for e in listed(answer) if status_of(e) in ("failed", "in_doubt")]
+    if any(str(e.get("message", "")).startswith("ACCESS_DENIED") for e in bad):
+        return ("the store refused the token (ACCESS_DENIED): a resume would meet the same refusal - "
+                f"fix the token, then continue with --task {task} --resume")
+    keys = {s.num: s.key for s in pool.steps}
+    repeats = []
+    skips = False
+    for e in entries:
+        num = e.get("num")
+        rows: dict[str, Any] = e["rows"] if isinstance(e.get("rows"), dict) else {}
+        done = status_of(e) in ("completed", "skipped") or bool(rows.get("completed") or rows.get("skipped"))
+        if not done or not isinstance(num, int):
+            continue
+        if keys.get(num) is None:
+            repeats.append(f"{num}" + (f" {e['name']}" if e.get("name") else ""))
+        else:
+            skips = True
+    text = f"to continue: --task {task} --resume"
+    if repeats:
+        which = ", ".join(repeats[:5]) + (f" and {len(repeats) - 5} more" if len(repeats) > 5 else "")
+        return (f"{text} (it sends again the unkeyed {'steps' if len(repeats) > 1 else 'step'} already done: "
+                f"{which}; give {'them keys' if len(repeats) > 1 else 'it a key'} to have "
+                f"{'them' if len(repeats) > 1 else 'it'} skipped)")
+    return f"{text} (keyed calls already done are skipped)" if skips else text
+
+
+def status_of_pool(answer: dict[str, Any]) -> str:
+    return str(answer.get("status") or ("completed" if answer.get("result") else "failed"))
+
+
+class PlainReporter:
+    """One timestamped line per call, no animation: for pipes, files and cron logs."""
+
+    def __init__(self, stream: TextIO, redactor: Redactor, *, quiet: bool = False,
+                 clock: Clock = datetime.now) -> None:
+        self.stream = stream
+        self.redactor = redactor
+        self.quiet = quiet
+        self.clock = clock
+        self.total = 0
+        self.done = 0
+        self.pool: Pool | None = None
+        # Reentrant: a signal's notice arrives on the main thread, possibly while it holds the lock.
+        self._lock = threading.RLock()
+
+    def notice(self, text: str) -> None:
+        """A line for people in the middle of the run (a signal taken)."""
+        with self._lock:
+            self._write(text)
+
+    def _write(self, text: str) -> None:
+        # A store's text may hold line breaks; a log keeps one stamped line per event.
+        flat = " ".join(self.redactor.text(text).splitlines())
+        self.stream.write(f"{stamp(self.clock)} {flat}\n")
+        self.stream.flush()
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        with self._lock:
+            self.total, self.done, self.pool = total, 0, pool
+            if not self.quiet:
+                self._write(f"pool {pool.file} task {task_id}: {plural(total, 'call')} planned")
+
+    def step_started(self, step: Step, call: int) -> None:
+        return None
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.done += 1
+            status = status_of(result)
+            if not self.quiet or status in TROUBLE:
+                self._write(call_line(self.done, max(self.total, self.done), step, result))
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        return None
+
+    def calls_planned(self, total: int) -> None:
+        with self._lock:
+            self.total = total
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        with self._lock:
+            if not self.quiet or not answer.get("result"):
+                self._write(summary_line(answer, self.pool))
+
+
+class RateColumn(ProgressColumn):
+    """Calls per second, once there is something to measure."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.1f}/s" if speed else "", style="progress.data.speed")
+
+
+class LiveReporter:
+    """A progress bar over the calls, the step at work, and a table of results at the end."""
+
+    def __init__(self, console: Console, redactor: Redactor, *, quiet: bool = False) -> None:
+        self.console = console
+        self.redactor = redactor
+        self.quiet = quiet
+        self.progress = Progress(
+            TextColumn("{task.description}", style="bold", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            RateColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._calls: TaskID | None = None
+        self._rows: dict[int, TaskID] = {}
+        self._done = 0
+        self._total = 0
+        self.pool: Pool | None = None
+        # Reentrant: a signal's notice arrives on the main thread, possibly while it holds the lock.
+        self._lock = threading.RLock()
+
+    def notice(self, text: str) -> None:
+        """A line above the live area, which would otherwise draw over it."""
+        with self._lock:
+            self.progress.console.print(Text(self.redactor.text(text)))
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        with self._lock:
+            self.console.print(Text.assemble(("pool ", "bold"), self.redactor.text(pool.file),
+                                             (f"  task {task_id}", "dim")))
+            self.pool, self._total, self._done = pool, total, 0
+            self._calls = self.progress.add_task("calls", total=total or None)
+            self.progress.start()
+
+    def step_started(self, step: Step, call: int) -> None:
+        with self._lock:
+            if self._calls is not None:
+                label = self.redactor.text(f"{step.label} {step.unit}.{step.command}")
+                self.progress.update(self._calls, description=f"calls  {label}")
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        with self._lock:
+            self._done += 1
+            if self._calls is not None:
+                # Rows of a table read at run time are known only then: the total grows, never below.
+                self._total = max(self._total, self._done)
+                self.progress.update(self._calls, completed=self._done, total=self._total)
+            status = status_of(result)
+            if status in TROUBLE:
+                why = self.redactor.text(str(result.get("message", "")))
+                self.progress.console.print(
+                    Text.assemble((f"{step.label} {step.unit}.{step.command}{where(result)} {status}",
+                                   STYLE[status]),
+                                  f": {why}" if why else "")
+                )
+
+    def calls_planned(self, total: int) -> None:
+        with self._lock:
+            self._total = max(total, self._done)
+            if self._calls is not None:
+                self.progress.update(self._calls, total=self._total)
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        with self._lock:
+            task = self._rows.get(step.num)
+            if task is None:
+                task = self.progress.add_task(f"rows of {step.label}", total=total)
+                self._rows[step.num] = task
+            self.progress.update(task, completed=done, total=total)
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        with self._lock:
+            if self._calls is not None:
+                # The bar ends on what the answer counts: calls ended, of the calls there were.
+                total = int(answer.get("total") or self._done)
+                ended = total - int(answer.get("not_run") or 0)
+                self.progress.update(self._calls, description="calls", completed=ended, total=total)
+            self.progress.stop()
+            if not self.quiet:
+                self.console.print(results_table(self.redactor.value(answer)))
+            if not self.quiet or not answer.get("result"):
+                style = STYLE.get(status_of_pool(answer), "bold")
+                self.console.print(Text(self.redactor.text(summary_line(answer, self.pool)), style=style))
+
+
+class FanOut:
+    """Passes every event on to several reporters (the screen and the ``--log`` file)."""
+
+    def __init__(self, reporters: Sequence[Any]) -> None:
+        self.reporters = list(reporters)
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        for r in self.reporters:
+            r.pool_started(pool, task_id, total)
+
+    def step_started(self, step: Step, call: int) -> None:
+        for r in self.reporters:
+            r.step_started(step, call)
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.step_finished(step, result)
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        for r in self.reporters:
+            r.rows_progress(step, done, total)
+
+    def calls_planned(self, total: int) -> None:
+        for r in self.reporters:
+            r.calls_planned(total)
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.pool_finished(answer)
+
+    def notice(self, text: str) -> None:
+        for r in self.reporters:
+            if hasattr(r, "notice"):
+                r.notice(text)
+
+
+def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's steps, each step over rows followed by the calls it lists as failures."""
+    out: list[dict[str, Any]] = []
+    for entry in answer.get("steps") or []:
+        out.append(entry)
+        failures = entry.get("failures")
+        if isinstance(failures, list):
+            out.extend(f for f in failures if isinstance(f, dict))
+            more = entry.get("failures_omitted")
+            if isinstance(more, int) and more > 0:
+                out.append({"num": entry.get("num"), "name": entry.get("name"), "unit": entry.get("unit"),
+                            "command": entry.get("command"), "status": status_of(entry),
+                            "message": f"{more:,} more failed or in-doubt calls: the journal has them all"})
+    return out
+
+
+def results_table(answer: dict[str, Any]) -> Table:
+    """Every step of the answer: number, name, command, status, time, and what it said."""
+    # No outer edge: at 80 columns the four characters go to the message.
+    table = Table(title="results", title_justify="left", expand=False, show_edge=False)
+    # Names are never broken across lines (MELBIS_AGENT_STORE.Cm / dAdd): the message takes the
+    # folding, and a unit too long for the screen is cut with an ellipsis rather than split.
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("name", overflow="fold", max_width=20)
+    table.add_column("unit.command", no_wrap=True, overflow="ellipsis")
+    table.add_column("status", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column("message", overflow="fold", ratio=1, min_width=12)
+    for entry in listed(answer):
+        status = status_of(entry)
+        ms = trip_ms(entry)
+        table.add_row(
+            str(entry.get("num", "")),
+            str(entry.get("name") or "") + where(entry),
+            f"{entry.get('unit', '')}.{entry.get('command', '')}",
+            Text(status, style=STYLE.get(status, "")),
+            "" if ms is None else str(ms),
+            str(entry.get("message") or ""),
+        )
+    return table
+
+
+def answer_lines(answer: dict[str, Any]) -> list[str]:
+    """The answer as plain text lines: one per step, then the summary."""
+    lines = []
+    for entry in listed(answer):
+        ms = trip_ms(entry)
+        took = f" {ms} ms" if ms is not None else ""
+        name = entry.get("name") or f"#{entry.get('num')}"
+        lines.append(f"{entry.get('num')}. {name} {entry.get('unit')}.{entry.get('command')}{where(entry)} "
+                     f"{status_of(entry)}{took}: {entry.get('message', '')}")
+    lines.append(summary_line(answer))
+    return lines
+
+
+def console_for(stream: TextIO, *, tty: bool | None = None) -> Console:
+    """A console on ``stream``: colours and animation only on a terminal.
+
+    Off a terminal rich would assume 80 columns and fold every table; a file or a pipe has room.
+    """
+    live = stream.isatty() if tty is None else tty
+    width = None if live or os.environ.get("COLUMNS") else 200
+    # Text from the store and the pool ("Unknown command [CmdNope]") must never be read as markup.
+    return Console(file=stream, force_terminal=tty, highlight=False, soft_wrap=False, width=width,
+                   markup=False)
+
+
+def make_reporter(stream: TextIO, redactor: Redactor, *, quiet: bool = False, tty: bool | None = None,
+                  log: TextIO | None = None) -> Any:
+    """The live view on a terminal, plain lines otherwise; the ``--log`` file always gets every line."""
+    # --quiet wants the failures only: a progress bar would be noise, so it gets the plain lines.
+    live = (stream.isatty() if tty is None else tty) and not quiet
+    screen: Any = (LiveReporter(console_for(stream, tty=True), redactor) if live
+                   else PlainReporter(stream, redactor, quiet=quiet))
+    if log is None:
+        return screen
+    return FanOut([screen, PlainReporter(log, redactor)])

@@ -1,0 +1,1 @@
+"""The tool_run client: HTTP, answer scanning, call arguments, masking."""

@@ -1,0 +1,1 @@
+"""What a pool is, and how it is read, checked and compiled into a plan."""

@@ -1,0 +1,158 @@
+"""A pool checked against a store's tool_list: units, commands, grants, fields and their types.
+
+``tools`` is tool_list's ``data.tools`` (contract §1); nothing is sent to the store here.  Values are
+cast by the same rules as the reference store (``pooler.fieldtypes``, a PHP store's rules), so a
+literal the store would refuse is told before the run; a value made by a template or a reference is
+known only at run time and is not cast here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pooler.errors import Problem, did_you_mean
+from pooler.fieldtypes import CastError, cast
+from pooler.pool.model import Pool, Step
+from pooler.pool.positions import KEY
+from pooler.pool.references import parse_ref
+from pooler.pool.variables import strings
+
+Tool = dict[str, Any]
+
+
+def check_against(pool: Pool, tools: list[dict[str, Any]]) -> list[Problem]:
+    """Every step against the store's declarations; all problems at once."""
+    units = {str(t.get("unit", "")).upper(): t for t in tools if isinstance(t, dict)}
+    unit_names = [str(t.get("unit", "")) for t in tools if isinstance(t, dict)]
+    known: dict[str, Tool] = {}
+    named: dict[str, Step] = {}
+    for step in pool.steps:
+        if step.name:
+            named.setdefault(step.name.lower(), step)
+    problems: list[Problem] = []
+    for step in pool.steps:
+        tool = units.get(step.unit.upper())
+        if tool is None:
+            hint = did_you_mean(step.unit, unit_names)
+            problems.append(step.problem(f"No tool [{step.unit}] in the store{hint or '.'} `pooler tools` "
+                                         "lists the store's tools.", "unit"))
+            continue
+        unit = str(tool.get("unit"))
+        commands = [c for c in tool.get("commands", []) if isinstance(c, dict)]
+        command = next((c for c in commands if str(c.get("name", "")).lower() == step.command.lower()), None)
+        if command is None:
+            names = [str(c.get("name", "")) for c in commands]
+            hint = did_you_mean(step.command, names)
+            problems.append(step.problem(f"Unknown command [{step.command}] of {unit}{hint or '.'} The tool "
+                                         f"has: {', '.join(names)}.", "command"))
+            continue
+        if step.name:
+            known[step.name.lower()] = command
+        if command.get("granted") is False:
+            problems.append(step.problem(
+                f"The command {unit}\\{command.get('name')} is not granted to this token - ask the store's "
+                "owner for the grant, or use a token that has it.", "command"))
+        problems.extend(_check_fields(step, unit, command))
+        problems.extend(_check_detail_refs(step, known, named))
+    return problems
+
+
+def _check_fields(step: Step, unit: str, command: Tool) -> Iterator[Problem]:
+    name = str(command.get("name", ""))
+    declared = {str(p["name"]): p for p in command.get("params", []) if isinstance(p, dict) and "name" in p}
+    each = step.for_each
+    chunk_field = each.field if each is not None and each.chunk is not None else None
+    if any(p.get("type") == "files" and p.get("required") for p in declared.values()):
+        yield step.problem(f"The command [{name}] of {unit} carries files, which a pool step cannot - run it "
+                           f"with `pooler call {unit} {name} --files-source FILE`.", "command")
+    if command.get("any_fields"):
+        return
+    given = {k: v for k, v in step.params.items() if v is not None}
+    fields = list(declared)
+    for key in given:
+        if key not in declared:
+            yield step.problem(_too_many(name, key, fields), "params", key, KEY)
+    if chunk_field is not None:
+        if chunk_field not in declared:
+            yield step.problem(_too_many(name, chunk_field, fields), "for_each", "field")
+        elif declared[chunk_field].get("type") != "jsonl":
+            kind = declared[chunk_field].get("type")
+            yield step.problem(f"for_each.field [{chunk_field}] of step {step.num} must be a jsonl field of "
+                               f"the command [{name}], not {kind} - the chunk's rows go there as a list.",
+                               "for_each", "field")
+    for field, param in declared.items():
+        if param.get("required") and param.get("type") != "files" and field not in given \
+                and field != chunk_field:
+            yield step.problem(f"The command [{name}] needs the field [{field}] ({param.get('type')}): it is "
+                               "required - add it to params.", "params")
+    for key, value in given.items():
+        spec = declared.get(key)
+        if spec is None:
+            continue
+        kind = str(spec.get("type", ""))
+        if kind == "files":
+            yield step.problem(f"The field [{key}] of the command [{name}] takes files: a pool step cannot "
+                               f"carry them - run it with `pooler call {unit} {name} --files-source FILE`.",
+                               "params", key)
+            continue
+        if _made_at_run_time(value) or (kind == "jsonl" and _rows_file(value)):
+            continue
+        try:
+            cast(kind, value)
+        except CastError as exc:
+            yield step.problem(f"The field [{key}] of the command [{name}] takes {kind}: {exc}.",
+                               "params", key)
+
+
+def _too_many(command: str, key: str, fields: list[str]) -> str:
+    if not fields:
+        return f"The command [{command}] takes no fields, and [{key}] is given - remove it."
+    hint = did_you_mean(key, fields)
+    return f"The command [{command}] has no field [{key}]{hint or '.'} Its fields: {', '.join(fields)}."
+
+
+def _made_at_run_time(value: Any) -> bool:
+    """A template or a reference somewhere in the value: its final form is known only at run time."""
+    if isinstance(value, str):
+        return "${" in value or (value.startswith("@") and parse_ref(value) is not None)
+    if isinstance(value, dict):
+        return any(_made_at_run_time(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_made_at_run_time(v) for v in value)
+    return False
+
+
+def _rows_file(value: Any) -> bool:
+    """``{"file": "rows.jsonl"}``: a jsonl field the caller reads from a file."""
+    return isinstance(value, dict) and set(value) == {"file"}
+
+
+def _detail_fields(command: Tool) -> set[str] | None:
+    """The detail fields a command declares, when its declaration tells them (a list or an object)."""
+    detail = command.get("detail")
+    if isinstance(detail, dict):
+        return {str(k) for k in detail}
+    if isinstance(detail, list):
+        return {str(d.get("name") if isinstance(d, dict) else d) for d in detail}
+    return None
+
+
+def _check_detail_refs(step: Step, known: dict[str, Tool], named: dict[str, Step]) -> Iterator[Problem]:
+    for path, text in strings(step.params, ()):
+        parsed = parse_ref(text) if text.startswith("@") else None
+        if parsed is None:
+            continue
+        target = named.get(parsed[0].lower())
+        command = known.get(parsed[0].lower())
+        if target is None or target.num >= step.num or command is None:
+            continue
+        fields = _detail_fields(command)
+        head = parsed[1].split(".", 1)[0]
+        if fields is not None and head not in fields:
+            hint = did_you_mean(head, fields)
+            yield step.problem(f"@{parsed[0]}.{head} names a field the detail of that step does not have"
+                               f"{hint or '.'} Its detail: {', '.join(sorted(fields)) or 'none'}.",
+                               "params", *path)
+
+

@@ -1,0 +1,184 @@
+"""The one compile step: a loaded pool, its variables and data files become a ``Plan``, or every
+problem at once, each at its file:line:column.
+
+The stages, in order: the loader (YAML/JSON with positions, the schema, the seed's refusals; a
+pool that cannot be loaded stops there), the meaning checks (``checks``), the variables, the
+store's tools (``--against``), the data files (where, their fields, and read whole their rows and
+keys).  ``check``, ``run --dry-run``, ``run`` and the MCP server's ``tool_pool`` all build their
+plan here, so what one accepts the others accept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
+from pooler.pool.against import check_against
+from pooler.pool.checks import check_pool
+from pooler.pool.datafiles import DataFile, data_path, locate, read_whole
+from pooler.pool.keyset import Holder, KeySet
+from pooler.pool.model import Pool, Step
+from pooler.pool.references import parse_ref
+from pooler.pool.rules import jsonl_files
+from pooler.pool.variables import OPEN, Variables, resolve_variables, strings, substitute
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Where variable values come from: ``--var``, ``--vars-file`` and the environment."""
+
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    vars_file: Path | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """A pool that passed every check, with what a run needs worked out once."""
+
+    pool: Pool
+    #: None when no variable inputs were given (``check`` without ``--var``, ``--vars-file``, ``--env``).
+    variables: Variables | None
+    #: The data file of every step over a file, by step number.
+    data: dict[int, DataFile] = field(default_factory=dict)
+    #: Whether every data file was read whole (rows counted, every row's key known).
+    whole: bool = False
+    sample: int | None = None
+
+
+def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[str, Any] | None = None,
+                 tools: list[dict[str, Any]] | None = None, read_data: bool = True,
+                 sample: int | None = None, seed_words: bool = False, checks: bool = True,
+                 data_files: bool = True) -> Plan:
+    """The plan of ``pool``; ``CheckFailed`` with every problem when there is any.
+
+    Variables come from ``inputs`` (resolved here) or are given resolved as ``values``; with neither
+    they are not known, and what depends on their values is left out (a plain ``check``).  ``tools``
+    (a store's tool_list) adds the checks against the store.  ``read_data`` reads every row of the
+    data files (up to ``sample`` rows each); without it only their fields are read.  ``seed_words``
+    keeps the seed's rule that an ``@word`` naming no earlier step is a word of data (tool_pool).
+    ``checks=False`` only finds the data files (for a caller that checked the pool itself).
+    ``data_files=False`` leaves the ``for_each`` files alone (neither located nor read): a runner
+    joining a shared task gets its rows from the PostgreSQL journal, not from a file of its own.
+    """
+    problems: list[Problem] = []
+    variables: Variables | None = None
+    if values is not None:
+        variables = Variables(values=dict(values))
+    elif inputs is not None:
+        variables, found = _variables(pool, inputs)
+        problems.extend(found)
+    meaning = check_pool(pool, variables.values if variables is not None else None) if checks else []
+    if seed_words:
+        words = words_of_data(pool)
+        meaning = [p for p in meaning if not any(p.step == num and p.message.startswith(text)
+                                                 for num, text in words)]
+    problems.extend(meaning)
+    if data_files:
+        data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
+                                          fields=checks)
+    else:
+        # The files a call's params name are still read by this process, when it sends the call.
+        data, data_problems = {}, [p for step in pool.steps for p in _jsonl_fields(pool, step)]
+    problems = _in_order([*problems, *data_problems], pool.file)
+    if tools is not None:
+        # The store's word on each step comes after what the pool itself says, in the store's order.
+        problems.extend(check_against(pool, tools))
+    if problems:
+        raise CheckFailed(list(dict.fromkeys(problems)))
+    return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks and data_files,
+                sample=sample)
+
+
+def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Problem]]:
+    try:
+        return resolve_variables(pool, inputs.overrides, inputs.vars_file, inputs.environ), []
+    except UsageError:
+        raise  # a --var the pool does not declare is the command line's slip, told alone
+    except PoolerError as exc:
+        return None, list(exc.problems())
+
+
+def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sample: int | None,
+                fields: bool) -> tuple[dict[int, DataFile], list[Problem]]:
+    values = variables.values if variables is not None else None
+    # Variables not given (a plain check): rows are still read, with the defaults the pool declares;
+    # a key that needs a variable without one is then left unchecked.
+    known = values if values is not None else {
+        n: v.default for n, v in pool.variables.items() if v.has_default}
+    found: dict[int, DataFile] = {}
+    problems: list[Problem] = []
+    with KeySet() as keys:
+        for step in pool.steps:
+            if isinstance(step.key, str) and step.for_each is None and values is not None:
+                _literal_key(step, values, keys)
+            problems.extend(_jsonl_fields(pool, step))
+            data, wrong = locate(pool, step, values, fields=fields)
+            problems.extend(wrong)
+            if data is None:
+                continue
+            found[step.num] = data
+            if read_data:
+                # A field the header lacks is told once above, not again for every row.
+                problems.extend(read_whole(step, data, known, keys, sample, partial=values is None,
+                                           rows=not wrong))
+                fe = step.for_each
+                if data.rows == 0 and not wrong and fe is not None and not fe.allow_empty:
+                    problems.append(empty_source(step, f"the file {data.path}"))
+    return found, problems
+
+
+def empty_source(step: Step, source: str) -> Problem:
+    """A step over rows whose source has none: an empty feed must not pass for a completed import."""
+    return step.problem(f"for_each of step {step.num} has no rows: {source} is empty - a run over no rows "
+                        "would pass for a completed import. Write allow_empty: true under for_each if an "
+                        "empty source is fine.", "for_each")
+
+
+def _literal_key(step: Any, values: Mapping[str, Any], keys: KeySet) -> None:
+    """A step's own key joins the set, so a row's key that equals it is found; two equal literal keys
+    are told by the checks already."""
+    try:
+        key = str(substitute(step.key, values)) if OPEN in step.key else step.key
+    except PoolerError:
+        return
+    keys.add(key, Holder(step.num, None))
+
+
+def _jsonl_fields(pool: Pool, step: Any) -> list[Problem]:
+    """A params field written ``{"file": "rows.jsonl"}`` names a file that must be there."""
+    problems = []
+    for name, file in jsonl_files(step.params):
+        if OPEN in file:
+            continue  # a templated name is only known per call
+        path = data_path(pool, file)
+        if not path.is_file():
+            problems.append(step.problem(f"No such file: {path} - params.{name}.file of step {step.num} is "
+                                         "read relative to the pool file's folder.", "params", name, "file"))
+    return problems
+
+
+def words_of_data(pool: Pool) -> set[tuple[int, str]]:
+    """The params strings the seed sends as they are: ``@...`` naming no step before its own.
+
+    A pool file's checks report these as slips; tool_pool's seed calls them words of data (an
+    address like ``@shop.example``), so for an agent they are not refused.  By step, with the text.
+    """
+    found: set[tuple[int, str]] = set()
+    for step in pool.steps:
+        earlier = {s.name.lower() for s in pool.steps if s.name and s.num < step.num}
+        for _, text in strings(step.params, ()):
+            if not text.startswith("@") or text.startswith("@@"):
+                continue
+            parsed = parse_ref(text)
+            if parsed is None or parsed[0].lower() not in earlier:
+                found.add((step.num, text))
+    return found
+
+
+def _in_order(problems: list[Problem], main: str) -> list[Problem]:
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0))

@@ -1,0 +1,221 @@
+"""A step's data file as the plan sees it: where it is (variables filled in), its fields, and, read
+whole, its rows checked against the step's templates and key.
+
+The checks here are the ones a run would otherwise meet only at a row: a file that is not there, a
+``${row.field}`` the file does not have, a row that cannot be read or sent, two rows with one key.
+``check`` reads the fields; ``check --data``, ``run --dry-run`` and ``run`` read every row.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from pooler.errors import PoolerError, Problem, did_you_mean
+from pooler.pool.keyset import Holder, KeySet
+from pooler.pool.model import Pool, Step
+from pooler.pool.rows import chunks, format_of, iter_rows, open_file
+from pooler.pool.variables import OPEN, lookup, placeholders, render_key, substitute
+
+#: Rows a problem names at most, so a file with a bad column does not print a million lines.
+MAX_ROW_PROBLEMS = 5
+
+
+@dataclass
+class DataFile:
+    """A step's data file: its path, how it is read, its fields and (read whole) its row count."""
+
+    path: Path
+    format: str
+    delimiter: str | None = None
+    encoding: str | None = None
+    #: The CSV header, or the first row's fields of a JSON(L) file; None when it has no rows.
+    fields: tuple[str, ...] | None = None
+    #: The number of rows, when the file was read whole (at most ``sample``).
+    rows: int | None = None
+    first: dict[str, Any] | None = None
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        return iter_rows(self.path, self.format, delimiter=self.delimiter, encoding=self.encoding)
+
+
+def data_path(pool: Pool, name: str) -> Path:
+    """A data file's path: relative names start from the pool's folder."""
+    path = Path(name).expanduser()
+    return path if path.is_absolute() else pool.data_folder() / path
+
+
+def locate(pool: Pool, step: Step, values: Mapping[str, Any] | None, *,
+           fields: bool = True) -> tuple[DataFile | None, list[Problem]]:
+    """The step's data file with its fields, or the problems that stop it from being read.
+
+    ``values`` are the variables (None: not known, so a templated name is left for later).
+    Without ``fields`` only its place is found (the file is not opened).
+    """
+    each = step.for_each
+    if each is None or not isinstance(each.file, str):
+        return None, []
+    name = each.file
+    if OPEN in name:
+        if values is None:
+            return None, []
+        try:
+            name = str(substitute(name, values))
+        except PoolerError:
+            return None, []  # the template checks tell what is wrong with the name
+    path = data_path(pool, name)
+    where = ("for_each", "file")
+    if not path.is_file():
+        return None, [step.problem(f"No such file: {path} - for_each.file of step {step.num} is read "
+                                   "relative to the pool file's folder.", *where)]
+    try:
+        fmt = format_of(path, each.format)
+    except PoolerError:
+        return None, []  # the checks tell the format is unknown
+    found = DataFile(path, fmt, each.delimiter if fmt == "csv" else None, each.encoding)
+    if not fields:
+        return found, []
+    try:
+        found.fields, found.first = _fields(found)
+    except PoolerError as exc:
+        return None, [step.problem(exc.message, *where)]
+    return found, _field_problems(step, found)
+
+
+def _fields(data: DataFile) -> tuple[tuple[str, ...] | None, dict[str, Any] | None]:
+    if data.format == "csv":
+        with open_file(data.path) as raw:
+            # Only the header line's bytes: a file of any size costs one line here.
+            head = raw.readline()
+        text = head.decode(data.encoding or "utf-8-sig", errors="replace")
+        record = next(csv.reader([text], delimiter=data.delimiter or ","), [])
+    first = next(data.iter_rows(), None)
+    if data.format == "csv":
+        return tuple(record), first
+    return (tuple(first) if first is not None else None), first
+
+
+def row_names(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every ``${row...}`` of the step that is filled from one row: where it is, and the name."""
+    each = step.for_each
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    if each is None:
+        return found
+    if each.chunk is None:
+        found.extend((("params", *path), name) for path, name in placeholders(step.params)
+                     if name.partition(".")[0] == "row")
+    if isinstance(step.key, str):
+        found.extend((("key",), name) for _, name in placeholders(step.key)
+                     if name.partition(".")[0] == "row")
+    return found
+
+
+def _field_problems(step: Step, data: DataFile) -> list[Problem]:
+    if data.fields is None:
+        return []
+    problems = []
+    for where, name in row_names(step):
+        field = name.split(".")[1] if "." in name else ""
+        if not field or field in data.fields:
+            continue
+        hint = did_you_mean(field, list(data.fields))
+        message = (f"${{{name}}} in {'.'.join(map(str, where))} of step {step.num}: {data.path} has no field "
+                   f"[{field}]{hint or ''}{'' if hint else ' - its fields: ' + ', '.join(data.fields) + '.'}")
+        message += _delimiter_hint(data)
+        problems.append(step.problem(message, *where))
+    return problems
+
+
+def _delimiter_hint(data: DataFile) -> str:
+    if data.format != "csv" or data.fields is None or len(data.fields) != 1:
+        return ""
+    for mark, shown in ((";", "';'"), ("\t", "a tab ('\\t')"), ("|", "'|'")):
+        if mark in data.fields[0]:
+            return f" Its header is one field holding {shown}: give the separator with for_each.delimiter."
+    return ""
+
+
+def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeySet,
+               sample: int | None, *, partial: bool = False, rows: bool = True) -> list[Problem]:
+    """Read every row (up to ``sample``): count them, fill each row's templates and key as a call
+    would, and add the keys to ``keys``.  Every problem found, each row named.  ``partial``: not
+    every variable is known, so a key that needs one is not checked.  Without ``rows`` the rows'
+    templates are not filled (a field the file lacks was told already)."""
+    each = step.for_each
+    assert each is not None
+    problems: list[str] = []
+    key_problems: list[str] = []
+    # The fields each ${row.a.b} needs, split once: a row is checked by plain lookups.
+    needed = [name.split(".")[1:] for _, name in row_names(step)] if rows and each.chunk is None else []
+    key = step.key if step.key is not None and not (partial and _needs_variable(step.key, values)) else None
+    scope = dict(values)
+    source: Iterator[dict[str, Any]] = data.iter_rows()
+    if sample is not None:
+        source = islice(source, sample)
+    count = 0
+    try:
+        for group in chunks(source, each.chunk) if each.chunk else ([r] for r in source):
+            first_row = count
+            count += len(group)
+            if needed and len(problems) < MAX_ROW_PROBLEMS:
+                for offset, row in enumerate(group):
+                    wrong = _row_problem(row, needed)
+                    if wrong is not None:
+                        problems.append(f"row {first_row + offset + 1} of {data.path}: {wrong}")
+            if key is not None:
+                scope["row"] = group[0]
+                key_problems.extend(_key_problem(step, data, key, scope, keys=keys, first_row=first_row))
+    except PoolerError as exc:
+        problems.append(exc.message)
+    data.rows = count
+    return [*(step.problem(message, "for_each", "file") for message in problems[:MAX_ROW_PROBLEMS + 1]),
+            *(step.problem(message, "key") for message in key_problems[:MAX_ROW_PROBLEMS])]
+
+
+def _needs_variable(template: str, values: Mapping[str, Any]) -> bool:
+    return any(name.partition(".")[0] not in ("row", *values) for _, name in placeholders(template))
+
+
+def _row_problem(row: dict[str, Any], needed: list[list[str]]) -> str | None:
+    """What a call would refuse in this row's templates: a field it lacks (in the words of
+    ``values.lookup``, which the call fills them with)."""
+    for parts in needed:
+        found: Any = row
+        for part in parts:
+            if isinstance(found, dict) and part in found:
+                found = found[part]
+            elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
+                found = found[int(part)]
+            else:
+                try:
+                    lookup(".".join(["row", *parts]), {"row": row})
+                except PoolerError as exc:
+                    return exc.message
+                break
+    return None
+
+
+def _key_problem(step: Step, data: DataFile, template: str, scope: Mapping[str, Any], *,
+                 keys: KeySet, first_row: int) -> list[str]:
+    try:
+        key = render_key(template, scope)
+    except PoolerError as exc:
+        return [f"row {first_row + 1} of {data.path}: {exc.message}"]
+    earlier = keys.add(key, Holder(step.num, first_row))
+    if earlier is None:
+        return []
+    chunked = step.for_each is not None and step.for_each.chunk is not None
+    what, both = ("the chunk from row", "the chunks from rows") if chunked else ("row", "rows")
+    fix = ("keys must be unique: the second call would be skipped as done. Put the field that tells the "
+           "rows apart in the key.")
+    if earlier.row is None:
+        return [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which step {earlier.step} "
+                 "carries too - keys must be unique in a pool: a keyed call runs at most once per task.")]
+    if earlier.step == step.num:
+        return [f"{both} {earlier.row + 1} and {first_row + 1} of {data.path} give one key [{key}] - {fix}"]
+    return [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which {what} {earlier.row + 1} "
+             f"of step {earlier.step} gives too - {fix}")]

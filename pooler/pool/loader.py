@@ -1,0 +1,271 @@
+"""Pool files (YAML or JSON) into ``model.Pool``: read once, positions kept, every structural
+problem told at once.
+
+The order of the work: parse (``InputError``: the file cannot be read), then the schema and the
+seed's refusals together (``CheckFailed`` with all of them), then the model is built.  A relative
+``pool_source`` or ``params_source`` is read relative to the file that names it.  The meaning checks
+(references, variables, keys, options) are ``pooler.pool.checks``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pooler.errors import CheckFailed, InputError, Problem
+from pooler.pool.documents import MAX_BYTES, Document, parse_text, read_document, read_text
+from pooler.pool.marks import LazyPositions
+from pooler.pool.model import (
+    ForEach,
+    JsonPath,
+    Options,
+    Pool,
+    Retry,
+    Source,
+    Step,
+    Variable,
+)
+from pooler.pool.positions import KEY
+from pooler.pool.schema_problems import kind_of, schema_problems
+
+OPTION_NAMES: tuple[str, ...] = (
+    "mode", "max_concurrency", "serialize_on", "stop_on_error", "include_results",
+)
+
+
+def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Pool:
+    """Load a pool file.  ``InputError`` when it cannot be read or parsed, ``CheckFailed`` with every
+    structural problem (the schema's and the seed's refusals) when it is not a pool."""
+    file = str(path)
+    doc = read_document(Path(path), file, max_bytes=max_bytes)
+    return _Loader(file, Path(path).parent, max_bytes).load(doc.value, doc.source)
+
+
+def load_pool_value(value: Any, *, file: str = "<pool>", base: Path) -> Pool:
+    """The same from a value in memory (JSON arguments of an MCP call); no positions.
+    ``base`` is the folder a relative ``pool_source``/``params_source`` is read from, and (kept as
+    ``Pool.base``) the one the executor reads the steps' data files from."""
+    return _Loader(file, base, MAX_BYTES).load(value, Source(file=file))
+
+
+class _Loader:
+    def __init__(self, file: str, base: Path, max_bytes: int) -> None:
+        self.file = file
+        self.base = base
+        self.max_bytes = max_bytes
+        self.problems: list[Problem] = []
+        self.schema_later: list[Problem] = []
+
+    def load(self, value: Any, source: Source) -> Pool:
+        if not isinstance(value, dict):
+            raise CheckFailed([self.not_a_pool(value, source)])
+        schema_found = schema_problems(value, source)
+        steps_value, steps_source, steps_at = self.steps_of(value, source)
+        steps_base = self.base if steps_source is source else Path(steps_source.file).parent
+        if isinstance(steps_value, list):
+            self.refuse_steps(steps_value, steps_source, steps_at)
+            self.problems.extend(self.schema_later)
+        elif not self.problems and not schema_found:
+            self.problems.append(source.problem(
+                f"pool must be a list of steps, not {kind_of(steps_value)}.", ("pool",)))
+        # The seed's refusals come first where nothing else orders them (values without positions).
+        self.problems.extend(schema_found)
+        if self.problems:
+            raise CheckFailed(_in_order(self.problems, self.file))
+        steps = [self.step(i, raw, steps_source, (*steps_at, i), steps_base)
+                 for i, raw in enumerate(steps_value)]
+        if self.problems:
+            raise CheckFailed(_in_order(self.problems, self.file))
+        return Pool(
+            file=self.file,
+            steps=steps,
+            options=_options(value),
+            description=str(value.get("description", "")),
+            variables=_variables(value.get("vars") or {}),
+            source=source,
+            options_set=frozenset(name for name in OPTION_NAMES if name in value),
+            base=str(self.base),
+        )
+
+    def not_a_pool(self, value: Any, source: Source) -> Problem:
+        if value is None:
+            return source.problem("pool is required - the file is empty; give the steps as a list under "
+                                  "pool, or name a JSON file of them with pool_source.")
+        return source.problem(f"A pool file holds a mapping with pool: [steps], not {kind_of(value)} - "
+                              "put the list of steps under pool.")
+
+    def steps_of(self, value: dict[str, Any], source: Source) -> tuple[Any, Source, JsonPath]:
+        """The list of steps, the file it stands in, and its path there (the seed's first refusals)."""
+        has_pool, has_source = "pool" in value, "pool_source" in value
+        if has_pool and has_source:
+            self.problems.append(source.problem(
+                "pool or pool_source, not both - keep the steps under pool, or the file of them under "
+                "pool_source.", ("pool_source", KEY)))
+            return None, source, ("pool",)
+        if not has_pool and not has_source:
+            self.problems.append(source.problem(
+                "pool is required - give the steps as a list under pool, or name a JSON file of them "
+                "with pool_source.", ()))
+            return None, source, ("pool",)
+        if has_pool:
+            steps = value["pool"]
+            if isinstance(steps, list) and not steps:
+                self.problems.append(source.problem(
+                    "pool is required - the list of steps is empty; give at least one step.", ("pool",)))
+            return steps, source, ("pool",)
+        name = value["pool_source"]
+        if not isinstance(name, str) or not name:
+            return None, source, ("pool",)  # the schema tells what pool_source must be
+        doc = self.read_json(name, self.base, source, ("pool_source",))
+        if doc is None:
+            return None, source, ("pool",)
+        if not isinstance(doc.value, list):
+            self.problems.append(doc.source.problem(
+                f"{doc.source.file} holds no list of steps - it holds {kind_of(doc.value)}; write the steps "
+                'as a JSON list: [{"unit": "...", "command": "...", "params": {...}}].', ()))
+            return None, source, ("pool",)
+        if not doc.value:
+            self.problems.append(doc.source.problem(
+                f"pool is required - the list of steps in {doc.source.file} is empty; give at least one "
+                "step.", ()))
+        self.schema_later.extend(schema_problems(doc.value, doc.source, "steps"))
+        return doc.value, doc.source, ()
+
+    def read_json(self, name: str, base: Path, naming: Source, at: JsonPath) -> Document | None:
+        """A JSON file named at ``at`` of ``naming``; None (and a problem) when it cannot be had."""
+        path = Path(name)
+        if not path.is_absolute():
+            path = base / path
+        display = str(path)
+        try:
+            text = read_text(path, display, max_bytes=self.max_bytes)
+            return parse_text(text, display, as_json=True)
+        except InputError as exc:
+            found = exc.problem
+            if found.line is None:
+                found = naming.problem(found.message, at, step=_step_num(at))
+            self.problems.append(found)
+            return None
+
+    def refuse_steps(self, steps: list[Any], source: Source, at: JsonPath) -> None:
+        """The seed's refusals of steps: not an object, no unit or command, files, dots, twins."""
+        seen: dict[str, int] = {}
+        for i, raw in enumerate(steps):
+            num, here = i + 1, (*at, i)
+            if not isinstance(raw, dict):
+                self.problems.append(source.problem(
+                    f"Step {num} is not an object - write it as a mapping of unit, command and params.",
+                    here, step=num))
+                continue
+            missing = [k for k in ("unit", "command") if not _given(raw.get(k))]
+            if missing:
+                self.problems.append(source.problem(
+                    f"Step {num} needs unit and command - {' and '.join(missing)} "
+                    f"{'is' if len(missing) == 1 else 'are'} missing; `pooler tools` lists the store's "
+                    "tools and their commands.", here, step=num))
+            for key in ("files", "files_source"):
+                if key in raw:
+                    self.problems.append(source.problem(
+                        f"Step {num} carries files - a step is pure JSON; send attachments with "
+                        "`pooler call UNIT COMMAND --files-source FILE`.", (*here, key, KEY), step=num))
+            if raw.get("params") is not None and "params_source" in raw:
+                self.problems.append(source.problem(
+                    "params or params_source, not both - keep the fields under params, or the file of "
+                    "them under params_source.", (*here, "params_source", KEY), step=num))
+            name = raw.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            if "." in name:
+                self.problems.append(source.problem(
+                    f"The name of step {num} carries a dot - @{name}.field would read it as a path; "
+                    f"name it {name.replace('.', '_')}.", (*here, "name"), step=num))
+            first = seen.setdefault(name.lower(), num)
+            if first != num:
+                self.problems.append(source.problem(
+                    f"Two steps are named [{name}] - steps {first} and {num}; give each step its own name "
+                    "(case is not told apart).", (*here, "name"), step=num))
+
+    def step(self, i: int, raw: dict[str, Any], source: Source, at: JsonPath, base: Path) -> Step:
+        params: dict[str, Any] = dict(raw.get("params") or {})
+        if "params_source" in raw and raw.get("params") is None:
+            params = self.params_from(raw["params_source"], base, source, at)
+        retry = raw.get("retry")
+        each = raw.get("for_each")
+        return Step(
+            num=i + 1,
+            unit=str(raw["unit"]).strip(),
+            command=str(raw["command"]).strip(),
+            name=str(raw.get("name") or ""),
+            params=params,
+            debug=bool(raw.get("debug", False)),
+            into=raw.get("into"),
+            key=raw.get("key"),
+            retry=Retry(**retry) if isinstance(retry, dict) else None,
+            for_each=ForEach(**each) if isinstance(each, dict) else None,
+            description=str(raw.get("description", "")),
+            path=at,
+            source=source,
+        )
+
+    def params_from(self, name: str, base: Path, source: Source, at: JsonPath) -> dict[str, Any]:
+        doc = self.read_json(name, base, source, (*at, "params_source"))
+        if doc is None:
+            return {}
+        if not isinstance(doc.value, dict):
+            self.problems.append(doc.source.problem(
+                f"{doc.source.file} holds no object of fields - it holds {kind_of(doc.value)}; write the "
+                'fields as a JSON object: {"name": "value"}.', (), step=_step_num(at)))
+            return {}
+        # Problems about the fields point at the params_source line of the step.
+        if isinstance(source.positions, LazyPositions):
+            source.positions.alias((*at, "params"), (*at, "params_source"))
+        result: dict[str, Any] = doc.value
+        return result
+
+
+def _given(value: Any) -> bool:
+    return value is not None and (not isinstance(value, str) or bool(value.strip()))
+
+
+def _step_num(at: JsonPath) -> int | None:
+    for part in at:
+        if isinstance(part, int):
+            return part + 1
+    return None
+
+
+def _options(value: dict[str, Any]) -> Options:
+    defaults = Options()
+    return Options(
+        mode=value.get("mode", defaults.mode),
+        max_concurrency=value.get("max_concurrency", defaults.max_concurrency),
+        serialize_on=value.get("serialize_on", defaults.serialize_on),
+        stop_on_error=value.get("stop_on_error", defaults.stop_on_error),
+        include_results=value.get("include_results", defaults.include_results),
+    )
+
+
+def _variables(raw: dict[str, Any]) -> dict[str, Variable]:
+    """Declarations; a bare value is the default, and a bare null declares one with no default."""
+    out: dict[str, Variable] = {}
+    for name, spec in raw.items():
+        if isinstance(spec, dict):
+            out[name] = Variable(
+                name=name,
+                description=str(spec.get("description", "")),
+                has_default="default" in spec,
+                default=spec.get("default"),
+                env=spec.get("env"),
+                secret=bool(spec["secret"]) if "secret" in spec else None,
+            )
+        else:
+            out[name] = Variable(name=name, has_default=spec is not None, default=spec)
+    return out
+
+
+def _in_order(problems: list[Problem], main: str) -> list[Problem]:
+    """The pool file's problems first, each file's by line and column (by step when there are no
+    positions); the same problem once."""
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0,
+                                         p.step or 0))

@@ -1,0 +1,110 @@
+"""A step's params walked once when the run is planned: what is fixed stays as it is, and only the
+strings that change per call (templates, references) are kept as small fill-in nodes.
+
+At call time ``ParamsPlan.fill`` builds the params from those nodes; containers with nothing to
+fill are shared, never copied.  The rules are those of ``values`` (templates) and ``refs``
+(references, the ``@@`` escape): templates are filled in the pool file's own strings, references
+are taken from the detail of an earlier step, and neither a row's data nor a detail's value is ever
+read as a template or a reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pooler.pool.references import RefUnavailable, compiled_path, lookup, parse_ref, unescape
+from pooler.pool.variables import Piece, compile_template, fill_pieces
+
+
+@dataclass(frozen=True)
+class _Template:
+    pieces: tuple[Piece, ...]
+
+    def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
+        return fill_pieces(self.pieces, scope)
+
+
+@dataclass(frozen=True)
+class _Reference:
+    name: str
+    path: str
+
+    def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
+        key = self.name.lower()
+        if key not in details:
+            raise RefUnavailable(self.name, self.path)
+        return lookup(details[key], self.name, self.path)
+
+
+@dataclass(frozen=True)
+class _Mapping:
+    fixed: dict[Any, Any]
+    filled: tuple[tuple[Any, Any], ...]
+
+    def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
+        out = dict(self.fixed)
+        for key, node in self.filled:
+            out[key] = node.fill(scope, details)
+        return out
+
+
+@dataclass(frozen=True)
+class _List:
+    items: tuple[Any, ...]
+
+    def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
+        return [item.fill(scope, details) if isinstance(item, _NODES) else item for item in self.items]
+
+
+_NODES = (_Template, _Reference, _Mapping, _List)
+
+
+def _compile(value: Any, known: Collection[str]) -> Any:
+    """The value itself when nothing in it changes per call, else its node."""
+    if isinstance(value, str):
+        parsed = parse_ref(value)
+        if parsed is not None and parsed[0].lower() in known:
+            compiled_path(parsed[1])  # built now, once, and cached for every call
+            return _Reference(parsed[0], parsed[1])
+        text = unescape(value)
+        pieces = compile_template(text)
+        return text if pieces is None else _Template(pieces)
+    if isinstance(value, dict):
+        compiled = {k: _compile(v, known) for k, v in value.items()}
+        filled = tuple((k, v) for k, v in compiled.items() if isinstance(v, _NODES))
+        if not filled:
+            return value if all(compiled[k] is value[k] for k in value) else compiled
+        return _Mapping({k: v for k, v in compiled.items() if not isinstance(v, _NODES)}, filled)
+    if isinstance(value, list):
+        items = [_compile(v, known) for v in value]
+        if any(isinstance(v, _NODES) for v in items):
+            return _List(tuple(items))
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
+@dataclass(frozen=True)
+class ParamsPlan:
+    """A step's params, ready to be filled per call."""
+
+    root: Any
+    #: Whether any string is filled per call (otherwise ``fill`` gives the same params each time).
+    dynamic: bool
+
+    def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> dict[str, Any]:
+        """The params of one call; ``InputError`` for a template naming nothing in ``scope``,
+        ``RefMissing``/``RefUnavailable`` for a reference that cannot be filled."""
+        if not self.dynamic:
+            found: dict[str, Any] = self.root
+            return found
+        filled: dict[str, Any] = self.root.fill(scope, details)
+        return filled
+
+
+def plan_params(params: dict[str, Any], known: Collection[str]) -> ParamsPlan:
+    """Walk ``params`` once: ``known`` holds the lower-case names of the earlier steps, so an
+    ``@name.field`` naming none of them stays a word of data."""
+    root = _compile(params, known)
+    return ParamsPlan(root, isinstance(root, _NODES))

@@ -1,0 +1,221 @@
+"""References to earlier steps: a params string that is wholly ``@name.field[.deeper...]``.
+
+The seed's rule (tool_pool.md, "A Reference to a Step"): the string is replaced with
+``detail.field...`` of the earlier step of that name (case not told apart), keeping the value's
+type; the path goes deeper through objects and into lists by index from zero.  A string whose
+name belongs to no earlier step is a word of data and goes as it is.  ``@@...`` is the escape for
+a literal ``@...`` (the checks read strings by the same rule).
+
+Lookups are jsonpath-ng expressions built from the dotted path and cached, since one step over
+rows reuses the same few paths for every call.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonpath_ng.parser import parse as jsonpath_parse
+
+from pooler.errors import PoolerError
+from pooler.pool.jsonmap import map_strings
+from pooler.pool.model import JsonPath
+
+#: What a reference looks like: ``@`` + a name without a dot + ``.`` + the path in the detail.
+_REF = re.compile(r"@([^.@][^.]*)\.(.*)", re.DOTALL)
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+class RefMissing(PoolerError):
+    """A reference names a field that the detail of its step does not have."""
+
+    def __init__(self, name: str, path: str) -> None:
+        super().__init__(f"@{name}.{path} names a field the detail of that step does not have.")
+        self.name = name
+        self.ref_path = path
+
+
+class RefUnavailable(PoolerError):
+    """A reference names an earlier step that has no detail (it failed or did not run)."""
+
+    def __init__(self, name: str, path: str) -> None:
+        super().__init__(
+            f"@{name}.{path} refers to step {name}, which has not completed - "
+            "run the pool again once that step succeeds."
+        )
+        self.name = name
+        self.ref_path = path
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One reference found in params: the step ``name`` as written, the ``path`` in its detail,
+    and ``where`` it stands in params."""
+
+    name: str
+    path: str
+    where: JsonPath
+
+    @property
+    def key(self) -> str:
+        """The step name as steps are compared: case not told apart."""
+        return self.name.lower()
+
+    @property
+    def text(self) -> str:
+        return f"@{self.name}.{self.path}"
+
+
+def parse_ref(text: str) -> tuple[str, str] | None:
+    """``(name, path)`` when ``text`` has the form of a reference (``@@`` escapes excluded)."""
+    if not text.startswith("@") or text.startswith("@@"):
+        return None
+    found = _REF.fullmatch(text)
+    if found is None:
+        return None
+    return found.group(1), found.group(2)
+
+
+def unescape(text: str) -> str:
+    """``@@word`` is the literal ``@word``; every other string stays as it is."""
+    return text[1:] if text.startswith("@@") else text
+
+
+def find_refs(params: Any) -> list[Ref]:
+    """Every string in ``params`` (at any depth, lists included) that has the form of a reference."""
+    return list(_walk_refs(params, ()))
+
+
+def _walk_refs(value: Any, where: JsonPath) -> Iterator[Ref]:
+    if isinstance(value, str):
+        parsed = parse_ref(value)
+        if parsed is not None:
+            yield Ref(parsed[0], parsed[1], where)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk_refs(v, (*where, str(k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk_refs(v, (*where, i))
+
+
+def refs_to(params: Any, known: Collection[str]) -> list[Ref]:
+    """The references in ``params`` to the ``known`` steps (lower-case names): the rest is data."""
+    return [ref for ref in _walk_refs(params, ()) if ref.key in known]
+
+
+def resolve(params: Any, details: Mapping[str, Any], known: Collection[str]) -> Any:
+    """``params`` with every reference to a known earlier step replaced by the value it names.
+
+    ``details`` holds the detail of every step done, by lower-case name; ``known`` the lower-case
+    names of the steps before this one.  Containers are copied only where something changed, so a
+    call without references costs one walk and no copies.  Raises ``RefMissing`` for a field the
+    detail lacks and ``RefUnavailable`` for a known step that has no detail.
+    """
+    return _resolve(params, details, known)
+
+
+def _resolve(value: Any, details: Mapping[str, Any], known: Collection[str]) -> Any:
+    def fill(text: str) -> Any:
+        if not text.startswith("@"):
+            return text
+        parsed = parse_ref(text)
+        if parsed is None:
+            return unescape(text)
+        name, path = parsed
+        low = name.lower()
+        if low not in known:
+            return text
+        if low not in details:
+            raise RefUnavailable(name, path)
+        return lookup(details[low], name, path)
+
+    return map_strings(value, fill)
+
+
+def unescape_all(params: Any) -> Any:
+    """``params`` with the ``@@`` escape taken off every string (copied only where it changed)."""
+    if isinstance(params, str):
+        return unescape(params)
+    if isinstance(params, dict):
+        out = {k: unescape_all(v) for k, v in params.items()}
+        return params if all(out[k] is params[k] for k in params) else out
+    if isinstance(params, list):
+        items = [unescape_all(v) for v in params]
+        return params if all(a is b for a, b in zip(items, params, strict=True)) else items
+    return params
+
+
+def apply_refs(params: Any, refs: Sequence[Ref], details: Mapping[str, Any]) -> Any:
+    """``params`` with the value each of ``refs`` names put where the reference stood.
+
+    The executor finds the references once per step in the pool file's own params and puts the
+    values in after templates are filled, so neither a row's data nor a detail's value is ever read
+    as a reference or a template.  Only the containers on the way to a reference are copied.
+    """
+    if not refs:
+        return params
+    return _apply(params, [(ref.where, ref) for ref in refs], details)
+
+
+def _apply(value: Any, todo: list[tuple[JsonPath, Ref]], details: Mapping[str, Any]) -> Any:
+    for where, ref in todo:
+        if not where:
+            if ref.key not in details:
+                raise RefUnavailable(ref.name, ref.path)
+            return lookup(details[ref.key], ref.name, ref.path)
+    groups: dict[str | int, list[tuple[JsonPath, Ref]]] = {}
+    for where, ref in todo:
+        groups.setdefault(where[0], []).append((where[1:], ref))
+    if isinstance(value, dict):
+        out: dict[Any, Any] = dict(value)
+        for part, sub in groups.items():
+            if part in out:
+                out[part] = _apply(out[part], sub, details)
+        return out
+    if isinstance(value, list):
+        items = list(value)
+        for part, sub in groups.items():
+            if isinstance(part, int) and part < len(items):
+                items[part] = _apply(items[part], sub, details)
+        return items
+    return value
+
+
+def lookup(detail: Any, name: str, path: str) -> Any:
+    """The value at ``path`` in ``detail``; ``RefMissing`` when there is none.
+
+    A numeric part is an index into a list and a field name in an object (a store may send a list
+    as an object keyed ``"0"``, ``"1"``...): each part is read by what it meets.
+    """
+    value = detail
+    for by_name, by_index in compiled_path(path):
+        if isinstance(value, list):
+            expression = by_index
+        elif isinstance(value, dict):
+            expression = by_name
+        else:
+            expression = None
+        if expression is None:
+            raise RefMissing(name, path)
+        found = expression.find(value)
+        if not found:
+            raise RefMissing(name, path)
+        value = found[0].value
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def compiled_path(path: str) -> tuple[tuple[Any, Any], ...]:
+    """Each part of a reference's path as jsonpath-ng expressions, built once per path: by field name
+    and, for a number, by list index."""
+    parts = []
+    for part in path.split("."):
+        # Quoting every name keeps words jsonpath would read as syntax ("*", "$", "a b") plain.
+        by_name = jsonpath_parse('"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        by_index = jsonpath_parse(f"[{part}]") if _INDEX.fullmatch(part) else None
+        parts.append((by_name, by_index))
+    return tuple(parts)

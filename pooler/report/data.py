@@ -1,0 +1,303 @@
+"""What a task's HTML report shows, read from the journal alone: the summary, the calls in doubt,
+per run the calls on a timeline and per step their counts and times, and the tables written.
+
+The calls are read one row at a time without their answers; only the few calls the report names
+(in doubt, slowest, failed) have their entries read back, so a 100,000-call task reads in a
+moment.  A journal written before the timeline columns (see journal_timeline.py) still gives a
+report: the times come from its ``sent_at``/``done_at`` stamps and the slots are worked out from
+them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pooler.run.journal import Journal, TaskRow
+
+#: Statuses of a call that reached the store, as the timeline colours them.  ``sent`` is a call
+#: whose answer was never recorded (the run was killed): in doubt too.
+SENT_STATUSES = ("completed", "failed", "in_doubt", "sent")
+FAILURES_SHOWN = 100
+SLOWEST_SHOWN = 10
+
+_CALLS = ("SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, "
+          "sent_at, done_at FROM calls WHERE task = ? ORDER BY id")
+
+
+@dataclass(slots=True)
+class CallRow:
+    """One record of a call, without its answer."""
+
+    id: int
+    run: int
+    num: int
+    row: int | None
+    key: str | None
+    step_id: str | None
+    status: str
+    in_doubt: bool
+    lane: int | None
+    serial: str | None
+    sent: int | None
+    done: int | None
+    message: str = ""
+    entry: dict[str, Any] | None = None
+
+    @property
+    def ms(self) -> int | None:
+        """How long the call took, from leaving to its answer."""
+        if self.sent is None or self.done is None:
+            return None
+        return max(self.done - self.sent, 0)
+
+
+@dataclass
+class StepInfo:
+    num: int
+    name: str | None
+    unit: str
+    command: str
+    over_rows: bool = False
+
+    @property
+    def label(self) -> str:
+        named = f" {self.name}" if self.name else ""
+        return f"{self.num}{named} {self.unit}.{self.command}"
+
+
+@dataclass
+class StepStats:
+    step: StepInfo
+    calls: int
+    rows: int | None
+    counts: Counter[str]
+    p50: int | None
+    p95: int | None
+    max: int | None
+    slowest: list[CallRow]
+    failures: list[CallRow]
+    failures_more: int
+
+
+@dataclass
+class RunData:
+    run: int
+    mode: str
+    width: int
+    serialize_on: str | None
+    calls: list[CallRow]
+    steps: list[StepStats] = field(default_factory=list)
+
+    @property
+    def sent(self) -> list[CallRow]:
+        return [c for c in self.calls if c.sent is not None and c.status in SENT_STATUSES]
+
+
+@dataclass
+class ReportData:
+    task: TaskRow
+    store: str | None
+    answer: dict[str, Any] | None
+    steps: dict[int, StepInfo]
+    runs: list[RunData]
+    in_doubt: list[CallRow]
+    tables: list[dict[str, Any]]
+    counts: dict[str, int]
+
+
+def load_report(journal: Journal, task_id: str) -> ReportData | None:
+    """The report's facts of one task, or None when the journal does not hold it."""
+    task = journal.task(task_id)
+    if task is None:
+        return None
+    facts = {int(r[0]): r[1:] for r in journal.cursor(
+        "SELECT run, store, mode, width, serialize_on, steps FROM task_runs WHERE task = ? ORDER BY run",
+        (task_id,))}
+    by_run: dict[int, list[CallRow]] = defaultdict(list)
+    for r in journal.cursor(_CALLS, (task_id,)):
+        sent, done = r[10], r[11]
+        if sent is None and r[12] is not None:
+            sent, done = _stamp(r[12]), _stamp(r[13])
+        by_run[r[1]].append(CallRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8], r[9],
+                                    sent, done))
+    steps = _steps(journal, task_id, facts)
+    answer = journal.answer(task_id)
+    runs: list[RunData] = []
+    for number in sorted(set(by_run) | set(facts), reverse=True):
+        fact = facts.get(number)
+        calls = by_run.get(number, [])
+        run = RunData(number, (fact and fact[1]) or "sequential", int((fact and fact[2]) or 1),
+                      fact[3] if fact else None, calls)
+        _fill_lanes(run)
+        runs.append(run)
+    last = runs[0].calls if runs else []
+    in_doubt = [c for c in last if c.status in ("in_doubt", "sent")]
+    named = list(in_doubt)
+    for run in runs:
+        run.steps = [_stats(steps[num], calls, answer if run is runs[0] else None)
+                     for num, calls in _by_step(run.calls, steps).items()]
+        for s in run.steps:
+            named.extend(s.slowest)
+            named.extend(s.failures)
+    _read_entries(journal, named)
+    store = next((str(f[0]) for _, f in sorted(facts.items(), reverse=True) if f[0]), None)
+    tables = _tables(answer, journal, task_id, last)
+    return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last))
+
+
+def _stamp(text: str | None) -> int | None:
+    """A ``sent_at``/``done_at`` stamp of an older journal (local time) in epoch milliseconds."""
+    if not text:
+        return None
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f").timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _steps(journal: Journal, task_id: str, facts: dict[int, tuple[Any, ...]]) -> dict[int, StepInfo]:
+    """Every step of the task: from the runs' facts, else from the first entry of each step."""
+    steps: dict[int, StepInfo] = {}
+    for fact in facts.values():
+        for s in json.loads(fact[4] or "[]"):
+            steps[int(s["num"])] = StepInfo(int(s["num"]), s.get("name"), str(s.get("unit", "")),
+                                            str(s.get("command", "")), bool(s.get("over_rows")))
+    for num, result in journal.cursor(
+            "SELECT num, result FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task = ? "
+            "GROUP BY num)", (task_id,)):
+        if num in steps:
+            continue
+        entry = json.loads(result) if result else {}
+        steps[num] = StepInfo(num, entry.get("name"), str(entry.get("unit", "")),
+                              str(entry.get("command", "")), "row" in entry or "rows" in entry)
+    return steps
+
+
+def _fill_lanes(run: RunData) -> None:
+    """Slots for calls an older journal recorded without one: the lowest slot free when it left."""
+    missing = [c for c in run.sent if c.lane is None]
+    if not missing:
+        run.width = max([run.width, *(c.lane + 1 for c in run.calls if c.lane is not None)])
+        return
+    missing.sort(key=lambda c: c.sent or 0)
+    busy: list[tuple[int, int]] = []
+    free: list[int] = []
+    lanes = 0
+    for call in missing:
+        while busy and busy[0][0] <= (call.sent or 0):
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            lane = heapq.heappop(free)
+        else:
+            lane, lanes = lanes, lanes + 1
+        call.lane = lane
+        heapq.heappush(busy, (call.done if call.done is not None else call.sent or 0, lane))
+    run.width = max(run.width, lanes)
+
+
+def _by_step(calls: list[CallRow], steps: dict[int, StepInfo]) -> dict[int, list[CallRow]]:
+    out: dict[int, list[CallRow]] = {}
+    for call in calls:
+        out.setdefault(call.num, []).append(call)
+        steps.setdefault(call.num, StepInfo(call.num, None, "", ""))
+    return dict(sorted(out.items()))
+
+
+def percentile(sorted_ms: list[int], q: float) -> int | None:
+    """The nearest-rank percentile of a sorted list."""
+    if not sorted_ms:
+        return None
+    return sorted_ms[max(math.ceil(q * len(sorted_ms)) - 1, 0)]
+
+
+def _stats(step: StepInfo, calls: list[CallRow], answer: dict[str, Any] | None) -> StepStats:
+    counts = Counter("in_doubt" if c.status == "sent" else c.status for c in calls)
+    pairs = sorted(((c.done - c.sent, c.id, c) for c in calls
+                    if c.sent is not None and c.done is not None and c.status in SENT_STATUSES),
+                   key=lambda p: p[0])
+    timed = [p[2] for p in pairs]
+    ms = [max(p[0], 0) for p in pairs]
+    bad = sorted((c for c in calls if c.status in ("failed", "in_doubt", "sent")),
+                 key=lambda c: (c.row if c.row is not None else -1, c.id))
+    rows: int | None = None
+    if step.over_rows:
+        rows = _answer_rows(answer, step.num)
+        if rows is None:
+            rows = sum(1 for c in calls if c.row is not None)
+    return StepStats(step, len(calls), rows, counts, percentile(ms, 0.5), percentile(ms, 0.95),
+                     ms[-1] if ms else None, timed[::-1][:SLOWEST_SHOWN], bad[:FAILURES_SHOWN],
+                     max(len(bad) - FAILURES_SHOWN, 0))
+
+
+def _answer_rows(answer: dict[str, Any] | None, num: int) -> int | None:
+    for entry in (answer or {}).get("steps") or []:
+        if isinstance(entry, dict) and entry.get("num") == num and isinstance(entry.get("rows"), dict):
+            total = entry["rows"].get("total")
+            return total if isinstance(total, int) else None
+    return None
+
+
+def _read_entries(journal: Journal, calls: list[CallRow]) -> None:
+    """The entries (message, tables...) of the calls the report names, read by their ids."""
+    wanted: dict[int, list[CallRow]] = defaultdict(list)
+    for c in calls:
+        wanted[c.id].append(c)
+    ids = sorted(wanted)
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        marks = ",".join("?" * len(part))
+        for rid, result in journal.cursor(f"SELECT id, result FROM calls WHERE id IN ({marks})", tuple(part)):
+            entry = json.loads(result) if result else {}
+            for call in wanted[rid]:
+                call.entry = entry
+                message = entry.get("message", "")
+                call.message = message if isinstance(message, str) else json.dumps(message,
+                                                                                   ensure_ascii=False)
+
+
+def _counts(task: TaskRow, last: list[CallRow]) -> dict[str, int]:
+    """The task's counts: the recorded answer's, else those of its last run's records."""
+    seen = Counter("in_doubt" if c.status == "sent" else c.status for c in last)
+    if task.total is not None:
+        return {"total": task.total, "completed": task.succeeded or 0, "failed": seen["failed"],
+                "in_doubt": seen["in_doubt"], "skipped": task.skipped or 0, "not_run": task.not_run or 0}
+    return {"total": len(last), "completed": seen["completed"], "failed": seen["failed"],
+            "in_doubt": seen["in_doubt"], "skipped": seen["skipped"], "not_run": seen["not_run"]}
+
+
+def _tables(answer: dict[str, Any] | None, journal: Journal, task_id: str,
+            last: list[CallRow]) -> list[dict[str, Any]]:
+    """The tables the last run wrote: from its answer, else added up from its calls' entries."""
+    found: dict[tuple[int, str], dict[str, Any]] = {}
+    entries: list[dict[str, Any]] = []
+    if answer is not None:
+        entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
+    elif last:
+        # No answer (a run killed): the entries of its calls that wrote a table, picked in SQL so
+        # that 100,000 calls without tables are not decoded for nothing.
+        entries = [json.loads(r[0]) for r in journal.cursor(
+            "SELECT result FROM calls WHERE task = ? AND run = ? AND status = 'completed' "
+            "AND result LIKE '%\"tables\":{\"%'", (task_id, last[0].run))]
+    for entry in entries:
+        for name, table in (entry.get("tables") or {}).items():
+            if not isinstance(table, dict):
+                continue
+            slot = found.setdefault((int(entry.get("num") or 0), str(name)), {
+                "num": entry.get("num"), "name": name, "rows": 0, "file": table.get("file")})
+            rows = table.get("rows")
+            slot["rows"] += rows if isinstance(rows, int) else 0
+    return [found[k] for k in sorted(found)]
+
+
+def clock(ms: int | None) -> str:
+    """Epoch milliseconds as local time, as the journal's stamps read."""
+    if ms is None:
+        return ""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ms // 1000)) + f".{ms % 1000:03d}"

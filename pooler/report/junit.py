@@ -1,0 +1,70 @@
+"""A run's answer as JUnit XML, as CI systems read it: one test case per step.
+
+A step that completed (or was skipped: its key was done) passes; one that failed or is in doubt
+is a ``<failure>`` with its message, and for a step over rows the failed and in-doubt calls it
+lists (row and message, the count of the rest); a step never run is ``<skipped>``.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from pooler.cli.check_report import _clean
+
+_PASSED = ("completed", "skipped")
+
+
+def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
+    """One testsuite named after the pool file, one testcase per step of the answer."""
+    entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
+    failed = sum(1 for e in entries if e.get("status") in ("failed", "in_doubt"))
+    skipped = sum(1 for e in entries if e.get("status") not in (*_PASSED, "failed", "in_doubt"))
+    seconds = _seconds(answer)
+    counts = {"tests": str(len(entries)), "failures": str(failed), "errors": "0", "skipped": str(skipped),
+              "time": seconds}
+    suites = ET.Element("testsuites", {"name": "pooler run", **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": _clean(pool_file), **counts})
+    props = ET.SubElement(suite, "properties")
+    for name in ("task", "status", "interrupted"):
+        if answer.get(name) is not None:
+            ET.SubElement(props, "property", name=name, value=_clean(str(answer[name])))
+    for entry in entries:
+        suite.append(_case(entry, pool_file))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _seconds(entry: dict[str, Any]) -> str:
+    trip = (entry.get("time") or {}).get("trip") if isinstance(entry.get("time"), dict) else None
+    return f"{trip / 1000:.3f}" if isinstance(trip, int | float) else "0"
+
+
+def _case(entry: dict[str, Any], pool_file: str) -> ET.Element:
+    named = f" {entry['name']}" if entry.get("name") else ""
+    name = f"step {entry.get('num')}{named} {entry.get('unit')}.{entry.get('command')}"
+    case = ET.Element("testcase", classname=_clean(pool_file), name=_clean(name), time=_seconds(entry))
+    status = str(entry.get("status"))
+    message = _clean(str(entry.get("message") or status))
+    if status in _PASSED:
+        return case
+    if status not in ("failed", "in_doubt"):
+        ET.SubElement(case, "skipped", message=message)
+        return case
+    failure = ET.SubElement(case, "failure", message=message, type=status)
+    failure.text = _clean(_failure_text(entry))
+    return case
+
+
+def _failure_text(entry: dict[str, Any]) -> str:
+    lines = [str(entry.get("message") or entry.get("status"))]
+    for call in entry.get("failures") or []:
+        rows = call.get("rows")
+        where = f"rows {rows[0]}-{rows[1]}" if isinstance(rows, list) and len(rows) == 2 else \
+            f"row {call.get('row')}"
+        key = f" key {call['key']}" if call.get("key") else ""
+        lines.append(f"{where}{key}: {call.get('status')}: {call.get('message', '')}")
+    more = entry.get("failures_omitted")
+    if isinstance(more, int) and more:
+        lines.append(f"and {more:,} more failed or in-doubt calls (the journal holds them all)")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""How a plan runs: executor, scheduler, calls, journal, tables, answer."""

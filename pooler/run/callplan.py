@@ -1,0 +1,113 @@
+"""What a call is: a step's plan (worked out once), one call of it, a call made ready to send,
+and its outcome; and the value a call is serialized on.
+
+The executor, the scheduler, the call runner and a shared task's runner all pass these around.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from pooler.pool.model import Step
+from pooler.pool.paramplan import ParamsPlan
+from pooler.run.journal import CallId
+
+
+@dataclass
+class StepPlan:
+    """What is worked out once per step and reused by each of its calls."""
+
+    step: Step
+    prefix: str
+    #: The params walked once: only templates and references are filled per call.
+    params: ParamsPlan
+    #: Lower-case names of the earlier steps this one waits for (references and for_each.step).
+    deps: set[str]
+    over_rows: bool
+    #: For a step over rows sent in chunks: the params field that takes each chunk's rows.
+    chunk_field: str | None = None
+    #: Rerun of a task with a keyed step over rows: its table file keeps the rows of earlier runs.
+    keep_tables: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    written: bool = False
+    #: Names of the tables the step's calls gave (read by a later ``for_each.step``).
+    tables: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Call:
+    """One call of a step: for a step over rows, its row (or chunk of rows)."""
+
+    plan: StepPlan
+    row: int | None = None
+    last: int | None = None
+    data: Any = None
+    size: int = 1
+
+    def head(self) -> dict[str, Any]:
+        step = self.plan.step
+        out: dict[str, Any] = {"num": step.num, "name": step.name, "unit": step.unit,
+                               "command": step.command}
+        if self.last is not None:
+            out["rows"] = [self.row, self.last]
+        elif self.row is not None:
+            out["row"] = self.row
+        return out
+
+
+@dataclass
+class Prepared:
+    """A call ready to leave."""
+
+    call: Call
+    params: dict[str, Any]
+    key: str | None
+    ids: CallId
+    serial: str | None = None
+    #: The request's JSON, encoded before the call is recorded as sent: what cannot be, never is.
+    body: bytes | None = None
+    #: The step id of the call an earlier run left in doubt, when this one sends it again.
+    doubted: str | None = None
+    number: int = 0
+    #: The id of the key's standing record this run read (0: none): see ``Journal.claim``.
+    seen: int = 0
+
+
+@dataclass
+class Outcome:
+    """A call's one status, its entry in the answer, and the detail that feeds references."""
+
+    call: Call
+    status: str
+    entry: dict[str, Any]
+    detail: Any = None
+    #: Stops the pool whatever stop_on_error says (a key in doubt under ``--in-doubt stop``).
+    halt: bool = False
+    #: What was done about a call found in doubt: retried, stopped or skipped.
+    in_doubt: str | None = None
+    step_id: str | None = None
+    #: The call an earlier run left in doubt, which this one sent again: the in-doubt list names it.
+    doubted: str | None = None
+
+
+def serial_value(params: Any, path: str) -> str | None:
+    """The JSON-canonical value at the dotted ``path`` of ``params``; None puts no constraint."""
+    value: Any = params
+    rest = path
+    while rest:
+        if isinstance(value, dict) and rest in value:
+            value, rest = value[rest], ""
+            break
+        part, _, rest = rest.partition(".")
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    if value is None or isinstance(value, dict | list):
+        return None
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,56 @@
+"""How the executor tells the world what it is doing, without knowing who listens.
+
+The executor never imports rich: the CLI passes a reporter that renders, a test passes one that
+records, a library user passes ``NullReporter`` or their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pooler.pool.model import Pool, Step
+
+
+class Reporter(Protocol):
+    """Events of one run, in the order they happen.  Called from worker threads in parallel mode."""
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        """Before the first call; ``total`` counts the calls planned (rows included)."""
+
+    def step_started(self, step: Step, call: int) -> None:
+        """A call leaves; ``call`` is its 1-based number in the run."""
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        """A call has its one status; ``result`` is its entry in the answer's ``steps``."""
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        """A step over rows has finished ``done`` of ``total`` rows (``None``: not yet known)."""
+
+    def calls_planned(self, total: int) -> None:
+        """The calls of the run, counted again: a step over an earlier step's table knows its rows
+        only when it starts."""
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        """The answer is complete."""
+
+
+class NullReporter:
+    """Listens to nothing."""
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        return None
+
+    def step_started(self, step: Step, call: int) -> None:
+        return None
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        return None
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        return None
+
+    def calls_planned(self, total: int) -> None:
+        return None
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        return None

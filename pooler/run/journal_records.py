@@ -1,0 +1,234 @@
+"""What the journal holds: its tables, and the records of tasks and calls it reads and writes.
+
+The SQLite journal (``pooler.run.journal``) and what reads its rows share these, so the shapes of a
+task and of a call are written once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pooler import strictjson
+from pooler.run.journal_file import host
+from pooler.statuses import FINAL, LANDED
+
+#: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
+FINAL_STATUSES = tuple(s.value for s in FINAL)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    pool_file TEXT NOT NULL,
+    started TEXT NOT NULL,
+    finished TEXT,
+    status TEXT NOT NULL DEFAULT 'running',
+    runs INTEGER NOT NULL DEFAULT 1,
+    total INTEGER, succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER,
+    answer TEXT,
+    store TEXT
+);
+CREATE INDEX IF NOT EXISTS tasks_pool ON tasks (pool_file, started);
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    task TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    num INTEGER NOT NULL,
+    row INTEGER,
+    key TEXT,
+    round INTEGER NOT NULL DEFAULT 1,
+    step_id TEXT,
+    status TEXT NOT NULL,
+    in_doubt INTEGER NOT NULL DEFAULT 0,
+    sent_at TEXT,
+    done_at TEXT,
+    result TEXT,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_key ON calls (task, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS runs (
+    task TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    PRIMARY KEY (task, run)
+);
+"""
+
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """The last record of one key in a task.
+
+    A key of a step over rows is kept light (``result`` and ``detail`` left out, ``DONE`` when it
+    simply completed): ``Journal.record_of`` reads the whole record when the key is met again.
+    """
+
+    key: str
+    num: int
+    row: int | None
+    step_id: str | None
+    #: The round of the key the call was sent with (see ``CallId.round``).
+    round: int
+    #: completed, skipped (done), failed, in_doubt, or sent (the answer never recorded).
+    status: str
+    #: True when the call was counted done without its answer (``--in-doubt skip``).
+    in_doubt: bool
+    result: dict[str, Any] | None
+    detail: Any
+    #: The record's id in the journal (0 when not read from it): what ``Journal.claim`` compares.
+    id: int = 0
+    #: The run of the task that wrote it.
+    run: int = 0
+
+    @property
+    def done(self) -> bool:
+        """The key is done: it is not sent again."""
+        return self.status in LANDED
+
+    @property
+    def doubtful(self) -> bool:
+        """The request left and no answer was recorded: it may or may not have been carried out."""
+        return self.status in ("sent", "in_doubt")
+
+
+#: The record of a key of a step over rows that completed: one object shared by all such keys.
+DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
+
+#: The record that stands for a key: its last done record (a key once done stays done, whatever
+#: another run of the task wrote after it), else its last record; ``not_run`` records aside.
+STANDING_SQL = ("COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))")
+
+#: The standing record of every key of a task, without the entry of a call of a step over rows
+#: (``row`` is set), except a failed one's: whether the store carried it out (only its tables
+#: failed here) decides the round it is sent again with.
+KEYED_SQL = f"""
+SELECT key, num, row, step_id, round, status, in_doubt,
+       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
+       id, run
+FROM calls WHERE id IN (SELECT {STANDING_SQL} FROM calls WHERE task = ? AND key IS NOT NULL
+                        AND status != 'not_run' GROUP BY key)
+"""
+RECORD_SQL = ("SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls "
+           "WHERE id = ?")
+STANDING_OF_SQL = (f"SELECT {STANDING_SQL} FROM calls WHERE task = ? AND key = ? AND status != 'not_run'")
+
+
+@dataclass(frozen=True)
+class CallId:
+    """Which call a record is about: task, run of the task, step number, row, key and step id."""
+
+    task: str
+    run: int
+    num: int
+    row: int | None
+    key: str | None
+    step_id: str | None
+    #: A keyed call's round: 1 at first, one more after each refusal, so a task run again sends a
+    #: refused call anew instead of getting the refusal the store kept for its Idempotency-Key.
+    round: int = 1
+    #: The concurrent slot the call ran in (0 to width - 1), for the report's timeline.
+    lane: int | None = None
+    #: Its ``serialize_on`` value (masked), when the pool has one.
+    serial: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task as ``pooler runs`` lists it."""
+
+    id: str
+    pool_file: str
+    started: str
+    finished: str | None
+    status: str
+    runs: int
+    total: int | None
+    succeeded: int | None
+    failed: int | None
+    skipped: int | None
+    not_run: int | None
+    #: The store the task runs against (None for a task made before tasks recorded theirs).
+    store: str | None = None
+
+
+def default_journal_path() -> Path:
+    """``$XDG_STATE_HOME/pooler/journal.sqlite``, else ``~/.local/state/pooler/journal.sqlite``."""
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state) if state else Path.home() / ".local" / "state"
+    return base / "pooler" / "journal.sqlite"
+
+
+def pool_identity(pool_file: str | Path) -> str:
+    """The pool file as the journal knows it: resolved, so a path through a symlink or with ``..``
+    names the same pool (and its keys) as the real path does."""
+    return str(Path(pool_file).resolve())
+
+
+_SECOND: tuple[int, str] = (-1, "")
+
+
+def now_text() -> str:
+    global _SECOND  # noqa: PLW0603 - a one-entry cache: two stamps a call, formatted once a second
+    now = time.time()
+    whole = int(now)
+    second, text = _SECOND
+    if second != whole:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(whole))
+        _SECOND = (whole, text)
+    return f"{text}.{int(now * 1000) % 1000:03d}"
+
+
+def enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
+    """Which process makes this run of the task (see ``Journal.live_runs``)."""
+    db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
+               (task_id, run, host(), os.getpid()))
+
+
+def dumps(value: Any) -> str:
+    return strictjson.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def split_entry(entry: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """An entry as two JSON texts: without its detail, and the detail (NULL when it has none).
+
+    The detail has a column of its own (references read it); it is not written twice.
+    """
+    if entry is None:
+        return None, None
+    if "detail" not in entry:
+        return dumps(entry), None
+    return dumps({k: v for k, v in entry.items() if k != "detail"}), dumps(entry["detail"])
+
+
+def join_entry(body: str | None, detail: str | None) -> dict[str, Any] | None:
+    """The entry ``split_entry`` wrote, its detail back in its place (after ``message``)."""
+    if body is None:
+        return None
+    entry: dict[str, Any] = json.loads(body)
+    if detail is None:
+        return entry
+    value = json.loads(detail)
+    out: dict[str, Any] = {}
+    for k, v in entry.items():
+        out[k] = v
+        if k == "message":
+            out["detail"] = value
+    out.setdefault("detail", value)
+    return out
+
+
+def whole_record(columns: tuple[Any, ...]) -> CallRecord:
+    """A key's record with its entry, from the columns ``keyed`` and ``record_of`` read."""
+    key, num, row, step_id, rnd, status, in_doubt, result, detail, rid, run = columns
+    entry = join_entry(result, detail)
+    return CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
+                      None if entry is None else entry.get("detail"), rid, run)
+
+

@@ -1,0 +1,64 @@
+"""A task as the journal and the lock tell it: alive or dead, and a dead run's partial answer.
+
+A run killed with SIGKILL (or a crash, a power cut) never writes its answer and leaves its task
+``running`` in the journal. The journal knows which process makes each run of a task
+(``Journal.live_runs``): a task none of whose runs is alive on this machine is dead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pooler.run.answer import Collector
+from pooler.run.journal import Journal, TaskRow
+
+#: What ``pooler runs`` says of a task whose run died without finishing.
+DEAD = "dead"
+DIED = "the run died before it finished (killed, or the machine went down)"
+
+
+def told(row: TaskRow, journal: Journal) -> TaskRow:
+    """The row with ``running`` replaced by ``dead`` when no run of the task is alive."""
+    if row.status != "running" or journal.live_runs(row.id):
+        return row
+    return dataclasses.replace(row, status=DEAD)
+
+
+def partial_answer(journal: Journal, row: TaskRow) -> dict[str, Any]:
+    """The answer of the task's last run as far as the journal recorded it.
+
+    A call recorded as sent with no answer is in doubt: the run died while it was in flight.
+    """
+    records = [r for r in journal.calls(row.id) if r["run"] == row.runs]
+    heads: dict[int, dict[str, Any]] = {}
+    for rec in records:
+        entry = rec["result"] or {}
+        if entry.get("unit"):
+            heads.setdefault(rec["num"], {k: entry.get(k) for k in ("num", "name", "unit", "command")})
+    collector = Collector()
+    over_rows: dict[int, list[str]] = {}
+    for rec in records:
+        entry = dict(rec["result"] or {})
+        if not entry or rec["status"] == "sent":
+            entry = {**heads.get(rec["num"], {"num": rec["num"], "name": "", "unit": "", "command": ""}),
+                     "status": "in_doubt", "key": rec["key"], "step_id": rec["step_id"], "result": False,
+                     "message": f"sent, and {DIED} with no answer recorded: it may or may not have been "
+                                "carried out"}
+            if rec["row"] is not None:
+                entry["row"] = rec["row"]
+        entry["status"] = "in_doubt" if rec["status"] == "sent" else rec["status"]
+        if rec["row"] is None:
+            collector.add(entry)
+        else:
+            collector.add_row(entry, len(range(entry["rows"][0], entry["rows"][1] + 1))
+                              if isinstance(entry.get("rows"), list) else 1)
+            over_rows.setdefault(rec["num"], []).append(entry["status"])
+        if entry["status"] == "in_doubt":
+            collector.add_in_doubt(entry, "left", rec["step_id"])
+    for num, statuses in over_rows.items():
+        bad = next((s for s in ("in_doubt", "failed") if s in statuses), None)
+        collector.close_rows(num, status=bad or "partial", rows_total=None, whole=False)
+    answer = collector.answer(total=len(records), task=row.id, trip_ms=0, interrupted=DIED)
+    del answer["time"]
+    return answer

@@ -1,0 +1,1 @@
+"""One task shared by runners on several hosts, on a PostgreSQL journal."""

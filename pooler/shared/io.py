@@ -1,0 +1,92 @@
+"""What a shared-task runner puts around the executor's ``CallRunner``: a client that lets a request
+leave only while the lease is alive, a table writer that keeps the masked rows for the journal,
+and a call log that records nothing (the work rows are the record)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pooler.client.answer_scan import TableRows
+from pooler.client.http import Reply
+from pooler.redact import Redactor
+from pooler.run.journal import CallId
+from pooler.run.tables import TableWriter
+from pooler.shared.lease import Lease
+
+
+class GatedClient:
+    """A ``ToolRunClient`` whose ``tool_run`` checks the lease just before each request leaves."""
+
+    def __init__(self, inner: Any, lease: Lease) -> None:
+        self.inner = inner
+        self.lease = lease
+        self._local = threading.local()
+
+    def begin(self) -> None:
+        """A call starts on this thread: no request of it has left yet."""
+        self._local.tries = 0
+
+    def left(self) -> bool:
+        """Whether a request of this thread's call left."""
+        return bool(getattr(self._local, "tries", 0))
+
+    def tool_run(self, *args: Any, **kwargs: Any) -> Reply:
+        self.lease.check()
+        self._local.tries = getattr(self._local, "tries", 0) + 1
+        reply: Reply = self.inner.tool_run(*args, **kwargs)
+        return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class KeepingWriter(TableWriter):
+    """Writes tables as ``TableWriter`` does and keeps this thread's call's rows, masked, so the
+    journal can hold them: a later step reads them on any host, ``pooler gather`` writes them out."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(out)
+        self._local = threading.local()
+
+    def begin(self) -> None:
+        self._local.kept = None
+
+    def kept(self) -> dict[str, list[Any]] | None:
+        found: dict[str, list[Any]] | None = getattr(self._local, "kept", None)
+        return found
+
+    def write(self, prefix: str, tables: Mapping[str, Any], into: str | None = None,
+              append: bool = False, redactor: Redactor | None = None, *,
+              call: str | None = None) -> dict[str, dict[str, Any]]:
+        kept: dict[str, list[Any]] = {}
+        for table, rows in (tables or {}).items():
+            seq = rows if isinstance(rows, list | tuple | TableRows) else [rows]
+            name = redactor.text(str(table)) if redactor else str(table)
+            kept[name] = [redactor.value(r) if redactor else r for r in seq]
+        self._local.kept = kept
+        return super().write(prefix, kept, into=into, append=append, redactor=None, call=call)
+
+
+class NoCallLog:
+    """The journal a ``CallRunner`` of a shared task records to: nothing (the work rows are the
+    record, written by the runner)."""
+
+    def record_sent(self, call: CallId) -> int:
+        return 0
+
+    def claim(self, call: CallId, seen: int) -> int:
+        """A key is claimed by the work row the runner holds (``WorkStore.gate``), not here."""
+        return 0
+
+    def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
+        return None
+
+    def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
+               sent: bool = False, in_doubt: bool = False, **more: Any) -> None:
+        return None
+
+    def record_of(self, task_id: str, key: str) -> None:
+        return None

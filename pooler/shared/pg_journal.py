@@ -1,0 +1,138 @@
+"""The journal on PostgreSQL: its tasks as ``pooler runs`` and ``pooler show`` read them, and the
+creation of a shared task with its plan in one transaction (the first runner plans, the others
+find the plan there)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from pooler.errors import JournalError
+from pooler.run.journal import TaskRow
+from pooler.shared.schema import check_version, connect, safe_url
+
+_TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
+#: The columns of a work row a plan gives, in COPY order.
+WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial")
+
+
+def stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime()) + f".{int(time.time() * 1000) % 1000:03d}"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class PgJournal:
+    """Tasks in a PostgreSQL database; one connection behind a lock, safe to share by threads."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conn = connect(url)
+        self._lock = threading.Lock()
+        try:
+            check_version(self.conn, url)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def where(self) -> str:
+        return safe_url(self.url)
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    def __enter__(self) -> PgJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """One statement; a database that cannot be reached is a ``JournalError``."""
+        import psycopg  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                cur = self.conn.execute(sql, tuple(args))
+                return list(cur.fetchall()) if cur.description is not None else []
+            except psycopg.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
+
+    # What runs and show read
+
+    def tasks(self, limit: int = 20) -> list[TaskRow]:
+        rows = self.query(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY created DESC, id DESC LIMIT %s",
+                          (limit,))
+        return [TaskRow(*r) for r in rows]
+
+    def task(self, task_id: str) -> TaskRow | None:
+        rows = self.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = %s", (task_id,))
+        return TaskRow(*rows[0]) if rows else None
+
+    def answer(self, task_id: str) -> dict[str, Any] | None:
+        rows = self.query("SELECT answer FROM tasks WHERE id = %s", (task_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        found: dict[str, Any] = json.loads(rows[0][0])
+        return found
+
+    def finish_task(self, task_id: str, answer: dict[str, Any]) -> None:
+        status = answer.get("status", "failed")
+        self.query(
+            "UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, "
+            "skipped = %s, not_run = %s, answer = %s WHERE id = %s",
+            (stamp(), status, answer.get("total"), answer.get("succeeded"), answer.get("failed"),
+             answer.get("skipped"), answer.get("not_run"), dumps(answer), task_id))
+
+    # Shared tasks
+
+    def shared(self, task_id: str) -> dict[str, Any] | None:
+        """The stored pool document and options of a shared task; None when there is no such task."""
+        rows = self.query("SELECT shared FROM tasks WHERE id = %s", (task_id,))
+        if not rows:
+            return None
+        if rows[0][0] is None:
+            raise JournalError(f"the task {task_id} in {self.where()} is not a shared task - "
+                               "give a new task id.")
+        found: dict[str, Any] = rows[0][0]
+        return found
+
+    def create_shared(self, task_id: str, pool_file: str, shared: dict[str, Any],
+                      work: Iterable[tuple[Any, ...]]) -> bool:
+        """Create the task with its plan in one transaction; False when another runner did first."""
+        import psycopg  # noqa: PLC0415
+        from psycopg.types.json import Jsonb  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                with self.conn.transaction():
+                    made = self.conn.execute(
+                        "INSERT INTO tasks (id, pool_file, started, shared) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (id) DO NOTHING RETURNING id",
+                        (task_id, pool_file, stamp(), Jsonb(shared))).fetchone()
+                    if made is None:
+                        return False
+                    cur = self.conn.cursor()
+                    with cur.copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+                        for row in work:
+                            copy.write_row(row)
+                # The planner needs to know how many calls there are to pick the indexes.
+                self.conn.execute("ANALYZE work")
+            except psycopg.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
+            return True
+
+    def join(self, task_id: str) -> None:
+        """One more runner of the task: it runs again (a task that had finished is reopened)."""
+        self.query("UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %s",
+                   (task_id,))
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,147 @@
+"""The plan of a shared task: one work row per call, made once by the first runner.
+
+The rows of ``for_each`` files are read here and stored with their calls, so a runner on another
+host needs no data file.  A step over an earlier step's table gets one placeholder row; the runner
+that finds the earlier step completed puts its calls in its place (from the table rows the journal
+keeps).  The fingerprint of the steps makes sure every runner of a task runs the same pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from pooler.errors import PoolerError
+from pooler.pool.model import Pool, Step
+from pooler.pool.paramplan import ParamsPlan, plan_params
+from pooler.pool.references import parse_ref
+from pooler.pool.rows import chunks, iter_rows
+from pooler.run.call import StepPlan, serial_value
+from pooler.run.executor import step_plan
+
+#: The placeholder of a step over an earlier step's table (``idx`` of the row).
+PLACEHOLDER = -1
+
+
+def fingerprint(pool: Pool) -> str:
+    """A digest of what the steps do (not where the file lies, nor its options)."""
+    steps = [{"num": s.num, "unit": s.unit, "command": s.command, "name": s.name, "params": s.params,
+              "key": s.key, "into": s.into, "debug": s.debug,
+              "for_each": dataclasses.asdict(s.for_each) if s.for_each else None,
+              "retry": dataclasses.asdict(s.retry) if s.retry else None} for s in pool.steps]
+    text = json.dumps(steps, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def step_plans(pool: Pool) -> dict[int, StepPlan]:
+    """Every step's plan (as the executor makes it), by step number."""
+    plans: dict[int, StepPlan] = {}
+    known: set[str] = set()
+    for step in pool.steps:
+        # The calls of a step over rows append to its table files: several runners share the step.
+        plans[step.num] = step_plan(step, known, keep_tables=step.for_each is not None)
+        if step.name:
+            known.add(step.name.lower())
+    return plans
+
+
+def dep_nums(pool: Pool, plan: StepPlan) -> list[int]:
+    found = [pool.step_named(name) for name in plan.deps]
+    return sorted(s.num for s in found if s is not None)
+
+
+class Planner:
+    """Makes the work rows of a task (and, later, of a step over an earlier step's table)."""
+
+    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], base: Path,
+                 sample: int | None) -> None:
+        self.pool = pool
+        self.task = task
+        self.variables = dict(variables)
+        self.base = base
+        self.sample = sample
+        self.plans = step_plans(pool)
+        #: Every step's params with templates only: a reference stays its text (its step has not run).
+        self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, ()) for s in pool.steps}
+        opts = pool.options
+        self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """Every work row of the task, in file order (COPY values)."""
+        for step in self.pool.steps:
+            plan = self.plans[step.num]
+            deps = dep_nums(self.pool, plan)
+            fe = step.for_each
+            if fe is None:
+                yield self._row(plan, 0, (None, None, 1), None, deps)
+            elif fe.file:
+                yield from self.rows_of(step, iter_rows(self._file(fe.file), fe.format))
+            else:
+                yield (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, deps, None)
+
+    def rows_of(self, step: Step, data: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+        """The calls of a step over rows: one per row, or one per chunk."""
+        plan = self.plans[step.num]
+        deps = dep_nums(self.pool, plan)
+        fe = step.for_each
+        assert fe is not None
+        source: Iterator[Any] = iter(data)
+        if self.sample is not None:
+            source = islice(source, self.sample)
+        if fe.chunk:
+            first = 0
+            for idx, part in enumerate(chunks(source, fe.chunk)):
+                yield self._row(plan, idx, (first, first + len(part) - 1, len(part)), part, deps)
+                first += len(part)
+            return
+        for idx, row in enumerate(source):
+            yield self._row(plan, idx, (idx, None, 1), row, deps)
+
+    def _file(self, name: str) -> Path:
+        path = Path(name).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+    def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
+             deps: list[int]) -> tuple[Any, ...]:
+        """A call's COPY values; ``rows``: its first and last row (None: no chunk) and its size."""
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        first, last, size = rows
+        serial = self._serial(plan, data, last is not None) if self.serialize_on else None
+        return (self.task, plan.step.num, idx, "call", first, last, size,
+                None if data is None else Json(data), deps, serial)
+
+    def _serial(self, plan: StepPlan, data: Any, chunked: bool) -> str | None:
+        """A digest of the call's serialize_on value: equal values, equal digests, no value stored."""
+        assert self.serialize_on is not None
+        scope: dict[str, Any] = dict(self.variables)
+        if data is not None:
+            scope["row"] = data[0] if chunked else data
+        # References are not filled here (their steps have not run): the params are filled with
+        # templates only, and a serialize_on value that is a reference has no digest (such calls
+        # are not kept apart); the other values of the params do not matter.
+        if _by_reference(plan, self.serialize_on):
+            return None
+        try:
+            params = self.texts[plan.step.num].fill(scope, {})
+        except PoolerError:
+            return None
+        if plan.chunk_field is not None:
+            params = {**params, plan.chunk_field: data}
+        value = serial_value(params, self.serialize_on)
+        return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def _by_reference(plan: StepPlan, path: str) -> bool:
+    """Whether the step's ``serialize_on`` value is a reference to an earlier step."""
+    raw = serial_value(plan.step.params, path)
+    if raw is None:
+        return False
+    text = json.loads(raw)
+    parsed = parse_ref(text) if isinstance(text, str) else None
+    return parsed is not None and parsed[0].lower() in plan.deps

@@ -1,0 +1,404 @@
+"""One runner of a shared task (a PostgreSQL journal): join or plan the task, then claim its calls
+in small batches, send them under a live lease, record them, and end when nothing is left that it
+could claim, with the task's answer so far.
+
+The calls themselves are made by the executor's ``CallRunner`` (params, references, the request
+and its retries, tables, the entry): only where they come from and where they are recorded
+differs from a single-host run.  See docs/multihost.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from pooler.client.http import ToolRunClient
+from pooler.errors import JournalError
+from pooler.pool.model import Options, Pool
+from pooler.run.call import Call, CallRunner, Outcome, Prepared
+from pooler.run.events import NullReporter, Reporter
+from pooler.run.executor import RunConfig, pool_base
+from pooler.run.journal import pool_identity
+from pooler.shared.answer import steps_doc, task_answer
+from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
+from pooler.shared.lease import Lease, LeaseLost
+from pooler.shared.pg_journal import PgJournal
+from pooler.shared.plan import PLACEHOLDER, Planner, fingerprint, step_plans
+from pooler.shared.work import Settled, WorkRow, WorkStore
+
+#: How long a runner with nothing to claim waits before it looks again.
+POLL = 0.05
+#: How often (seconds) a runner that keeps finding calls also looks for expired leases.
+TIDY = 1.0
+
+
+@dataclass
+class SharedConfig:
+    """How this runner takes part, beside the executor's ``RunConfig``."""
+
+    url: str
+    #: Calls this runner has in flight at most (its share of max_concurrency); None: the cap.
+    width: int | None = None
+    #: Seconds a lease lasts without renewal.
+    lease: float = 120.0
+
+
+class RunnerStopped(JournalError):
+    """The runner stopped before the task ended: its lease was lost or the journal went away."""
+
+    def __init__(self, message: str, answer: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
+def join_task(journal: PgJournal, pool: Pool, config: RunConfig, shared: SharedConfig) -> Pool:
+    """Plan the task (first runner) or join it; the pool with the task's own options."""
+    task = config.task_id
+    assert task is not None
+    found = journal.shared(task)
+    if found is None:
+        doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
+               "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
+               "sample": config.sample, "steps": steps_doc(pool)}
+        planner = Planner(pool, task, config.variables, pool_base(pool), config.sample)
+        if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
+            return pool
+        found = journal.shared(task)
+        assert found is not None
+    if found["fingerprint"] != fingerprint(pool):
+        raise JournalError(f"the task {task} runs another pool ({found['pool_file']}): its steps differ "
+                           f"from those of {pool.file} - give this pool a task id of its own.")
+    journal.join(task)
+    options = Options(**found["options"])
+    return replace(pool, options=options)
+
+
+def _options_doc(options: Options) -> dict[str, Any]:
+    return {"mode": options.mode, "max_concurrency": options.max_concurrency,
+            "serialize_on": options.serialize_on, "stop_on_error": options.stop_on_error,
+            "include_results": options.include_results}
+
+
+def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: SharedConfig, *,
+               reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run this runner's part of the task ``config.task_id``; the task's answer so far."""
+    started = time.monotonic()
+    reporter = reporter or NullReporter()
+    stop = stop or threading.Event()
+    with PgJournal(shared.url) as journal:
+        pool = join_task(journal, pool, config, shared)
+        kept = journal.shared(config.task_id or "") or {}
+        in_doubt = kept.get("in_doubt", config.in_doubt)
+        runner = _Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), shared=shared,
+                         reporter=reporter, stop=stop)
+        try:
+            runner.run()
+        finally:
+            runner.close()
+        trip = round((time.monotonic() - started) * 1000)
+        interrupted = getattr(stop, "reason", None) or "stop" if stop.is_set() else None
+        try:
+            answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
+                                                       interrupted=interrupted))
+        except JournalError as exc:
+            # Nothing can be reported done that the journal cannot show.
+            raise RunnerStopped(runner.broken or exc.message, None) from None
+        if runner.broken is not None:
+            raise RunnerStopped(runner.broken, answer)
+        try:
+            _, held, _ = runner.work.open_counts()
+            if held == 0:
+                journal.finish_task(runner.task, answer)
+        except JournalError as exc:
+            raise RunnerStopped(exc.message, answer) from None
+        reporter.pool_finished(answer)
+        return dict(answer)
+
+
+class _Runner:
+    def __init__(self, journal: PgJournal, pool: Pool, client: ToolRunClient, *, config: RunConfig,
+                 shared: SharedConfig, reporter: Reporter, stop: threading.Event) -> None:
+        self.journal = journal
+        self.pool = pool
+        self.config = config
+        self.reporter = reporter
+        self.stop = stop
+        self.task = config.task_id or ""
+        opts = pool.options
+        self.parallel = opts.mode == "parallel"
+        self.cap = opts.max_concurrency if self.parallel else 1
+        self.width = min(shared.width or self.cap, self.cap)
+        self.lease = Lease(shared.url, self.task, shared.lease)
+        self.work = WorkStore(journal, self.task, self.lease.id)
+        self.plans = step_plans(pool)
+        self.steps = {s.num: s for s in pool.steps}
+        self.base = pool_base(pool)
+        self.writer = KeepingWriter(config.out)
+        self.gated = GatedClient(client, self.lease)
+        run_no = journal.query("SELECT runs FROM tasks WHERE id = %s", (self.task,))[0][0]
+        self.calls = CallRunner(client=cast(ToolRunClient, self.gated), journal=cast(Any, NoCallLog()),
+                                task=self.task, run=int(run_no), writer=self.writer,
+                                redactor=config.redactor, reporter=reporter, stop=stop,
+                                variables=config.variables, base=self.base, keyed={},
+                                in_doubt_policy=config.in_doubt)
+        self.broken: str | None = None
+        self._pool = ThreadPoolExecutor(self.width, "pooler-shared")
+        self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
+        self._number = 0
+        self._details: dict[int, Any] = {}
+        self._empty = True
+        self._tidied = 0.0
+        self._pending: tuple[WorkRow, Outcome] | None = None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.lease.close()
+
+    # The loop
+
+    def run(self) -> None:
+        total = self.journal.query("SELECT count(*) FROM work WHERE task = %s", (self.task,))[0][0]
+        self.reporter.pool_started(self.pool, self.task, int(total))
+        while True:
+            self._collect(block=False)
+            if self.broken is None and self.lease.lost is not None:
+                self.broken = self.lease.lost
+            if self.broken is not None or self.stop.is_set():
+                self._flush()
+                self._collect(block=True, until_empty=True)
+                return
+            free = self.width - len(self._inflight)
+            rows: list[WorkRow] = []
+            if free > 0:
+                tidy = self._empty or time.monotonic() >= self._tidied + TIDY
+                try:
+                    rows = self._claim(free, tidy)
+                except JournalError as exc:
+                    self.broken = self._journal_gone(exc)
+                    continue
+                if tidy:
+                    self._tidied = time.monotonic()
+                if not rows and not self._empty:
+                    # Nothing claimable: look again at once, tidying first.
+                    self._empty = True
+                    continue
+                self._empty = not rows
+            for row in rows:
+                self._take(row)
+            if rows:
+                continue
+            self._flush()
+            if not self._inflight:
+                try:
+                    ready, held, halted = self.work.open_counts()
+                except JournalError as exc:
+                    self.broken = self._journal_gone(exc)
+                    continue
+                if held == 0 and (ready == 0 or halted is not None):
+                    return
+                self.stop.wait(POLL)
+                continue
+            self._collect(block=True)
+
+    def _claim(self, free: int, tidy: bool) -> list[WorkRow]:
+        """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
+        if tidy or self._pending is None:
+            self._flush()
+            return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy)
+        row, outcome = self._pending
+        self._pending = None
+        detail = self.config.redactor.value(outcome.detail)
+        recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
+                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap)
+        if recorded:
+            self._recorded(row, outcome, detail)
+        return rows
+
+    def _flush(self) -> None:
+        """The outcome waiting for the next claim, recorded on its own."""
+        if self._pending is not None:
+            row, outcome = self._pending
+            self._pending = None
+            self._record(row, outcome)
+
+    def _journal_gone(self, exc: JournalError) -> str:
+        flying = len(self._inflight)
+        return (f"{exc.message} - this runner stopped sending; "
+                f"{flying} call(s) in flight end in doubt (another runner, or this task run again, "
+                "takes them back once this runner's lease expires).")
+
+    def _take(self, row: WorkRow) -> None:
+        try:
+            if row.kind == "expand":
+                self._expand(row)
+                return
+            call = self._call(row)
+            got = self.calls.prepare(call, self._refs(row))
+            if isinstance(got, Outcome):
+                self._record(row, got)
+                return
+            got.doubted = row.doubted
+            if not self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round):
+                self.work.release(row)
+                return
+            self._number += 1
+            got.number = self._number
+            self._inflight[self._pool.submit(self._send, got)] = (row, got)
+        except JournalError as exc:
+            self.broken = self._journal_gone(exc)
+
+    def _call(self, row: WorkRow) -> Call:
+        plan = self.plans[row.num]
+        if row.row_last is not None:
+            return Call(plan, row=row.row_first, last=row.row_last, data=row.data, size=row.size)
+        return Call(plan, row=row.row_first, data=row.data)
+
+    def _refs(self, row: WorkRow) -> dict[str, Any]:
+        # Only a step whose params hold references (or templates) reads the details of the steps
+        # it waits for; a step over an earlier step's table waits for it without reading them.
+        if not row.deps or not self.plans[row.num].params.dynamic:
+            return {}
+        missing = [n for n in row.deps if n not in self._details]
+        if missing:
+            found = self.work.details(missing)
+            for num in missing:
+                self._details[num] = found.get(num) or {}
+        out: dict[str, Any] = {}
+        for num in row.deps:
+            step = self.steps[num]
+            if step.name:
+                out[step.name.lower()] = self._details[num]
+        return out
+
+    def _send(self, ready: Prepared) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
+        """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
+        request of it left."""
+        self.gated.begin()
+        self.writer.begin()
+        try:
+            outcome = self.calls.execute(ready)
+        except LeaseLost:
+            return None, None, self.gated.left()
+        return outcome, self.writer.kept(), True
+
+    def _collect(self, *, block: bool, until_empty: bool = False) -> None:
+        while self._inflight:
+            done, _ = wait(list(self._inflight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+            for future in done:
+                row, _ = self._inflight.pop(future)
+                outcome, kept, left = future.result()
+                if outcome is None:
+                    # A request that left is in doubt: the row stays sent, for the runner that
+                    # takes it back once this lease has expired.
+                    if not left:
+                        self._quiet(self.work.release, row)
+                    continue
+                if kept or self._halt_for(row, outcome) or self._pending is not None or self.broken:
+                    self._record(row, outcome, kept)
+                else:
+                    # Recorded with the next claim, in one round trip (before anything reads it).
+                    self._pending = (row, outcome)
+            if not until_empty:
+                return
+        self._flush()
+
+    def _quiet(self, action: Any, *args: Any) -> None:
+        try:
+            action(*args)
+        except JournalError as exc:
+            if self.broken is None:
+                self.broken = self._journal_gone(exc)
+
+    def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
+        """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
+        if outcome.halt or (outcome.status in ("failed", "in_doubt") and self.pool.options.stop_on_error):
+            return f"step {row.num} {outcome.status}"
+        return None
+
+    def _record(self, row: WorkRow, outcome: Outcome, kept: dict[str, list[Any]] | None = None) -> None:
+        halt = self._halt_for(row, outcome)
+        plan = self.plans[row.num]
+        detail = self.config.redactor.value(outcome.detail)
+        try:
+            recorded = self.work.done(row, outcome.status, outcome.entry, detail, doubt=outcome.in_doubt,
+                                      tables=kept, prefix=plan.prefix, into=plan.step.into, halt=halt)
+        except JournalError as exc:
+            self.broken = self._journal_gone(exc)
+            return
+        if recorded:
+            self._recorded(row, outcome, detail)
+
+    def _recorded(self, row: WorkRow, outcome: Outcome, detail: Any) -> None:
+        plan = self.plans[row.num]
+        if outcome.status == "completed" and not plan.over_rows:
+            # A step of one call is done: its detail, as recorded, is what references read.
+            self._details[row.num] = detail if detail is not None else {}
+        self.reporter.step_finished(plan.step, outcome.entry)
+
+    # Ending calls without sending them
+
+    def _head(self, row: WorkRow) -> dict[str, Any]:
+        return self._call(row).head()
+
+    def _on_doubt(self, row: WorkRow) -> Settled | None:
+        """A call an expired runner sent and never recorded: the task's --in-doubt policy."""
+        step = self.steps[row.num]
+        head = {**self._head(row), "key": row.key_text, "step_id": row.step_id}
+        policy = self.config.in_doubt
+        if row.key_text is not None and policy == "retry":
+            return None
+        if policy == "skip":
+            entry = {**head, "status": "skipped", "in_doubt": True, "result": True,
+                     "message": f"counted done without its answer: the call {row.step_id} was sent by a "
+                                "runner whose lease expired (--in-doubt skip)."}
+            return Settled("skipped", self.config.redactor.value(entry), doubt="skipped")
+        named = f" ({step.name})" if step.name else ""
+        message = (f"Step {step.num}{named} was sent as {row.step_id} by a runner whose lease expired, and "
+                   "its answer never came back: it may or may not have been carried out. Check the "
+                   "store, then run the task again with --in-doubt skip (it was done) or --in-doubt "
+                   "retry (send it again with the same Idempotency-Key).")
+        entry = self.config.redactor.value({**head, "status": "in_doubt", "result": False,
+                                            "message": message})
+        stopping = policy == "stop" or self.pool.options.stop_on_error
+        return Settled("in_doubt", entry, doubt="stopped" if policy == "stop" else None,
+                       halt=f"step {row.num} in doubt" if stopping else None)
+
+    def _on_blocked(self, row: WorkRow, dep: int, status: str) -> Settled:
+        why = {"failed": "failed", "in_doubt": "is in doubt", "not_run": "was not run"}
+        step = self.steps[dep]
+        entry = {**self._head(row), "status": "not_run", "key": self.steps[row.num].key, "result": False,
+                 "message": f"Not run: it refers to @{step.name} (step {step.num}), which "
+                            f"{why.get(status, 'did not complete')}."}
+        return Settled("not_run", self.config.redactor.value(entry))
+
+    def _expand(self, row: WorkRow) -> None:
+        """A step over an earlier step's table: its calls, from the rows the journal keeps."""
+        step = self.steps[row.num]
+        fe = step.for_each
+        assert fe is not None
+        assert fe.step is not None
+        source = self.pool.step_named(fe.step)
+        assert source is not None
+        names, _ = self.work.table(source.num, None)
+        name = fe.table
+        problem = None
+        if name is None and len(names) != 1:
+            problem = (f"step {step.num} reads the rows of step {source.label}, which wrote {len(names)} "
+                       f"tables ({', '.join(names) or 'none'}) - name one with for_each.table.")
+        elif name is not None and name not in names:
+            problem = (f"step {step.num} reads the table {name} of step {source.label}, which wrote no "
+                       "such table.")
+        if problem is not None:
+            # As a step whose data broke: one failed call at its first row.
+            entry = self.config.redactor.value({**self._head(replace(row, row_first=0)), "status": "failed",
+                                                "key": None,
+                                                "result": False, "message": problem})
+            halt = f"step {row.num} failed" if self.pool.options.stop_on_error else None
+            self.work.done(replace(row, idx=PLACEHOLDER), "failed", entry, None, doubt=None, halt=halt)
+            return
+        _, data = self.work.table(source.num, name or names[0])
+        planner = Planner(self.pool, self.task, self.config.variables, self.base, self.config.sample)
+        self.work.expand(row, list(planner.rows_of(step, data)))
