@@ -10,6 +10,7 @@ from typing import Any
 
 from browser import Elements
 from helpers import Store, answer_of, pooler
+from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
 from pooler.run.journal import CallId, Journal
@@ -18,14 +19,6 @@ from pooler.run.journal_timeline import epoch_ms
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
 
 #: The journal's tables as the first releases wrote them, before the timeline columns.
-OLD_SCHEMA = """
-CREATE TABLE tasks (id TEXT PRIMARY KEY, pool_file TEXT NOT NULL, started TEXT NOT NULL, finished TEXT,
-    status TEXT NOT NULL DEFAULT 'running', runs INTEGER NOT NULL DEFAULT 1, total INTEGER,
-    succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER, answer TEXT);
-CREATE TABLE calls (id INTEGER PRIMARY KEY, task TEXT NOT NULL, run INTEGER NOT NULL, num INTEGER NOT NULL,
-    row INTEGER, key TEXT, round INTEGER NOT NULL DEFAULT 1, step_id TEXT, status TEXT NOT NULL,
-    in_doubt INTEGER NOT NULL DEFAULT 0, sent_at TEXT, done_at TEXT, result TEXT, detail TEXT);
-"""
 
 
 def test_a_journal_written_before_the_timeline_still_gives_a_report(tmp_path: Path) -> None:

@@ -28,12 +28,23 @@ from pooler.store.files import Part
 from pooler.store.multipart import MultipartError, MultipartReader, boundary_of
 
 MAX_JSON_BYTES = 64 << 20
+#: With --max-file-kb a JSON body is bounded by it too, but never below this: a store that takes
+#: only small files still takes ordinary calls.
+MIN_JSON_BYTES = 1 << 20
 #: Files are streamed to disk, so a multipart body may be larger than a JSON one.
 MAX_MULTIPART_BYTES = 1 << 30
 ENDPOINTS = ("/tool_run", "/tool_list")
 #: The body of a request with an unknown token is read and dropped up to this size, so the client
 #: gets its 401 rather than a reset; a larger one is not read at all and the connection is closed.
 DROP_UNREAD_BYTES = 64 << 10
+
+
+def json_limit(max_file_kb: int | None) -> int:
+    """The largest JSON body the store reads: 64 MB, or --max-file-kb when that is smaller (1 MB
+    at least)."""
+    if max_file_kb is None:
+        return MAX_JSON_BYTES
+    return min(MAX_JSON_BYTES, max(max_file_kb << 10, MIN_JSON_BYTES))
 
 
 class BadRequestError(Exception):
@@ -183,7 +194,8 @@ class StoreHandler(BaseHTTPRequestHandler):
         except ValueError:
             raise BadRequestError(400, "Content-Length is not a number.") from None
         boundary = boundary_of(self.headers.get("Content-Type", "application/json"))
-        limit = MAX_MULTIPART_BYTES if boundary is not None and path == "/tool_run" else MAX_JSON_BYTES
+        limit = (MAX_MULTIPART_BYTES if boundary is not None and path == "/tool_run"
+                 else json_limit(self.server.engine.config.max_file_kb))
         if length < 0 or length > limit:
             raise BadRequestError(413, f"The body is larger than {limit >> 20} MB - send fewer rows or files "
                                        "per call.")

@@ -42,6 +42,17 @@ def test_a_request_with_an_unknown_token_is_refused_before_its_body_is_read(stor
     assert json.loads(body) == {"ok": False, "error": "ACCESS_DENIED: the token is not known to this store"}
 
 
+def test_a_json_body_is_bounded_by_max_file_kb_before_it_is_read(store_factory: Any) -> None:
+    store = store_factory("--max-file-kb", "2048")
+    with _connect(store) as sock:
+        # 3 MB announced with a good token, none of it sent: refused at once, nothing held.
+        sock.sendall(b"POST /tool_run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 3145728\r\nAuthorization: Bearer %s\r\n\r\n" % STORE_TOKEN.encode())
+        out = _until_closed(sock)
+    assert out.startswith(b"HTTP/1.1 413 ")
+    assert b"The body is larger than 2 MB - send fewer rows or files per call." in out
+
+
 def test_a_known_token_still_gets_its_answer(store: Store) -> None:
     body = b'{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}'
     with _connect(store) as sock:
