@@ -132,7 +132,7 @@ def step_cells(entry: dict[str, Any]) -> list[str]:
         data = ""
     else:
         count = "?" if rows["count"] is None else str(rows["count"])
-        data = f"{count} rows of {rows['source']}"
+        data = f"{count} {'row' if rows['count'] == 1 else 'rows'} of {rows['source']}"
         if rows.get("chunk"):
             data += f", {rows['chunk']} a call as {rows['field']}"
         if rows.get("problem"):
@@ -163,7 +163,7 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
         return ExitStatus.OK
     out = ctx.stdout
     calls = "?" if plan["calls"] is None else plan["calls"]
-    head = [f"dry run of {plan['pool']}: {calls} calls, nothing is sent",
+    head = [f"dry run of {plan['pool']}: {calls} {'call' if calls == 1 else 'calls'}, nothing is sent",
             f"order: {order_text(plan)}"]
     if plan["description"]:
         head.insert(1, f"about: {plan['description']}")
@@ -193,7 +193,7 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     lines.append("steps:")
     for entry in plan["steps"]:
         step = step_cells(entry)
-        text = f"  {step[0]}. {step[1] or '-'} {step[2]}: {step[3]} calls"
+        text = f"  {step[0]}. {step[1] or '-'} {step[2]}: {step[3]} {'call' if step[3] == '1' else 'calls'}"
         for label, cell in zip(COLUMNS[4:], step[4:], strict=True):
             if cell:
                 text += f"; {label} {cell}"
