@@ -18,8 +18,6 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jsonpath_ng.parser import parse as jsonpath_parse
-
 from pooler.errors import PoolerError
 from pooler.pool.jsonmap import map_strings
 from pooler.pool.model import JsonPath
@@ -212,6 +210,9 @@ def lookup(detail: Any, name: str, path: str) -> Any:
 def compiled_path(path: str) -> tuple[tuple[Any, Any], ...]:
     """Each part of a reference's path as jsonpath-ng expressions, built once per path: by field name
     and, for a number, by list index."""
+    # Imported here: ``pooler check`` never fills a reference and need not load the parser.
+    from jsonpath_ng.parser import parse as jsonpath_parse  # noqa: PLC0415
+
     parts = []
     for part in path.split("."):
         # Quoting every name keeps words jsonpath would read as syntax ("*", "$", "a b") plain.
