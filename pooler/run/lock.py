@@ -80,14 +80,6 @@ class PoolLock:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
-    def note_task(self, task: str) -> None:
-        """Add the task this run works on, so a reader can tell that task's run alive or dead."""
-        if self._fd is None:
-            return
-        with contextlib.suppress(OSError):
-            size = os.fstat(self._fd).st_size
-            os.pwrite(self._fd, f"task {task}\n".encode(), size)
-
     @property
     def held(self) -> bool:
         return self._fd is not None
@@ -125,23 +117,3 @@ def _read_holder(fd: int) -> str:
     started = fields.get("started", "unknown")
     return f"pid {pid}, started {started}"
 
-
-def holder(path: Path) -> dict[str, str]:
-    """What a lock file says of the run holding it (``pid``, ``started``, ``task``); ``{}`` when free.
-
-    The kernel's ``flock`` is the truth: a file left with a pid by a killed run is not held.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return {}
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-            return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return {}
-    finally:
-        os.close(fd)

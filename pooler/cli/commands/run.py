@@ -168,11 +168,11 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
     locks = lock_dir(ctx.environ)
     with make_client(args, ctx, masking=False, need_token=True) as client, \
-            PoolLock(Path(args.pool), locks) as lock, OutLock(Path(args.out), locks), \
+            PoolLock(Path(args.pool), locks), OutLock(Path(args.out), locks), \
             Journal(journal_path) as journal, open_log(args.log) as log:
         say_what_resume_does(args, plan.pool, journal, ctx)
         note_sampled(args, journal, ctx)
-        sent = SentCounter(lock)
+        sent = SentCounter()
         screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
         reporter = FanOut([screen, sent])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
@@ -234,19 +234,16 @@ def say_what_resume_does(args: argparse.Namespace, pool: Pool, journal: Journal,
 
 
 class SentCounter(NullReporter):
-    """Counts the calls that left, so an error can tell a refused pool from a stopped one; and
-    writes the task's id into the pool's lock, so ``pooler runs`` can tell a live run from a dead one."""
+    """Counts the calls that left, so an error can tell a refused pool from a stopped one, and
+    keeps the task's id for the outcome document of a run that stopped."""
 
-    def __init__(self, lock: PoolLock | None = None) -> None:
+    def __init__(self) -> None:
         self.calls = 0
         self.task: str | None = None
-        self.pool_lock = lock
         self._lock = threading.Lock()
 
     def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
         self.task = task_id
-        if self.pool_lock is not None:
-            self.pool_lock.note_task(task_id)
 
     def step_started(self, step: Step, call: int) -> None:
         with self._lock:
