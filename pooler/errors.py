@@ -146,6 +146,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" - did you mean {close[0]}?" if close else ""
 
 
+def in_order(problems: Iterable[Problem], main: str) -> list[Problem]:
+    """How problems are told: the pool file's first, each file's by line and column (by step where
+    there are no positions); the same problem once."""
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0,
+                                         p.step or 0))
+
+
 @dataclass
 class ProblemList:
     """Collects problems so a check reports all of them at once."""

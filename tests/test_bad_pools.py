@@ -1,6 +1,7 @@
 """Every broken pool in tests/pools/ against the exact problems it must give, location included.
 
-Each file is loaded with ``load_pool`` and checked with ``check_pool``, as ``pooler check`` does;
+Each file is loaded with ``load_pool(partial=True)`` and compiled with ``compile_pool``, as ``pooler
+check`` does;
 the headlines (``file:line:column: message``) of all its problems are pinned, in order.
 """
 
@@ -13,6 +14,7 @@ from helpers import ROOT
 
 from pooler.errors import CheckFailed, InputError, PoolerError, Problem
 from pooler.pool.checks import check_pool
+from pooler.pool.compiler import compile_pool
 from pooler.pool.loader import load_pool
 
 POOLS = ROOT / "tests" / "pools"
@@ -192,6 +194,20 @@ EXPECTED: list[tuple[str, list[str]]] = [
         ('tests/pools/bad-row-outside.yaml:4:19: ${row.sku} in params.sku of step 1: only a step '
          'with for_each has a row - give the step for_each, or use a variable.'),
     ]),
+    ('bad-schema-and-meaning.yaml', [
+        ('tests/pools/bad-schema-and-meaning.yaml:2:7: Unknown mode [paralel] - did you mean parallel? '
+         'The mode is sequential or parallel.'),
+        ('tests/pools/bad-schema-and-meaning.yaml:4:25: Unknown key [sekret] in variable shop - did you '
+         'mean secret?'),
+        ('tests/pools/bad-schema-and-meaning.yaml:9:23: retry.attempts of step 1 must be a whole number, '
+         'not the text "3".'),
+        ('tests/pools/bad-schema-and-meaning.yaml:13:35: ${shopp} in params.name of step 2 names no '
+         'variable - did you mean shop?'),
+        ("tests/pools/bad-schema-and-meaning.yaml:14:11: into is the bare name of a job - [rates+eur] "
+         "holds '+'; use only letters, digits, _ and -."),
+        ('tests/pools/bad-schema-and-meaning.yaml:17:18: @crr.id names no step - it would be sent as '
+         'text. Did you mean @cur.id? Write @@crr.id to send a literal @.'),
+    ]),
     ('bad-serialize-on-path.yaml', [
         ('tests/pools/bad-serialize-on-path.yaml:2:15: serialize_on [order..ref] is not a dotted '
          'path into params - write it like contract or order.ref.'),
@@ -333,12 +349,13 @@ EXPECTED: list[tuple[str, list[str]]] = [
 
 
 def problems_of(name: str) -> list[Problem]:
-    """What ``pooler check`` reports for a pool file: the loader's refusals, else the checks'."""
+    """What ``pooler check`` reports for a pool file: the loader's problems and the compile step's
+    meaning problems together, in the file's order."""
     try:
-        pool = load_pool(f"tests/pools/{name}")
+        compile_pool(load_pool(f"tests/pools/{name}", partial=True), read_data=False)
     except PoolerError as exc:
         return list(exc.problems())
-    return check_pool(pool)
+    return []
 
 
 @pytest.fixture(autouse=True)

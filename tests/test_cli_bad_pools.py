@@ -33,6 +33,10 @@ AGAINST: dict[str, list[str]] = {
         ('tests/pools/bad-ref-no-field.yaml:8:18: The field [id] of the command [CmdRemove] takes '
          'int/json: "@cur" is not a whole number.'),
     ],
+    "bad-schema-and-meaning.yaml": [
+        ("tests/pools/bad-schema-and-meaning.yaml:17:29: The command [CmdRemove] has no field [colour]. "
+         "Its fields: id."),
+    ],
     "bad-row-in-chunk.yaml": [
         ("tests/pools/bad-row-in-chunk.yaml:5:14: The command [CmdAdd] has no field [note]. Its fields: "
          "goods."),

@@ -235,3 +235,99 @@ pool:
     assert proc.returncode == 2
     assert "give one key [g-***-A]" in proc.stdout
     assert "sekrit" not in proc.stdout + proc.stderr
+
+
+def problems_told(proc: subprocess.CompletedProcess[str], pool: Path) -> list[str]:
+    """The messages of the headlines ``pooler check`` printed for ``pool``, without the spot."""
+    return [line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith(f"{pool}:")]
+
+
+BROKEN_AND_WRONG = """\
+mode: paralel
+vars:
+  shop: {default: Main, sekret: true}
+pool:
+  - {name: first, ECHO, retry: {attempts: "3"}, params: {x: "${shop}"}}
+  - {ECHO, params: {id: "@first.id", y: "${shopp}"}, into: "a+b", extra: 1}
+  - {ECHO, params: {id: "@frist.id"}}
+"""
+#: The same pool with the schema's problems mended and the meaning problems left as they were.
+MENDED = """\
+mode: parallel
+vars:
+  shop: {default: Main, secret: true}
+pool:
+  - {name: first, ECHO, retry: {attempts: 3}, params: {x: "${shop}"}}
+  - {ECHO, params: {id: "@first.id", y: "${shopp}"}, into: "a+b"}
+  - {ECHO, params: {id: "@frist.id"}}
+"""
+
+
+def test_check_tells_the_schemas_problems_and_the_meaning_problems_in_one_report(tmp_path: Path) -> None:
+    # Once check stopped at the schema: mending those problems revealed new ones, stage after stage.
+    broken = write(tmp_path, "broken.yaml", BROKEN_AND_WRONG.replace("ECHO", ECHO))
+    first = pooler("check", str(broken))
+    assert first.returncode == 2
+    told = problems_told(first, broken)
+    assert [t[:34] for t in told] == [
+        "Unknown mode [paralel] - did you m",
+        "Unknown key [sekret] in variable s",
+        'retry.attempts of step 1 must be a',
+        "${shopp} in params.y of step 2 nam",
+        "into is the bare name of a job - [",
+        "Unknown key [extra] in step 2 - di",
+        "@frist.id names no step - it would",
+    ], first.stdout
+    mended = write(tmp_path, "mended.yaml", MENDED.replace("ECHO", ECHO))
+    second = problems_told(pooler("check", str(mended)), mended)
+    # Mending what was told reveals nothing new: what is left was told the first time.
+    assert second == [t for t in told if t in second]
+    assert len(second) == 3
+
+
+def test_dry_run_and_run_tell_the_same_whole_report_and_send_nothing(store: Store, tmp_path: Path) -> None:
+    broken = write(tmp_path, "broken.yaml", BROKEN_AND_WRONG.replace("ECHO", ECHO))
+    told = problems_told(pooler("check", str(broken)), broken)
+    for extra in (("--dry-run",), ()):
+        proc = run(store, tmp_path, broken, *extra)
+        assert proc.returncode == 2, proc.stderr
+        assert [p["message"] for p in json.loads(proc.stdout)["problems"]] == told
+    assert store.ops() == []
+
+
+def test_a_step_the_loader_cannot_read_still_answers_to_its_name(tmp_path: Path) -> None:
+    # Step 1 is broken; the steps after it that refer to it or take its rows are not told as wrong.
+    pool = write(tmp_path, "stand-in.yaml", f"""\
+pool:
+  - {{name: goods, {ECHO}, debug: "yes", into: goods}}
+  - {{{ECHO}, params: {{id: "@goods.id"}}}}
+  - {{{ECHO}, params: {{id: "${{row.id}}"}}, for_each: {{step: goods, table: goods}}, key: "g-${{row.id}}"}}
+""")
+    proc = pooler("check", str(pool))
+    assert problems_told(proc, pool) == ['debug of step 1 must be true or false, not the text "yes".']
+
+
+def test_vars_that_are_no_mapping_are_told_alone(tmp_path: Path) -> None:
+    # With the declarations unreadable, every ${name} would be told as naming no variable: noise.
+    pool = write(tmp_path, "vars-list.yaml", f"""\
+vars: [shop]
+pool:
+  - {{{ECHO}, params: {{x: "${{shop}}"}}}}
+""")
+    proc = pooler("check", str(pool))
+    assert problems_told(proc, pool) == ["vars must be an object, not a list."]
+
+
+def test_a_params_source_that_cannot_be_read_leaves_its_step_to_that_problem(tmp_path: Path) -> None:
+    write(tmp_path, "fields.json", "[1, 2]")
+    pool = write(tmp_path, "source.yaml", f"""\
+mode: paralel
+pool:
+  - {{{ECHO}, params_source: fields.json, for_each: {{file: rows.csv, chunk: 10}}}}
+""")
+    proc = pooler("check", str(pool))
+    # The step's own checks wait for its fields; its data file is a problem of its own.
+    assert [t[:40] for t in problems_told(proc, pool)] == [
+        "Unknown mode [paralel] - did you mean pa", f"No such file: {tmp_path}/rows.csv"[:40]]
+    assert f"{tmp_path}/fields.json:1:1: {tmp_path}/fields.json holds no object of fields" in proc.stdout
+    assert proc.stdout.rstrip().endswith("3 problems in 1 of 1 file")

@@ -32,6 +32,8 @@ def check_against(pool: Pool, tools: list[dict[str, Any]]) -> list[Problem]:
             named.setdefault(step.name.lower(), step)
     problems: list[Problem] = []
     for step in pool.steps:
+        if not step.unit or not step.command:
+            continue  # told by the loader: a step needs unit and command (a partial load keeps it)
         tool = units.get(step.unit.upper())
         if tool is None:
             hint = did_you_mean(step.unit, unit_names)

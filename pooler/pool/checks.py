@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import PurePath
 from typing import Any
 
-from pooler.errors import PoolerError, Problem, did_you_mean
+from pooler.errors import PoolerError, Problem, did_you_mean, in_order
 from pooler.pool.against import check_against
 from pooler.pool.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.pool.positions import KEY
@@ -41,7 +41,7 @@ def check_pool(pool: Pool, variables: Mapping[str, Any] | None = None) -> list[P
     named = steps_by_name(pool)
     for step in pool.steps:
         problems.extend(_check_step(pool, step, named))
-    return _in_order(problems, pool.file)
+    return in_order(problems, pool.file)
 
 
 def check_options(pool: Pool, *, variables: Mapping[str, Any] | None = None) -> list[Problem]:
@@ -258,8 +258,3 @@ def data_format(each: ForEach) -> str | None:
         return each.format.lower()
     suffix = PurePath(each.file).suffix.lower() if isinstance(each.file, str) else ""
     return BY_EXTENSION.get(suffix)
-
-
-def _in_order(problems: list[Problem], main: str) -> list[Problem]:
-    unique = list(dict.fromkeys(problems))
-    return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0))

@@ -1,8 +1,9 @@
 """The one compile step: a loaded pool, its variables and data files become a ``Plan``, or every
 problem at once, each at its file:line:column.
 
-The stages, in order: the loader (YAML/JSON with positions, the schema, the seed's refusals; a
-pool that cannot be loaded stops there), the meaning checks (``checks``), the variables, the
+The stages, in order: the loader (YAML/JSON with positions, the schema, the seed's refusals; loaded
+with ``partial=True`` a pool with such problems comes here with them, and they are told together
+with the rest), the meaning checks (``checks``), the variables, the
 store's tools (``--against``), the data files (where, their fields, and read whole their rows and
 keys).  ``check``, ``run --dry-run``, ``run`` and the MCP server's ``tool_pool`` all build their
 plan here, so what one accepts the others accept.
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pooler.errors import CheckFailed, PoolerError, Problem, UsageError
+from pooler.errors import CheckFailed, PoolerError, Problem, UsageError, in_order
 from pooler.pool.against import check_against
 from pooler.pool.checks import check_pool
 from pooler.pool.datafiles import DataFile, data_path, locate, read_whole
@@ -64,7 +65,9 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     ``data_files=False`` leaves the ``for_each`` files alone (neither located nor read): a runner
     joining a shared task gets its rows from the PostgreSQL journal, not from a file of its own.
     """
-    problems: list[Problem] = []
+    problems: list[Problem] = list(pool.problems)
+    if not pool.readable:
+        raise CheckFailed(problems)
     variables: Variables | None = None
     if values is not None:
         variables = Variables(values=dict(values))
@@ -76,17 +79,18 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
         words = words_of_data(pool)
         meaning = [p for p in meaning if not any(p.step == num and p.message.startswith(text)
                                                  for num, text in words)]
-    problems.extend(meaning)
+    # A step the loader could not read speaks through its loader problems alone.
+    problems.extend(p for p in meaning if p.step not in pool.broken)
     if data_files:
         data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
                                           fields=checks)
     else:
         # The files a call's params name are still read by this process, when it sends the call.
         data, data_problems = {}, [p for step in pool.steps for p in _jsonl_fields(pool, step)]
-    problems = _in_order([*problems, *data_problems], pool.file)
+    problems = in_order([*problems, *data_problems], pool.file)
     if tools is not None:
         # The store's word on each step comes after what the pool itself says, in the store's order.
-        problems.extend(check_against(pool, tools))
+        problems.extend(p for p in check_against(pool, tools) if p.step not in pool.broken)
     if problems:
         raise CheckFailed(list(dict.fromkeys(problems)))
     return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks and data_files,
@@ -177,8 +181,3 @@ def words_of_data(pool: Pool) -> set[tuple[int, str]]:
             if parsed is None or parsed[0].lower() not in earlier:
                 found.add((step.num, text))
     return found
-
-
-def _in_order(problems: list[Problem], main: str) -> list[Problem]:
-    unique = list(dict.fromkeys(problems))
-    return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0))

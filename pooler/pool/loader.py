@@ -9,10 +9,11 @@ seed's refusals together (``CheckFailed`` with all of them), then the model is b
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from pooler.errors import CheckFailed, InputError, Problem
+from pooler.errors import CheckFailed, InputError, Problem, in_order
 from pooler.pool.documents import MAX_BYTES, Document, parse_text, read_document, read_text
 from pooler.pool.marks import LazyPositions
 from pooler.pool.model import (
@@ -24,6 +25,7 @@ from pooler.pool.model import (
     Source,
     Step,
     Variable,
+    format_path,
 )
 from pooler.pool.positions import KEY
 from pooler.pool.schema_problems import kind_of, schema_problems
@@ -33,12 +35,18 @@ OPTION_NAMES: tuple[str, ...] = (
 )
 
 
-def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Pool:
+def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES, partial: bool = False) -> Pool:
     """Load a pool file.  ``InputError`` when it cannot be read or parsed, ``CheckFailed`` with every
-    structural problem (the schema's and the seed's refusals) when it is not a pool."""
+    structural problem (the schema's and the seed's refusals) when it is not a pool.
+
+    With ``partial`` a pool whose list of steps could be read is returned despite its structural
+    problems: they ride in ``Pool.problems``, the steps they leave unreadable stand in by name only
+    (``Pool.broken``), and ``compile_pool`` tells them together with the meaning problems of the
+    rest, so one check shows everything that is wrong.
+    """
     file = str(path)
     doc = read_document(Path(path), file, max_bytes=max_bytes)
-    return _Loader(file, Path(path).parent, max_bytes).load(doc.value, doc.source)
+    return _Loader(file, Path(path).parent, max_bytes).load(doc.value, doc.source, partial=partial)
 
 
 def load_pool_value(value: Any, *, file: str = "<pool>", base: Path) -> Pool:
@@ -55,8 +63,12 @@ class _Loader:
         self.max_bytes = max_bytes
         self.problems: list[Problem] = []
         self.schema_later: list[Problem] = []
+        #: Steps that stand in by name only (``Pool.broken``).
+        self.broken: set[int] = set()
+        #: The paths of the problems told about each step, by step number.
+        self.told: dict[int, list[str]] = {}
 
-    def load(self, value: Any, source: Source) -> Pool:
+    def load(self, value: Any, source: Source, *, partial: bool = False) -> Pool:
         if not isinstance(value, dict):
             raise CheckFailed([self.not_a_pool(value, source)])
         schema_found = schema_problems(value, source)
@@ -70,21 +82,30 @@ class _Loader:
                 f"pool must be a list of steps, not {kind_of(steps_value)}.", ("pool",)))
         # The seed's refusals come first where nothing else orders them (values without positions).
         self.problems.extend(schema_found)
-        if self.problems:
-            raise CheckFailed(_in_order(self.problems, self.file))
-        steps = [self.step(i, raw, steps_source, (*steps_at, i), steps_base)
+        if self.problems and not (partial and isinstance(steps_value, list)):
+            raise CheckFailed(in_order(self.problems, self.file))
+        for found in self.problems:
+            if found.step is not None and found.path:
+                self.told.setdefault(found.step, []).append(found.path)
+        steps = [self.read_step(i, raw, steps_source, (*steps_at, i), steps_base)
                  for i, raw in enumerate(steps_value)]
-        if self.problems:
-            raise CheckFailed(_in_order(self.problems, self.file))
+        if self.problems and not partial:
+            raise CheckFailed(in_order(self.problems, self.file))
+        wrong = {p.path for p in self.problems if p.step is None and p.path}
+        declared = value.get("vars")
+        options = {name for name in OPTION_NAMES if name in value and not _under(wrong, name)}
         return Pool(
             file=self.file,
             steps=steps,
-            options=_options(value),
+            options=_options({name: value[name] for name in options}),
             description=str(value.get("description", "")),
-            variables=_variables(value.get("vars") or {}),
+            variables=_variables(declared, wrong) if isinstance(declared, dict) else {},
             source=source,
-            options_set=frozenset(name for name in OPTION_NAMES if name in value),
+            options_set=frozenset(options),
             base=str(self.base),
+            problems=tuple(in_order(self.problems, self.file)),
+            broken=frozenset(self.broken),
+            readable=declared is None or isinstance(declared, dict),
         )
 
     def not_a_pool(self, value: Any, source: Source) -> Problem:
@@ -185,6 +206,19 @@ class _Loader:
                     f"Two steps are named [{name}] - steps {first} and {num}; give each step its own name "
                     "(case is not told apart).", (*here, "name"), step=num))
 
+    def read_step(self, i: int, raw: Any, source: Source, at: JsonPath, base: Path) -> Step:
+        """The step at ``at``; where a problem was told about one of its fields, the step is read
+        without that field, so the rest of it is still checked (a partial load).  A step that is no
+        mapping, or whose ``for_each`` is wrong (the rest of a step is read in its light), stands in
+        by its name alone."""
+        prefix, paths = format_path(at), self.told.get(i + 1, [])
+        told = {key for key in (raw if isinstance(raw, dict) else {})
+                if any(_under_path(path, f"{prefix}.{key}") for path in paths)}
+        if not isinstance(raw, dict) or "for_each" in told:
+            self.broken.add(i + 1)
+            return _stand_in(i, raw, source, at)
+        return self.step(i, {k: v for k, v in raw.items() if k not in told}, source, at, base)
+
     def step(self, i: int, raw: dict[str, Any], source: Source, at: JsonPath, base: Path) -> Step:
         params: dict[str, Any] = dict(raw.get("params") or {})
         if "params_source" in raw and raw.get("params") is None:
@@ -193,8 +227,8 @@ class _Loader:
         each = raw.get("for_each")
         return Step(
             num=i + 1,
-            unit=str(raw["unit"]).strip(),
-            command=str(raw["command"]).strip(),
+            unit=str(raw.get("unit") or "").strip(),
+            command=str(raw.get("command") or "").strip(),
             name=str(raw.get("name") or ""),
             params=params,
             debug=bool(raw.get("debug", False)),
@@ -209,6 +243,8 @@ class _Loader:
 
     def params_from(self, name: str, base: Path, source: Source, at: JsonPath) -> dict[str, Any]:
         doc = self.read_json(name, base, source, (*at, "params_source"))
+        if doc is None or not isinstance(doc.value, dict):
+            self.broken.add(_step_num(at) or 0)
         if doc is None:
             return {}
         if not isinstance(doc.value, dict):
@@ -234,6 +270,30 @@ def _step_num(at: JsonPath) -> int | None:
     return None
 
 
+def _stand_in(i: int, raw: Any, source: Source, at: JsonPath) -> Step:
+    """A step the loader could not read, kept by its name so the steps after it that refer to it
+    are checked as they will be once it is mended; its own meaning problems wait for that."""
+    fields = raw if isinstance(raw, dict) else {}
+    name = fields.get("name")
+
+    def text(key: str) -> str:
+        found = fields.get(key)
+        return found.strip() if isinstance(found, str) else ""
+
+    return Step(num=i + 1, unit=text("unit"), command=text("command"),
+                name=name if isinstance(name, str) and "." not in name else "",
+                path=(*at, i), source=source)
+
+
+def _under(paths: Collection[str], name: str) -> bool:
+    """Whether one of the problems' paths is ``name`` or below it."""
+    return any(_under_path(p, name) for p in paths)
+
+
+def _under_path(path: str, name: str) -> bool:
+    return path == name or path.startswith((f"{name}.", f"{name}["))
+
+
 def _options(value: dict[str, Any]) -> Options:
     defaults = Options()
     return Options(
@@ -245,11 +305,15 @@ def _options(value: dict[str, Any]) -> Options:
     )
 
 
-def _variables(raw: dict[str, Any]) -> dict[str, Variable]:
-    """Declarations; a bare value is the default, and a bare null declares one with no default."""
+def _variables(raw: dict[str, Any], wrong: Collection[str] = ()) -> dict[str, Variable]:
+    """Declarations; a bare value is the default, and a bare null declares one with no default.
+    A declaration with a problem (``wrong`` holds the problems' paths) is kept as declared, with an
+    empty default, so the templates that use it are not told as naming no variable."""
     out: dict[str, Variable] = {}
     for name, spec in raw.items():
-        if isinstance(spec, dict):
+        if _under(wrong, f"vars.{name}"):
+            out[name] = Variable(name=name, has_default=True, default="")
+        elif isinstance(spec, dict):
             out[name] = Variable(
                 name=name,
                 description=str(spec.get("description", "")),
@@ -261,11 +325,3 @@ def _variables(raw: dict[str, Any]) -> dict[str, Variable]:
         else:
             out[name] = Variable(name=name, has_default=spec is not None, default=spec)
     return out
-
-
-def _in_order(problems: list[Problem], main: str) -> list[Problem]:
-    """The pool file's problems first, each file's by line and column (by step when there are no
-    positions); the same problem once."""
-    unique = list(dict.fromkeys(problems))
-    return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0,
-                                         p.step or 0))

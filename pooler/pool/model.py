@@ -180,6 +180,14 @@ class Pool:
     #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
     #: file's own folder.  A pool built in memory has no folder of its own to go by.
     base: str | None = None
+    #: What the loader found wrong (``load_pool(..., partial=True)``): the compile step tells it
+    #: together with the meaning problems, so one check shows everything.
+    problems: tuple[Problem, ...] = ()
+    #: The steps (by number) those problems leave unreadable: they stand in the pool by name only.
+    broken: frozenset[int] = frozenset()
+    #: False when the pool's declarations cannot be read (``vars`` is not a mapping): then only
+    #: ``problems`` are told, since every meaning check would speak from a wrong premise.
+    readable: bool = True
 
     def data_folder(self) -> Path:
         """The folder the pool's relative data files are read from: the loader's, else the file's."""

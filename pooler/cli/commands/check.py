@@ -62,7 +62,7 @@ def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | N
     variables (with ``inputs``), data files (every row with ``data``), the store's tools when given.
     Secret variables join ``redactor``, as a run's do, so no problem shows one."""
     try:
-        pool = load_pool(Path(path))
+        pool = load_pool(Path(path), partial=True)
     except PoolerError as exc:
         return list(exc.problems())
     if inputs is not None and redactor is not None:

@@ -128,7 +128,7 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
 def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
     """Load the pool, apply the flags, and compile it with its variables and data files: the plan
     the run carries out, or every problem at once."""
-    pool = apply_overrides(load_pool(Path(args.pool)), args, ctx)
+    pool = apply_overrides(load_pool(Path(args.pool), partial=True), args, ctx)
     inputs = variable_inputs(args, ctx)
     # A runner of a shared task (PostgreSQL journal) needs no data file: the runner that plans the
     # task reads the rows (shared_plan) and the others take them from the journal.
