@@ -13,7 +13,8 @@ from helpers import Store, answer_of, pooler
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
-from pooler.run.journal import CallId, Journal
+from pooler.run.journal import Journal
+from pooler.run.journal_records import CallId
 from pooler.run.journal_timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN

@@ -21,7 +21,7 @@ from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
 from pooler.pool.rows import chunks, iter_rows
-from pooler.run.call import StepPlan, serial_value
+from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.executor import step_plan
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).

@@ -18,10 +18,11 @@ from typing import Any, cast
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
 from pooler.pool.model import Options, Pool
-from pooler.run.call import Call, CallRunner, Outcome, Prepared
+from pooler.run.call import CallRunner
+from pooler.run.callplan import Call, Outcome, Prepared
 from pooler.run.events import NullReporter, Reporter
 from pooler.run.executor import RunConfig, pool_base
-from pooler.run.journal import pool_identity
+from pooler.run.journal_records import pool_identity
 from pooler.shared.answer import steps_doc, task_answer
 from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
 from pooler.shared.lease import Lease, LeaseLost
