@@ -64,10 +64,15 @@ class Journal:
             own_file(self._db, target)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
+            # In one write transaction: processes opening a new or older journal at the same moment
+            # take turns, so a column is never added twice ("duplicate column name").
+            self._db.executescript(f"BEGIN IMMEDIATE;\n{SCHEMA}")
             upgrade(self._db)
             migrate(self._db)
+            self._db.execute("COMMIT")
         except (sqlite3.Error, JournalError) as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             self._db.close()
             if isinstance(exc, JournalError):
                 raise
