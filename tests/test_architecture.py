@@ -55,7 +55,7 @@ def test_the_architecture_doc_lists_no_module_that_is_gone() -> None:
 
 def test_the_top_level_shows_the_stages() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert {"pool", "run", "client", "cli", "mcp", "store", "report", "shared"} <= packages
+    assert {"pool", "run", "client", "cli", "mcp", "store", "report", "shared", "contract"} <= packages
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     # Only the public API, the entry points and the leaf modules every stage shares stay loose.
     assert len(loose) <= 10, loose
@@ -70,6 +70,19 @@ def test_every_module_is_small(module: str) -> None:
 @pytest.mark.parametrize("module", [m for m in modules() if m.startswith("client/")])
 def test_the_client_never_imports_the_store(module: str) -> None:
     assert not [n for n in imports_of(PACKAGE / module) if n.startswith("pooler.store")]
+
+
+@pytest.mark.parametrize("module", [m for m in modules() if m.startswith(("pool/", "run/", "contract/"))])
+def test_the_pool_the_run_and_the_contract_never_import_the_store(module: str) -> None:
+    # What they share with the store (declarations, field types) is in contract/, imported by both.
+    assert not [n for n in imports_of(PACKAGE / module) if n.startswith("pooler.store")]
+
+
+def test_the_readmes_layout_names_every_package() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `pooler/(\w+)/` \|", readme, re.M))
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert table == packages
 
 
 @pytest.mark.parametrize("module", [m for m in modules() if m.startswith(("run/", "pool/", "client/"))])

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import Store, answer_of, pooler, start_store
+
+from pooler.exits import ExitStatus
+from pooler.run.lock import OutLock, lock_dir
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +149,20 @@ def test_an_unreachable_store_exits_1(tmp_path: Path) -> None:
     proc = pooler("call", "MELBIS_AGENT_TEST", "CmdEcho", "--store", "http://127.0.0.1:9")
     assert proc.returncode == 1
     assert proc.stderr.strip() == "pooler: cannot reach the store at http://127.0.0.1:9/: connection refused"
+
+
+def test_a_call_into_the_out_of_a_running_pool_is_refused_unsent(store: Store, tmp_path: Path) -> None:
+    # A run holds the --out lock while it writes its tables; a call would write between them.
+    state = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    with OutLock(tmp_path / "out", lock_dir(state)):
+        proc = pooler("call", "MELBIS_AGENT_TEST", "CmdEcho", "--store", store.url, "--out",
+                      str(tmp_path / "out"), env={"POOLER_TOKEN": store.token, **state}, cwd=tmp_path)
+    assert proc.returncode == ExitStatus.LOCKED, proc.stderr
+    assert f"another run writes its tables to --out {tmp_path / 'out'} (pid {os.getpid()}, " in proc.stderr
+    assert "this call sent nothing - give it an --out of its own, or wait for that run to end." in proc.stderr
+    assert store.ops() == []
+    # Once the run has ended, the call goes.
+    again = pooler("call", "MELBIS_AGENT_TEST", "CmdEcho", "--store", store.url, "--out",
+                   str(tmp_path / "out"), env={"POOLER_TOKEN": store.token, **state}, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert len(store.ops()) == 1

@@ -27,7 +27,8 @@ from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, start_store
 from pooler.client.http import ToolRunClient
 from pooler.pool.loader import load_pool
 from pooler.run.executor import RunConfig, run_pool
-from pooler.run.journal import FINAL_STATUSES, Journal
+from pooler.run.journal import Journal
+from pooler.run.journal_records import FINAL_STATUSES
 from pooler.store.faults import GARBAGE
 
 TEST = "MELBIS_AGENT_TEST"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import signal
 import sqlite3
@@ -10,11 +11,14 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from test_keys_tasks import OLD_SCHEMA
 
 from pooler.errors import JournalError
-from pooler.run.journal import CallId, Journal, default_journal_path
+from pooler.run.journal import Journal
+from pooler.run.journal_records import CallId, default_journal_path
 
 
 def ids(task: str, num: int, key: str | None, row: int | None = None, run: int = 1) -> CallId:
@@ -142,7 +146,8 @@ def test_commits_survive_a_kill(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
     code = (
         "import os, signal, sys\n"
-        "from pooler.run.journal import Journal, CallId\n"
+        "from pooler.run.journal import Journal\n"
+        "from pooler.run.journal_records import CallId\n"
         "j = Journal(sys.argv[1])\n"
         "t = j.new_task(sys.argv[2], 'killed')\n"
         "r = j.record_sent(CallId(t, 1, 1, None, 'k1', 'killed-1-1'))\n"
@@ -193,3 +198,34 @@ def test_an_unwritable_place_is_a_journal_error(tmp_path: Path) -> None:
     assert caught.value.message.startswith(f"cannot create the journal {blocker / 'j.sqlite'}: ")
     assert caught.value.message.endswith(" - give another file with --journal.")
     assert blocker.read_text() == "x"
+
+
+def _open_at_the_barrier(path: str, barrier: Any, errors: Any) -> None:
+    barrier.wait()
+    try:
+        Journal(path).close()
+    except JournalError as exc:
+        errors.put(exc.message)
+
+
+@pytest.mark.parametrize("made", ["new", "older"])
+def test_processes_opening_one_journal_at_once_all_open_it(tmp_path: Path, made: str) -> None:
+    # Each opener adds the columns a journal lacks: without taking turns, the second ALTER TABLE
+    # failed with "duplicate column name" and its run was refused.
+    path = tmp_path / "j.sqlite"
+    if made == "older":
+        db = sqlite3.connect(path)
+        db.executescript(OLD_SCHEMA)
+        db.close()
+    context = multiprocessing.get_context("fork")
+    barrier, errors = context.Barrier(8), context.Queue()
+    openers = [context.Process(target=_open_at_the_barrier, args=(str(path), barrier, errors))
+               for _ in range(8)]
+    for opener in openers:
+        opener.start()
+    for opener in openers:
+        opener.join(60)
+    assert [opener.exitcode for opener in openers] == [0] * 8
+    assert errors.empty(), errors.get()
+    with Journal(path) as journal:
+        assert journal.new_task("/p.yaml", "t") == "t"

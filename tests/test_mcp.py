@@ -462,6 +462,11 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
             assert await refusal({"pool": [{**step, "for_each": {"file": "a.csv"}, "key": "${row.a}"}]}) == (
                 "Step 1 runs over rows (for_each) - a tool_pool call runs one call per step, at most 200; "
                 "list the calls as steps, or run the pool file with `pooler run`.")
+            # The seed's refusal and a meaning problem of another step come in one answer.
+            dotted, unknown = {**step, "name": "a.b"}, {**step, "params": {"x": "${nope}"}}
+            assert await refusal({"pool": [dotted, unknown]}) == (
+                "The name of step 1 carries a dot - @a.b.field would read it as a path; name it a_b.\n"
+                "${nope} in params.x of step 2 names no variable - declare it under vars.")
             assert await refusal({"pool": [step], "pools": []}) == (
                 "tool_pool takes no argument [pools] - did you mean pool? - it takes: pool, pool_source, "
                 "mode, max_concurrency, serialize_on, stop_on_error, include_results, task.")

@@ -9,17 +9,15 @@ import pytest
 from helpers import Store
 from poolkit import TEST, echo, make_pool, ops_of, run, step
 
-from pooler.pool.references import (
-    Ref,
-    RefMissing,
-    RefUnavailable,
-    apply_refs,
-    find_refs,
-    parse_ref,
-    refs_to,
-    resolve,
-    unescape_all,
-)
+from pooler.pool.paramplan import plan_params
+from pooler.pool.references import Ref, RefMissing, RefUnavailable, find_refs, parse_ref, refs_to
+
+
+def resolve(params: Any, details: dict[str, Any], known: set[str]) -> Any:
+    """What ``params`` become in a call: the run's own plan of them, filled with ``details`` (the
+    earlier steps' details by lower-case name), no variables in scope."""
+    return plan_params({"v": params}, known).fill({}, details)["v"]
+
 
 DETAIL = {"id": 12, "price": 9.5, "ok": True, "none": None, "row": {"id": 5, "sku": "A-1"},
           "items": [{"id": 1}, {"id": 2, "tags": ["x", "y"]}], "by_num": {"1": {"id": 9}},
@@ -77,7 +75,7 @@ def test_a_double_at_is_a_literal_at() -> None:
     assert resolve("@@cur.id", {"cur": DETAIL}, {"cur"}) == "@cur.id"
     assert resolve(["@@", "@@@x"], {}, set()) == ["@", "@@x"]
     assert parse_ref("@@cur.id") is None
-    assert unescape_all({"a": ["@@b.c", "@d.e"], "f": 1}) == {"a": ["@b.c", "@d.e"], "f": 1}
+    assert resolve({"a": ["@@b.c", "@d.e"], "f": 1}, {}, set()) == {"a": ["@b.c", "@d.e"], "f": 1}
 
 
 def test_a_field_the_detail_lacks_is_refused_with_the_seed_text() -> None:
@@ -100,12 +98,13 @@ def test_find_refs_names_every_reference_and_where_it_stands() -> None:
     assert [r.text for r in refs_to(params, {"two"})] == ["@two.row.0"]
 
 
-def test_apply_refs_puts_values_where_the_references_stood() -> None:
-    raw = {"id": "@cur.id", "list": ["@cur.row", "keep"], "n": "${row.n}"}
-    refs = refs_to(raw, {"cur"})
-    filled = {"id": "@cur.id", "list": ["@cur.row", "keep"], "n": 3}
-    assert apply_refs(filled, refs, {"cur": DETAIL}) == {"id": 12, "list": [DETAIL["row"], "keep"], "n": 3}
-    assert apply_refs(filled, [], {"cur": DETAIL}) is filled
+def test_a_reference_is_filled_beside_a_template_and_neither_reads_the_others_value() -> None:
+    raw = {"id": "@cur.id", "list": ["@cur.row", "keep"], "n": "${row.n}", "m": "${row.m}"}
+    # A row's value that looks like a reference is data, and so is a detail's value like a template.
+    scope = {"row": {"n": 3, "m": "@cur.id"}}
+    detail = {**DETAIL, "row": "${row.n}"}
+    assert plan_params(raw, {"cur"}).fill(scope, {"cur": detail}) == {
+        "id": 12, "list": ["${row.n}", "keep"], "n": 3, "m": "@cur.id"}
 
 
 # Against the store

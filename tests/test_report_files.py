@@ -13,7 +13,8 @@ from helpers import Store, answer_of, pooler
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
-from pooler.run.journal import CallId, Journal
+from pooler.run.journal import Journal
+from pooler.run.journal_records import CallId
 from pooler.run.journal_timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
@@ -146,6 +147,26 @@ def test_a_killed_run_reports_its_unanswered_call_in_doubt(tmp_path: Path) -> No
     assert [(b["data-lane"], b["class"]) for b in page.having("rect", "bar")] == [
         ("1", "tip bar completed"), ("2", "tip bar in_doubt")]
     assert any("answered no answer recorded" in t for t in page.titles)
+
+
+def test_a_few_calls_within_one_millisecond_stay_bars_with_their_details(tmp_path: Path) -> None:
+    # The journal keeps milliseconds: quick calls of a quick run have no width at all.  Added up
+    # into cells, they lost their hover details; a few of them are still drawn one bar each.
+    path = tmp_path / "journal.sqlite"
+    with Journal(path) as journal:
+        task = journal.new_task(tmp_path / "p.yaml", "quick")
+        for row in range(3):
+            journal.record(CallId(task, 1, 1, row, f"k{row}", f"quick-1-{row}-1", lane=row % 2),
+                           "completed", {"num": 1, "row": row, "message": f"added {row}"}, sent=True)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE calls SET sent_ms = 1000, done_ms = 1000")
+    report = tmp_path / "r.html"
+    assert pooler("show", "quick", "--journal", str(path), "--html", str(report)).returncode == 0
+    page = Elements(report.read_text(encoding="utf-8"))
+    assert page.having("svg", "tl", data_mode="bars")
+    assert len(page.having("rect", "bar")) == 3
+    shown = sorted(t.rsplit("\n", 1)[-1] for t in page.titles if "key k" in t)
+    assert shown == ["added 0", "added 1", "added 2"]
 
 
 def test_a_task_run_twice_shows_each_run_newest_first(store_factory: Any, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, step
 
 from pooler.pool.model import ForEach
 from pooler.run.answer import MAX_FAILURES
-from pooler.run.journal import DONE, Journal
+from pooler.run.journal import Journal
+from pooler.run.journal_records import DONE
 
 IMPORT = "MELBIS_AGENT_IMPORT_GOODS"
 ROW_KEYS = ("total", "completed", "skipped", "failed", "in_doubt", "not_run")

@@ -184,3 +184,39 @@ def test_a_read_timeout_not_shorter_than_the_lease_is_refused(store: Store, url:
     assert err == f"pooler: {message}\npooler: refused before the first step; nothing was sent.\n"
     assert sleep_ops(store) == []
     assert query(url, "SELECT count(*) FROM tasks")[0][0] == 0
+
+
+def test_the_planning_runner_reads_data_files_by_the_rules_of_any_run(store: Store, url: str,
+                                                                    tmp_path: Path) -> None:
+    # A dated Latin-1 feed with ";" between fields: the name takes a variable, the file its options.
+    feed = tmp_path / "feeds" / "2026-12-01.csv"
+    feed.parent.mkdir()
+    feed.write_bytes("sku;name\nA-1;Crème\nB-2;Käse\n".encode("latin-1"))
+    pool = write_pool(tmp_path, [
+        "vars: {date: null}", "pool:",
+        "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {sku: '${row.sku}', name: '${row.name}'},",
+        "     key: 'g-${row.sku}',",
+        "     for_each: {file: 'feeds/${date}.csv', delimiter: ';', encoding: latin-1}}"])
+    runner = start_runner(pool, store, url, "feed", tmp_path / "out", "--var", "date=2026-12-01")
+    code, answer, err = finish(runner)
+    assert code == 0, err
+    assert answer is not None
+    assert (answer["status"], answer["succeeded"]) == ("completed", 2)
+    assert [op["params"] for op in store.ops()] == [{"sku": "A-1", "name": "Crème"},
+                                                    {"sku": "B-2", "name": "Käse"}]
+
+
+def test_an_empty_feed_refuses_a_shared_run_before_the_task_exists(store: Store, url: str,
+                                                                    tmp_path: Path) -> None:
+    rows = tmp_path / "rows.csv"
+    rows.write_text("sku,name\n")
+    pool = write_pool(tmp_path, [
+        "pool:",
+        "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {sku: '${row.sku}'}, key: 'g-${row.sku}',",
+        "     for_each: {file: rows.csv}}"])
+    code, _, err = finish(start_runner(pool, store, url, "empty", tmp_path / "out"))
+    assert code == 2, err
+    assert f"for_each of step 1 has no rows: the file {rows} is empty" in err
+    assert "Traceback" not in err
+    assert store.ops() == []
+    assert query(url, "SELECT 1 FROM tasks WHERE id = 'empty'") == []

@@ -136,7 +136,7 @@ class PoolRuns:
         confine(source, self.out, "pool_source")
         # Relative paths in the steps start from the store folder: the loader keeps it as the
         # pool's base, and the executor reads the files the steps name from there.
-        pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out)
+        pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out, partial=True)
         check_loaded(pool)
         # The compile step of every other way to run a pool, with the seed's words of data.
         return compile_pool(pool, values={}, seed_words=True), task

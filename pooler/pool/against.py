@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pooler.contract.fieldtypes import CastError, cast
 from pooler.errors import Problem, did_you_mean
-from pooler.fieldtypes import CastError, cast
 from pooler.pool.model import Pool, Step
 from pooler.pool.positions import KEY
 from pooler.pool.references import parse_ref

@@ -90,7 +90,10 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     problems = in_order([*problems, *data_problems], pool.file)
     if tools is not None:
         # The store's word on each step comes after what the pool itself says, in the store's order.
-        problems.extend(p for p in check_against(pool, tools) if p.step not in pool.broken)
+        # A step the loader told about is not what its author meant yet: the store's word on it
+        # (a field "missing" from params the loader could not read) would only be noise.
+        told = {p.step for p in pool.problems}
+        problems.extend(p for p in check_against(pool, tools) if p.step not in told)
     if problems:
         raise CheckFailed(list(dict.fromkeys(problems)))
     return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks and data_files,

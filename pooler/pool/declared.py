@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pooler.contract.declarations import load_folder, tool_of
 from pooler.errors import InputError
 
 SAVED = ("a saved tool_list ('pooler tools --json > shop-tools.json'), a folder of *.json "
@@ -25,9 +26,6 @@ def is_declarations(source: str) -> bool:
 
 def load_declarations(source: str) -> list[dict[str, Any]]:
     """The tools the files declare, as tool_list lists them (``granted`` only where the file says)."""
-    # The store reads the same declarations; imported only when a check is given some.
-    from pooler.store.registry import load_folder, tool_of  # noqa: PLC0415
-
     path = Path(source).expanduser()
     if path.is_dir():
         tools = load_folder(path)

@@ -49,11 +49,11 @@ def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES, partial: bool = F
     return _Loader(file, Path(path).parent, max_bytes).load(doc.value, doc.source, partial=partial)
 
 
-def load_pool_value(value: Any, *, file: str = "<pool>", base: Path) -> Pool:
+def load_pool_value(value: Any, *, file: str = "<pool>", base: Path, partial: bool = False) -> Pool:
     """The same from a value in memory (JSON arguments of an MCP call); no positions.
     ``base`` is the folder a relative ``pool_source``/``params_source`` is read from, and (kept as
     ``Pool.base``) the one the executor reads the steps' data files from."""
-    return _Loader(file, base, MAX_BYTES).load(value, Source(file=file))
+    return _Loader(file, base, MAX_BYTES).load(value, Source(file=file), partial=partial)
 
 
 class _Loader:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import PoolerError
-from pooler.pool.jsonmap import map_strings
 from pooler.pool.model import JsonPath
 
 #: What a reference looks like: ``@`` + a name without a dot + ``.`` + the path in the detail.
@@ -103,84 +102,6 @@ def _walk_refs(value: Any, where: JsonPath) -> Iterator[Ref]:
 def refs_to(params: Any, known: Collection[str]) -> list[Ref]:
     """The references in ``params`` to the ``known`` steps (lower-case names): the rest is data."""
     return [ref for ref in _walk_refs(params, ()) if ref.key in known]
-
-
-def resolve(params: Any, details: Mapping[str, Any], known: Collection[str]) -> Any:
-    """``params`` with every reference to a known earlier step replaced by the value it names.
-
-    ``details`` holds the detail of every step done, by lower-case name; ``known`` the lower-case
-    names of the steps before this one.  Containers are copied only where something changed, so a
-    call without references costs one walk and no copies.  Raises ``RefMissing`` for a field the
-    detail lacks and ``RefUnavailable`` for a known step that has no detail.
-    """
-    return _resolve(params, details, known)
-
-
-def _resolve(value: Any, details: Mapping[str, Any], known: Collection[str]) -> Any:
-    def fill(text: str) -> Any:
-        if not text.startswith("@"):
-            return text
-        parsed = parse_ref(text)
-        if parsed is None:
-            return unescape(text)
-        name, path = parsed
-        low = name.lower()
-        if low not in known:
-            return text
-        if low not in details:
-            raise RefUnavailable(name, path)
-        return lookup(details[low], name, path)
-
-    return map_strings(value, fill)
-
-
-def unescape_all(params: Any) -> Any:
-    """``params`` with the ``@@`` escape taken off every string (copied only where it changed)."""
-    if isinstance(params, str):
-        return unescape(params)
-    if isinstance(params, dict):
-        out = {k: unescape_all(v) for k, v in params.items()}
-        return params if all(out[k] is params[k] for k in params) else out
-    if isinstance(params, list):
-        items = [unescape_all(v) for v in params]
-        return params if all(a is b for a, b in zip(items, params, strict=True)) else items
-    return params
-
-
-def apply_refs(params: Any, refs: Sequence[Ref], details: Mapping[str, Any]) -> Any:
-    """``params`` with the value each of ``refs`` names put where the reference stood.
-
-    The executor finds the references once per step in the pool file's own params and puts the
-    values in after templates are filled, so neither a row's data nor a detail's value is ever read
-    as a reference or a template.  Only the containers on the way to a reference are copied.
-    """
-    if not refs:
-        return params
-    return _apply(params, [(ref.where, ref) for ref in refs], details)
-
-
-def _apply(value: Any, todo: list[tuple[JsonPath, Ref]], details: Mapping[str, Any]) -> Any:
-    for where, ref in todo:
-        if not where:
-            if ref.key not in details:
-                raise RefUnavailable(ref.name, ref.path)
-            return lookup(details[ref.key], ref.name, ref.path)
-    groups: dict[str | int, list[tuple[JsonPath, Ref]]] = {}
-    for where, ref in todo:
-        groups.setdefault(where[0], []).append((where[1:], ref))
-    if isinstance(value, dict):
-        out: dict[Any, Any] = dict(value)
-        for part, sub in groups.items():
-            if part in out:
-                out[part] = _apply(out[part], sub, details)
-        return out
-    if isinstance(value, list):
-        items = list(value)
-        for part, sub in groups.items():
-            if isinstance(part, int) and part < len(items):
-                items[part] = _apply(items[part], sub, details)
-        return items
-    return value
 
 
 def lookup(detail: Any, name: str, path: str) -> Any:

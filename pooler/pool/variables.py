@@ -15,14 +15,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pooler.errors import CheckFailed, InputError, Problem, UsageError, did_you_mean
 from pooler.pool.documents import parse_text, read_document
-from pooler.pool.jsonmap import map_strings
 from pooler.pool.model import JsonPath, Pool
 from pooler.pool.positions import KEY
 from pooler.redact import secret_texts
@@ -287,3 +286,32 @@ def _read_vars_file(path: Path, pool: Pool) -> tuple[dict[str, Any], list[Proble
     ]
     values = {k: v for k, v in doc.value.items() if k in pool.variables}
     return values, ignored
+
+
+def map_strings(value: Any, fill: Callable[[str], Any]) -> Any:
+    """``value`` with every string ``s`` (not mapping keys) replaced by ``fill(s)``.
+
+    Containers are copied only where something changed: a value with nothing to fill costs one
+    walk and no copies, which matters for thousands of calls with large params.
+    """
+    if isinstance(value, str):
+        return fill(value)
+    if isinstance(value, dict):
+        out: dict[Any, Any] | None = None
+        for k, v in value.items():
+            new = map_strings(v, fill)
+            if new is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
+    if isinstance(value, list):
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            new = map_strings(v, fill)
+            if new is not v:
+                if items is None:
+                    items = list(value)
+                items[i] = new
+        return value if items is None else items
+    return value

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pooler.run.journal import Journal, TaskRow
+from pooler.run.journal import Journal
+from pooler.run.journal_records import TaskRow
 
 #: Statuses of a call that reached the store, as the timeline colours them.  ``sent`` is a call
 #: whose answer was never recorded (the run was killed): in doubt too.

@@ -118,7 +118,10 @@ def layout(run: RunData, steps: dict[int, StepInfo]) -> Timeline | None:
     t.lane_y = [lanes_y + i * (LANE + 4) for i in range(lanes)]
     t.chart_y = lanes_y + lanes * (LANE + 4) + 10
     widths = sorted(((c.done or end) - (c.sent or 0)) * scale for c in calls)
-    t.aggregated = len(calls) > MOST_BARS or widths[len(widths) // 2] < 1
+    # Added up when there are too many bars, or when most are under a pixel and the lanes could not
+    # show them side by side; a few quick calls (a run of 2 ms) stay bars, each with its details.
+    crowded = widths[len(widths) // 2] < 1 and len(calls) > lanes * (WIDTH // CELL)
+    t.aggregated = len(calls) > MOST_BARS or crowded
     t.ticks = _ticks(end - start, scale)
     _spans(t, run, steps, spans_y)
     if t.aggregated:

@@ -27,15 +27,12 @@ from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, serial_value
 from pooler.run.events import Reporter
-from pooler.run.journal import CallId, CallRecord, Journal
+from pooler.run.journal import Journal
+from pooler.run.journal_records import CallId, CallRecord
 from pooler.run.journal_timeline import epoch_ms
 from pooler.run.keys import chunk_key, chunk_span, idempotency_header
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
-
-#: The call types live in ``callplan``; they stay importable from here.
-__all__ = ["DEFAULT_RETRY", "Call", "CallRunner", "InDoubt", "Outcome", "Prepared", "StepPlan",
-           "serial_value"]
 
 InDoubt = Literal["retry", "stop", "skip"]
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.

@@ -13,7 +13,7 @@ from typing import Any
 
 from pooler.pool.model import Step
 from pooler.pool.paramplan import ParamsPlan
-from pooler.run.journal import CallId
+from pooler.run.journal_records import CallId
 
 
 @dataclass

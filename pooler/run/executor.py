@@ -51,9 +51,11 @@ from pooler.pool.references import refs_to
 from pooler.pool.rows import count_rows, iter_rows
 from pooler.redact import Redactor
 from pooler.run.answer import Collector
-from pooler.run.call import Call, CallRunner, StepPlan
+from pooler.run.call import CallRunner
+from pooler.run.callplan import Call, StepPlan
 from pooler.run.events import NullReporter, Reporter
-from pooler.run.journal import Journal, pool_identity
+from pooler.run.journal import Journal
+from pooler.run.journal_records import pool_identity
 from pooler.run.journal_timeline import run_facts
 from pooler.run.scheduler import Scheduler, StepRun
 from pooler.run.storeid import store_identity

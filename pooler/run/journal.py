@@ -24,7 +24,6 @@ from pooler.errors import JournalError
 from pooler.run.journal_file import alive, host, own_file, upgrade
 from pooler.run.journal_records import (
     DONE,
-    FINAL_STATUSES,
     KEYED_SQL,
     RECORD_SQL,
     SCHEMA,
@@ -32,7 +31,6 @@ from pooler.run.journal_records import (
     CallId,
     CallRecord,
     TaskRow,
-    default_journal_path,
     dumps,
     enter_run,
     join_entry,
@@ -43,10 +41,6 @@ from pooler.run.journal_records import (
 )
 from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
 from pooler.statuses import LANDED
-
-#: The records are defined in ``journal_records``; they stay importable from here.
-__all__ = ["DONE", "FINAL_STATUSES", "CallId", "CallRecord", "Journal", "TaskRow", "default_journal_path",
-           "pool_identity"]
 
 
 class Journal:
@@ -70,10 +64,15 @@ class Journal:
             own_file(self._db, target)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
+            # In one write transaction: processes opening a new or older journal at the same moment
+            # take turns, so a column is never added twice ("duplicate column name").
+            self._db.executescript(f"BEGIN IMMEDIATE;\n{SCHEMA}")
             upgrade(self._db)
             migrate(self._db)
+            self._db.execute("COMMIT")
         except (sqlite3.Error, JournalError) as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             self._db.close()
             if isinstance(exc, JournalError):
                 raise

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pooler.run.journal import TaskRow, default_journal_path
+from pooler.run.journal_records import TaskRow, default_journal_path
 from pooler.shared.schema import is_postgres
 
 #: The environment variable that names the journal when ``--journal`` is not given.

@@ -99,11 +99,16 @@ class PoolLock:
 
 class OutLock(PoolLock):
     """An exclusive lock on one ``--out`` folder: runs that share it would read and clear each
-    other's tables."""
+    other's tables, and a ``pooler call`` would write into a run's tables."""
+
+    def __init__(self, out: Path, directory: Path, *, doing: str = "run") -> None:
+        super().__init__(out, directory)
+        #: What waits for the lock, as the refusal names it: ``run`` or ``call``.
+        self.doing = doing
 
     def _busy(self, holder: str) -> str:
-        return (f"another run writes its tables to --out {self.pool_file} ({holder}); this run sent "
-                "nothing - give it an --out of its own, or wait for that run to end.")
+        return (f"another run writes its tables to --out {self.pool_file} ({holder}); this {self.doing} "
+                "sent nothing - give it an --out of its own, or wait for that run to end.")
 
 
 def _read_holder(fd: int) -> str:

@@ -11,7 +11,8 @@ import dataclasses
 from typing import Any
 
 from pooler.run.answer import Collector
-from pooler.run.journal import Journal, TaskRow
+from pooler.run.journal import Journal
+from pooler.run.journal_records import TaskRow
 
 #: What ``pooler runs`` says of a task whose run died without finishing.
 DEAD = "dead"

@@ -12,7 +12,7 @@ from typing import Any
 from pooler.client.answer_scan import TableRows
 from pooler.client.http import Reply
 from pooler.redact import Redactor
-from pooler.run.journal import CallId
+from pooler.run.journal_records import CallId
 from pooler.run.tables import TableWriter
 from pooler.shared.lease import Lease
 

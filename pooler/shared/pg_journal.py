@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.run.journal import TaskRow
+from pooler.run.journal_records import TaskRow
 from pooler.shared.schema import check_version, connect, safe_url
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"

@@ -1,9 +1,10 @@
 """The plan of a shared task: one work row per call, made once by the first runner.
 
-The rows of ``for_each`` files are read here and stored with their calls, so a runner on another
-host needs no data file.  A step over an earlier step's table gets one placeholder row; the runner
-that finds the earlier step completed puts its calls in its place (from the table rows the journal
-keeps).  The fingerprint of the steps makes sure every runner of a task runs the same pool.
+The rows of ``for_each`` files are read here (from the data files the compile step found, by the
+same rules as any run) and stored with their calls, so a runner on another host needs no data
+file.  A step over an earlier step's table gets one placeholder row; the runner that finds the
+earlier step completed puts its calls in its place (from the table rows the journal keeps).  The
+fingerprint of the steps makes sure every runner of a task runs the same pool.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 from pooler.errors import PoolerError
+from pooler.pool.datafiles import DataFile
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
-from pooler.pool.rows import chunks, iter_rows
-from pooler.run.call import StepPlan, serial_value
+from pooler.pool.rows import chunks
+from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.executor import step_plan
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
@@ -58,13 +59,15 @@ def dep_nums(pool: Pool, plan: StepPlan) -> list[int]:
 class Planner:
     """Makes the work rows of a task (and, later, of a step over an earlier step's table)."""
 
-    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], base: Path,
-                 sample: int | None) -> None:
+    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None,
+                 data: Mapping[int, DataFile] | None = None) -> None:
         self.pool = pool
         self.task = task
         self.variables = dict(variables)
-        self.base = base
         self.sample = sample
+        #: The data file of every step over a file, as the compile step found it (variables filled
+        #: in its name, its delimiter and encoding); only the runner that plans the task has them.
+        self.data = dict(data or {})
         self.plans = step_plans(pool)
         #: Every step's params with templates only: a reference stays its text (its step has not run).
         self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, ()) for s in pool.steps}
@@ -80,7 +83,7 @@ class Planner:
             if fe is None:
                 yield self._row(plan, 0, (None, None, 1), None, deps)
             elif fe.file:
-                yield from self.rows_of(step, iter_rows(self._file(fe.file), fe.format))
+                yield from self.rows_of(step, self.data[step.num].iter_rows())
             else:
                 yield (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, deps, None)
 
@@ -101,10 +104,6 @@ class Planner:
             return
         for idx, row in enumerate(source):
             yield self._row(plan, idx, (idx, None, 1), row, deps)
-
-    def _file(self, name: str) -> Path:
-        path = Path(name).expanduser()
-        return path if path.is_absolute() else self.base / path
 
     def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
              deps: list[int]) -> tuple[Any, ...]:

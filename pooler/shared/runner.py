@@ -17,11 +17,13 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.pool.compiler import compile_pool
 from pooler.pool.model import Options, Pool
-from pooler.run.call import Call, CallRunner, Outcome, Prepared
+from pooler.run.call import CallRunner
+from pooler.run.callplan import Call, Outcome, Prepared
 from pooler.run.events import NullReporter, Reporter
 from pooler.run.executor import RunConfig, pool_base
-from pooler.run.journal import pool_identity
+from pooler.run.journal_records import pool_identity
 from pooler.shared.answer import steps_doc, task_answer
 from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
 from pooler.shared.lease import Lease, LeaseLost
@@ -63,7 +65,11 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig, shared: SharedC
         doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
                "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
                "sample": config.sample, "steps": steps_doc(pool)}
-        planner = Planner(pool, task, config.variables, pool_base(pool), config.sample)
+        # The runner that plans the task reads the data files, by the compile step's rules (the
+        # empty-source rule, every row's key, the delimiter and encoding, variables in the name):
+        # a problem refuses the run before the task exists and before anything is sent.
+        plan = compile_pool(pool, values=config.variables, sample=config.sample)
+        planner = Planner(pool, task, config.variables, config.sample, plan.data)
         if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
             return pool
         found = journal.shared(task)
@@ -400,5 +406,5 @@ class _Runner:
             self.work.done(replace(row, idx=PLACEHOLDER), "failed", entry, None, doubt=None, halt=halt)
             return
         _, data = self.work.table(source.num, name or names[0])
-        planner = Planner(self.pool, self.task, self.config.variables, self.base, self.config.sample)
+        planner = Planner(self.pool, self.task, self.config.variables, self.config.sample)
         self.work.expand(row, list(planner.rows_of(step, data)))

@@ -16,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pooler.fieldtypes import CastError, cast
+from pooler.contract.declarations import Command, Tool
+from pooler.contract.fieldtypes import CastError, cast
 from pooler.store import answers as env
 from pooler.store.ctx import Command as CommandFunc
 from pooler.store.ctx import Ctx, Sql, is_recorded
@@ -24,7 +25,7 @@ from pooler.store.db import Database
 from pooler.store.fields import FieldError, check_fields
 from pooler.store.files import AttachmentError, Attachments, Part, check_entries
 from pooler.store.idempotency import Idempotency, Stored
-from pooler.store.registry import Command, Registry, Tool, load_registry
+from pooler.store.registry import Registry, load_registry
 
 TOOLS_PACKAGE = "pooler.store.tools"
 #: What a read token is granted, in every tool.  Not CmdOps: it shows every caller's params.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pooler.contract.declarations import Command
+from pooler.contract.fieldtypes import CastError, cast
 from pooler.errors import did_you_mean
-from pooler.fieldtypes import CastError, cast
-from pooler.store.registry import Command
 
 
 class FieldError(ValueError):

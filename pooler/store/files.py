@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from pooler.fieldtypes import CastError, cast
+from pooler.contract.fieldtypes import CastError, cast
 
 
 class Part(Protocol):

@@ -1,93 +1,21 @@
 """The registry of AI tools: their JSON declarations, read from ``tools/`` and ``--registry`` folders.
 
 A declaration is the format of a Melbis store's ``ai_tools/tools/*.json`` export (contract section
-1). The unit's address is the module file's name upper-cased without ``.php``. The store's own
-tools are declared the same way as any other; their code is the module of the same name in
-``pooler.store.tools``. A declaration in a ``--registry`` folder for a unit the store already has
-replaces the built-in one (the module stays the store's): the registry declares, the module does.
+1, read by ``pooler.contract.declarations``). The store's own tools are declared the same way as any
+other; their code is the module of the same name in ``pooler.store.tools``. A declaration in a
+``--registry`` folder for a unit the store already has replaces the built-in one (the module stays
+the store's): the registry declares, the module does.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from pooler.contract.declarations import Tool, load_folder
 from pooler.errors import InputError
-from pooler.fieldtypes import TYPES, CastError, cast
 
 BUILTIN_DIR = Path(__file__).parent / "tools"
-_MODULE = re.compile(r"[a-z][a-z0-9_]*\.php")
-_COMMAND = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    type: str
-    required: bool = False
-    #: As the store keeps it: always a string, "" for no default.
-    default: str = ""
-    descr: str = ""
-
-    def default_value(self) -> Any:
-        return cast(self.type, self.default)
-
-    def declared(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "required": self.required,
-                "default": self.default, "descr": self.descr}
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    descr: str
-    params: tuple[Param, ...]
-    #: The command takes any fields as they come (no field is checked or cast).
-    any_fields: bool = False
-
-    def files_param(self) -> Param | None:
-        return next((p for p in self.params if p.type == "files"), None)
-
-
-@dataclass(frozen=True)
-class Tool:
-    unit: str
-    module: str
-    name: str
-    descr: str
-    commands: tuple[Command, ...]
-    source: Path
-
-    def command(self, name: str) -> Command | None:
-        """The command whatever the case of its name."""
-        wanted = name.lower()
-        return next((c for c in self.commands if c.name.lower() == wanted), None)
-
-    def listed(self, granted: Callable[[str], bool] | None = None) -> dict[str, Any]:
-        """The tool as tool_list lists it; without ``granted`` the grants are not known and not said."""
-        commands = []
-        for c in self.commands:
-            item: dict[str, Any] = {"name": c.name, "descr": c.descr}
-            if granted is not None:
-                item["granted"] = granted(c.name)
-            item["params"] = [p.declared() for p in c.params]
-            if c.any_fields:
-                item["any_fields"] = True
-            commands.append(item)
-        return {"unit": self.unit, "module": self.module, "name": self.name, "descr": self.descr,
-                "commands": commands}
-
-    @property
-    def module_stem(self) -> str:
-        return self.module[: -len(".php")]
-
-
-def unit_of(module: str) -> str:
-    return module[: -len(".php")].upper()
 
 
 class Registry:
@@ -107,134 +35,13 @@ class Registry:
 
 def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
     """The store's own declarations, then every ``*.json`` of ``extra_dirs``; raises ``InputError``."""
-    tools = {t.unit: t for t in _load_dir(BUILTIN_DIR)}
+    tools = {t.unit: t for t in load_folder(BUILTIN_DIR)}
     for folder in extra_dirs:
         if not folder.is_dir():
             raise InputError(f"--registry {folder} is not a folder - pass a folder of *.json declarations",
                              file=str(folder))
-        for tool in _load_dir(folder):
+        for tool in load_folder(folder):
             tools[tool.unit] = tool
     return Registry(tools.values())
 
 
-def load_folder(folder: Path) -> list[Tool]:
-    """Every ``*.json`` declaration of a folder, each unit once; raises ``InputError``."""
-    return _load_dir(folder)
-
-
-def tool_of(doc: Any, path: Path) -> Tool:
-    """One tool from a declaration already read (either form); raises ``InputError``."""
-    return _tool(doc, path)
-
-
-def _load_dir(folder: Path) -> list[Tool]:
-    found: dict[str, Tool] = {}
-    for path in sorted(folder.glob("*.json")):
-        tool = load_declaration(path)
-        if tool.unit in found:
-            raise InputError(f"the unit {tool.unit} is declared twice: in {found[tool.unit].source.name} "
-                             f"and in {path.name} - keep one", file=str(path))
-        found[tool.unit] = tool
-    return list(found.values())
-
-
-def load_declaration(path: Path) -> Tool:
-    """One tool from its JSON declaration; raises ``InputError`` naming what is wrong and where."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not utf-8 text - save it in utf-8", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not JSON: {exc.msg}", file=str(path), line=exc.lineno,
-                         column=exc.colno) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", file=str(path)) from None
-    return _tool(doc, path)
-
-
-def _need(cond: bool, path: Path, where: str, what: str) -> None:
-    if not cond:
-        raise InputError(f"{where} {what}", file=str(path), path=where)
-
-
-def _tool(doc: Any, path: Path) -> Tool:
-    _need(isinstance(doc, dict), path, "the declaration", "must be a JSON object with unit and commands")
-    module, unit = _module_and_unit(doc, path)
-    for key in ("name", "descr"):
-        _need(isinstance(doc.get(key, ""), str), path, key, "must be text")
-    commands = doc.get("commands")
-    _need(isinstance(commands, list) and bool(commands), path, "commands", "must be a non-empty list")
-    built: list[Command] = []
-    for i, raw in enumerate(commands):
-        command = _command(raw, path, f"commands[{i}]")
-        _need(all(c.name.lower() != command.name.lower() for c in built), path, f"commands[{i}].name",
-              f"{command.name} is declared twice")
-        built.append(command)
-    return Tool(unit, module, doc.get("name", ""), doc.get("descr", ""), tuple(built), path)
-
-
-#: The two forms a declaration may take, shown whenever one is refused.
-FORMS = ('a shop\'s export names the module file in unit: {"unit": "melbis_agent_brand.php", '
-         '"commands": [...]}; a tool_list names the address and the file: {"unit": "MELBIS_AGENT_BRAND", '
-         '"module": "melbis_agent_brand.php", "commands": [...]}')
-
-
-def _module_and_unit(doc: dict[str, Any], path: Path) -> tuple[str, str]:
-    """The module file and the address, from either form of a declaration (contract section 1)."""
-    given_unit, module = doc.get("unit"), doc.get("module")
-    if module is None:
-        # A shop's own export: unit is the module file's name and there is no address.
-        _need(isinstance(given_unit, str) and bool(_MODULE.fullmatch(given_unit)), path,
-              "unit",
-              ("is missing" if given_unit is None else
-               f"is {json.dumps(given_unit)} and module is missing") + f" - {FORMS}")
-        assert isinstance(given_unit, str)
-        return given_unit, unit_of(given_unit)
-    _need(isinstance(module, str) and bool(_MODULE.fullmatch(module)), path, "module",
-          f"is {json.dumps(module)}, not a module file's name like \"melbis_agent_brand.php\" - {FORMS}")
-    assert isinstance(module, str)
-    unit = unit_of(module)
-    if given_unit is not None:
-        _need(given_unit == unit, path, "unit",
-              f"is {json.dumps(given_unit)}, but the address of {module} is {unit} (its name upper-cased, "
-              f"no .php) - {FORMS}")
-    return module, unit
-
-
-def _command(raw: Any, path: Path, where: str) -> Command:
-    _need(isinstance(raw, dict), path, where, "must be an object with name, descr and params")
-    name = raw.get("name")
-    _need(isinstance(name, str) and bool(_COMMAND.fullmatch(name)), path, f"{where}.name",
-          "must be the command's function name, like CmdAdd")
-    _need(isinstance(raw.get("descr", ""), str), path, f"{where}.descr", "must be text")
-    _need(isinstance(raw.get("any_fields", False), bool), path, f"{where}.any_fields",
-          "must be true or false")
-    params_raw = raw.get("params", [])
-    _need(isinstance(params_raw, list), path, f"{where}.params", "must be a list")
-    params: list[Param] = []
-    for j, p in enumerate(params_raw):
-        param = _param(p, path, f"{where}.params[{j}]")
-        _need(all(q.name != param.name for q in params), path, f"{where}.params[{j}].name",
-              f"{param.name} is declared twice")
-        params.append(param)
-    _need(sum(p.type == "files" for p in params) <= 1, path, f"{where}.params", "may hold one files field")
-    return Command(name, raw.get("descr", ""), tuple(params), raw.get("any_fields", False))
-
-
-def _param(raw: Any, path: Path, where: str) -> Param:
-    _need(isinstance(raw, dict), path, where, "must be an object with name, type, required, default, descr")
-    name, type_ = raw.get("name"), raw.get("type")
-    _need(isinstance(name, str) and bool(name), path, f"{where}.name", "must be a non-empty text")
-    _need(type_ in TYPES, path, f"{where}.type", f"must be one of {', '.join(sorted(TYPES))}")
-    _need(isinstance(raw.get("required", False), bool), path, f"{where}.required", "must be true or false")
-    default = raw.get("default", "")
-    _need(isinstance(default, str), path, f"{where}.default", 'must be a string, as the store keeps it ("1")')
-    _need(isinstance(raw.get("descr", ""), str), path, f"{where}.descr", "must be text")
-    param = Param(name, type_, raw.get("required", False), default, raw.get("descr", ""))
-    if default and type_ != "files":
-        try:
-            param.default_value()
-        except CastError as exc:
-            raise InputError(f"{where}.default: {exc}", file=str(path),
-                             path=f"{where}.default") from None
-    return param

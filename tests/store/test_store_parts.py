@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pooler.fieldtypes import CastError, cast
+from pooler.contract.fieldtypes import CastError, cast
 from pooler.store.multipart import MultipartError, MultipartReader, boundary_of
 
 

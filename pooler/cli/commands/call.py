@@ -12,6 +12,7 @@ from pooler.cli.commands.common import Context, add_json, add_store_options, add
 from pooler.client.arguments import prepare_call
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
+from pooler.run.lock import OutLock, lock_dir
 from pooler.run.tables import TableWriter
 
 FIRST_KEYS = ("result", "message", "detail", "tables", "files")
@@ -91,12 +92,14 @@ def carry_out(args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
         base=Path.cwd(),
     )
     client = make_client(args, ctx)
-    reply = client.tool_run(args.unit, args.command, prepared.params, files=prepared.files,
-                            debug=prepared.debug)
-    data: dict[str, Any] = dict(reply.data)
-    raw_tables = data.get("tables") if isinstance(data.get("tables"), dict) else {}
-    tables = TableWriter(Path(args.out)).write(f"{args.unit}.{args.command}", raw_tables or {},
-                                              into=prepared.into)
+    # The --out lock of a run: a call writing into a running pool's tables would mix the two.
+    with OutLock(Path(args.out), lock_dir(ctx.environ), doing="call"):
+        reply = client.tool_run(args.unit, args.command, prepared.params, files=prepared.files,
+                                debug=prepared.debug)
+        data: dict[str, Any] = dict(reply.data)
+        raw_tables = data.get("tables") if isinstance(data.get("tables"), dict) else {}
+        tables = TableWriter(Path(args.out)).write(f"{args.unit}.{args.command}", raw_tables or {},
+                                                  into=prepared.into)
     return seed_answer(data, tables, reply.time())
 
 

@@ -16,8 +16,9 @@ from pooler.cli.render import STYLE, answer_lines, console_for, plural, results_
 from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
 from pooler.report.html import write_report
-from pooler.run.journal import Journal, TaskRow
+from pooler.run.journal import Journal
 from pooler.run.journal_api import JournalStore, journal_spec, open_existing
+from pooler.run.journal_records import TaskRow
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
 from pooler.shared.schema import is_postgres

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pooler.fieldtypes import CastError, cast
+from pooler.contract.fieldtypes import CastError, cast
 from pooler.store.ctx import Ctx, Fields
 
 
