@@ -26,3 +26,14 @@ def test_keys_are_kept_as_digests_never_as_text() -> None:
         assert keys._db is not None
         stored = keys._db.execute("SELECT digest FROM keys").fetchall()
         assert all(b"secret" not in row[0] for row in stored)
+
+
+def test_every_holder_comes_back_as_it_went_in_from_memory_and_from_sqlite() -> None:
+    # Holders are packed into one int in memory: a step's own key (no row) is not its row 0.
+    holders = [Holder(1, None), Holder(1, 0), Holder(200, 0), Holder(7, (1 << 39) + 3), Holder(3, 12)]
+    for limit in (1000, 3):
+        with KeySet(memory_keys=limit) as keys:
+            for i, holder in enumerate(holders):
+                assert keys.add(f"key-{i}", holder) is None
+            assert (keys._db is None) == (limit == 1000)
+            assert [keys.add(f"key-{i}", Holder(9, 9)) for i in range(len(holders))] == holders

@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite3
 
-#: Keys held in memory before the set moves to SQLite (about 200 bytes each: 20 MB at most).
-MEMORY_KEYS = 100_000
+#: Keys held in memory before the set moves to SQLite: about 150 bytes each (a digest, a packed
+#: holder and the dict's slot), so 3 MB at most; past them each key costs a few microseconds more.
+MEMORY_KEYS = 20_000
+#: A holder packed into one int: the step above these bits, the row + 1 (0: no row) below them.
+_ROW_BITS = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,7 @@ class KeySet:
     """Every key added once; ``add`` tells who held a key first when it comes again."""
 
     def __init__(self, memory_keys: int = MEMORY_KEYS) -> None:
-        self._memory: dict[bytes, Holder] = {}
+        self._memory: dict[bytes, int] = {}
         self._limit = memory_keys
         self._db: sqlite3.Connection | None = None
 
@@ -39,14 +42,15 @@ class KeySet:
         digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
         found = self._memory.get(digest)
         if found is not None:
-            return found
+            return _unpack(found)
         if self._db is not None:
+            # One statement for the usual case, a new key; only a key met before is looked up.
+            if self._db.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?)",
+                                (digest, holder.step, holder.row)).rowcount:
+                return None
             row = self._db.execute("SELECT step, row FROM keys WHERE digest = ?", (digest,)).fetchone()
-            if row is not None:
-                return Holder(row[0], row[1])
-            self._db.execute("INSERT INTO keys VALUES (?, ?, ?)", (digest, holder.step, holder.row))
-            return None
-        self._memory[digest] = holder
+            return Holder(row[0], row[1])
+        self._memory[digest] = (holder.step << _ROW_BITS) | (0 if holder.row is None else holder.row + 1)
         if len(self._memory) >= self._limit:
             self._spill()
         return None
@@ -56,10 +60,13 @@ class KeySet:
 
         # An empty name is SQLite's private temporary database: its own file, deleted on close.
         self._db = sqlite3.connect("")
+        # Nothing here outlives the plan: no rollback journal, and pages stay in memory up to 16 MB.
+        self._db.execute("PRAGMA journal_mode = OFF")
+        self._db.execute("PRAGMA cache_size = -16000")
         self._db.execute("CREATE TABLE keys (digest BLOB PRIMARY KEY, step INTEGER, row INTEGER)"
                          " WITHOUT ROWID")
         self._db.executemany("INSERT INTO keys VALUES (?, ?, ?)",
-                             ((d, h.step, h.row) for d, h in self._memory.items()))
+                             ((d, h.step, h.row) for d, h in map(_unpacked, self._memory.items())))
         self._memory.clear()
 
     def close(self) -> None:
@@ -73,3 +80,12 @@ class KeySet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unpack(packed: int) -> Holder:
+    row = packed & ((1 << _ROW_BITS) - 1)
+    return Holder(packed >> _ROW_BITS, row - 1 if row else None)
+
+
+def _unpacked(item: tuple[bytes, int]) -> tuple[bytes, Holder]:
+    return item[0], _unpack(item[1])
