@@ -70,11 +70,11 @@ def run(store: Store, tmp_path: Path, *extra: str) -> subprocess.CompletedProces
                   env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(tmp_path / "state")})
 
 
-def completed_in_run(journal: Path, key: str, run_no: int) -> bool:
+def completed_in_run(journal: Path, key: str, run_no: int, status: str = "completed") -> bool:
     db = sqlite3.connect(journal)
     try:
-        return db.execute("SELECT 1 FROM calls WHERE key = ? AND run = ? AND status = 'completed'",
-                          (key, run_no)).fetchone() is not None
+        return db.execute("SELECT 1 FROM calls WHERE key = ? AND run = ? AND status = ?",
+                          (key, run_no, status)).fetchone() is not None
     except sqlite3.OperationalError:
         return False
     finally:
@@ -96,11 +96,14 @@ def test_a_call_settled_by_a_killed_run_stays_in_the_answer(store_factory: Any, 
     second = subprocess.Popen(
         [sys.executable, "-m", "pooler", "run", str(tmp_path / "pool.yaml"), "--store", sound.url,
          "--json", "--task", "T", "--journal", str(tmp_path / "journal.sqlite"), "--out",
-         str(tmp_path / "out"), "--var", "ms=30000"],
+         str(tmp_path / "out"), "--var", "ms=3000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     try:
         deadline = time.monotonic() + 60
-        while not completed_in_run(tmp_path / "journal.sqlite", "first", 2):
+        # Killed once `first` is settled and `slow` has left: a store holding its key answers
+        # run 3's `slow` when the 3 s sleep ends.
+        journal = tmp_path / "journal.sqlite"
+        while not (completed_in_run(journal, "first", 2) and completed_in_run(journal, "slow", 2, "sent")):
             assert second.poll() is None, second.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.02)
