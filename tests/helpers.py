@@ -59,10 +59,11 @@ class Store:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                # Its output read meanwhile: a store whose pipe is full cannot finish writing and end.
+                self.proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait()
+                self.proc.communicate()
 
 
 def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None = None) -> Store:
