@@ -2,9 +2,10 @@
 problem told at once.
 
 The order of the work: parse (``InputError``: the file cannot be read), then the schema and the
-seed's refusals together (``CheckFailed`` with all of them), then the model is built.  A relative
-``pool_source`` or ``params_source`` is read relative to the file that names it.  The meaning checks
-(references, variables, keys, options) are ``pooler.pool.checks``.
+seed's refusals together (``CheckFailed`` with all of them), then the model is built; with
+``partial`` the model is built anyway, the problems kept in it for the compile step to tell with the
+rest.  A relative ``pool_source`` or ``params_source`` is read relative to the file that names it.
+The meaning checks (references, variables, keys, options) are ``pooler.pool.checks``.
 """
 
 from __future__ import annotations
