@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-lowest lint fuzz bench clean
+.PHONY: demo test test-fast test-slow test-lowest lint fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check pooler tests bench
 	$(BIN)/mypy
 
+# Across every core (pytest-xdist); each worker starts its own PostgreSQL when its tests need one.
 test: lint
 	@$(BIN)/python tests/pg_server.py
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto
+
+# The loop while working: no pooler or store processes, no PostgreSQL, no browser.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -n auto -m 'not slow and not process and not postgres and not browser'
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

@@ -1,13 +1,55 @@
-"""Shared fixtures: a real reference store on a free port (helpers live in helpers.py)."""
+"""Shared fixtures: a real reference store on a free port (helpers live in helpers.py), and the
+marks that say which tests start processes or need PostgreSQL or a browser."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import Store, start_store
+
+#: The pooler processes the running test has started (an audit hook sees every subprocess.Popen).
+_STARTED: list[str] = []
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "subprocess.Popen":
+        return
+    argv = [str(a) for a in (args[1] or [args[0]])]
+    # `python -m pooler ...`, or the installed `pooler` script; other programs (PostgreSQL,
+    # Chromium, tmux) are the services a test talks to, not pooler run as a process.
+    if "pooler" in argv[1:3] or Path(argv[0]).name == "pooler":
+        _STARTED.append(" ".join(argv[:5]))
+
+
+sys.addaudithook(_audit)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on PostgreSQL or in Chromium is marked so by the fixture or module it uses, so
+    ``-m 'not postgres'`` and ``make test-fast`` can leave it out."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "pg_server" in names or "pg_url" in names:
+            item.add_marker(pytest.mark.postgres)
+        if item.module is not None and item.module.__name__ == "test_report_browser":
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(autouse=True)
+def _processes_are_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that starts a process says so with ``@pytest.mark.process``: the in-process CLI and
+    the store on a thread are the default, and the mark is how the rest are counted and chosen."""
+    _STARTED.clear()
+    yield
+    started, marked = list(_STARTED), request.node.get_closest_marker("process") is not None
+    _STARTED.clear()
+    if started and not marked:
+        pytest.fail(f"this test starts processes ({started[0]}...) but is not marked "
+                    "@pytest.mark.process", pytrace=False)
 
 
 @pytest.fixture

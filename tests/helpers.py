@@ -1,9 +1,11 @@
-"""Test helpers: a real reference store on a free port, and pooler run as a real process."""
+"""Test helpers: a real reference store on a free port (on a thread, or a process), and pooler run
+in the test's process or as a real one."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import select
@@ -29,14 +31,18 @@ STORE_TOKEN = "test-store-token-4f1c9a"
 
 @dataclass
 class Store:
-    """A running ``pooler store serve`` process."""
+    """A running reference store: a ``pooler store serve`` process, or the same server on a thread
+    of the test process (``proc`` is then None and ``served`` holds it)."""
 
     url: str
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[str] | None
     db: Path
     root: Path
     token: str = ""
     args: list[str] = field(default_factory=list)
+    served: Any = None
+    #: What a store on a thread logged (a process's log is on its stderr).
+    log: list[str] = field(default_factory=list)
 
     def call(self, unit: str, command: str, params: dict[str, Any] | None = None,
              token: str | None = None, **extra: Any) -> requests.Response:
@@ -56,7 +62,13 @@ class Store:
         return self.url.rsplit(":", 1)[1]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.served is not None:
+            served, self.served = self.served, None
+            served.server.shutdown()
+            served.server.server_close()
+            served.engine.close()
+            return
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 # Its output read meanwhile: a store whose pipe is full cannot finish writing and end.
@@ -66,14 +78,45 @@ class Store:
                 self.proc.communicate()
 
 
-def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None = None) -> Store:
-    """Start the reference store on a free port and wait for the URL it prints first."""
+def _store_args(tmp: Path, args: tuple[str, ...], db: Path | None, root: Path | None
+                ) -> tuple[list[str], Path, Path, str]:
     db = db or tmp / "store.db"
     root = root or tmp / "store-root"
     if "--token" not in args and "--read-token" not in args:
         args = ("--token", STORE_TOKEN, *args)
-    cmd = [sys.executable, "-m", "pooler", "store", "serve", "--port", "0",
-           "--db", str(db), "--root", str(root), *args]
+    token = ""
+    for i, a in enumerate(args):
+        if a == "--token":
+            token = args[i + 1]
+            break
+    return ["--port", "0", "--db", str(db), "--root", str(root), *args], db, root, token
+
+
+def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None = None,
+                process: bool = False) -> Store:
+    """The reference store on a free port of 127.0.0.1, with a fresh database.
+
+    On a thread of the test process (its real HTTP server) unless ``process``: a test that stops
+    the store with a signal, kills it or reads what it prints asks for a process.
+    """
+    if process:
+        return start_store_process(tmp, *args, db=db, root=root)
+    from pooler.store.cli import open_store  # noqa: PLC0415 - the client side never needs it
+
+    argv, db, root, token = _store_args(tmp, args, db, root)
+    log: list[str] = []
+    served = open_store(argv, log=log.append)
+    thread = threading.Thread(target=served.server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True, name=f"store {served.server.url}")
+    thread.start()
+    return Store(url=served.server.url, proc=None, db=db, root=root, token=token, args=list(args),
+                 served=served, log=log)
+
+
+def start_store_process(tmp: Path, *args: str, db: Path | None = None, root: Path | None = None) -> Store:
+    """Start ``pooler store serve`` as a process and wait for the URL it prints first."""
+    argv, db, root, token = _store_args(tmp, args, db, root)
+    cmd = [sys.executable, "-m", "pooler", "store", "serve", *argv]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
     assert proc.stdout is not None
@@ -82,22 +125,55 @@ def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None
         proc.kill()
         _, err = proc.communicate()
         raise RuntimeError(f"store did not start: {url!r} {err}")
-    token = ""
-    for i, a in enumerate(args):
-        if a == "--token":
-            token = args[i + 1]
-            break
     return Store(url=url, proc=proc, db=db, root=root, token=token, args=list(args))
 
+
+def environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The test process's environment without pooler's own variables and the terminal's size
+    (pytest-xdist's workers set COLUMNS and LINES), and ``env`` over it."""
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("POOLER_") and k not in ("COLUMNS", "LINES")}
+    full_env.update(env or {})
+    return full_env
 
 
 def pooler(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
            stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``pooler ARGS`` in the test's process, through ``main(argv, stdout=, stderr=, environ=)``:
+    its exit status and what it wrote, as a process would have given them.
+
+    For what belongs to a process (signals, kills, locks between processes, the terminal, the
+    installed script) use ``pooler_process``. ``stdin`` and ``timeout`` are for that one; no
+    command but ``pooler mcp`` reads its standard input.
+    """
+    from pooler.cli.main import main  # noqa: PLC0415
+
+    assert stdin is None, "pooler(...) in process reads no stdin: use pooler_process"
+    out, err = io.StringIO(), io.StringIO()
+    here, before = Path.cwd(), dict(os.environ)
+    environ = environment(env)
+    os.chdir(cwd or ROOT)
+    # The environment a process would have had, for what reads it without being handed it
+    # (argparse's width from COLUMNS); put back as it was after.
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        # Anything written to sys.stdout or sys.stderr (a warning) lands where a process's would.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args), stdout=out, stderr=err, environ=environ)
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+        os.chdir(here)
+    return subprocess.CompletedProcess(["pooler", *args], code, out.getvalue(), err.getvalue())
+
+
+def pooler_process(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+                   stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``python -m pooler ARGS`` as a real process and capture what it prints."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
-    full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "pooler", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or ROOT, input=stdin, timeout=timeout, check=False)
+                          env=environment(env), cwd=cwd or ROOT, input=stdin, timeout=timeout,
+                          check=False)
 
 
 def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -12,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from helpers import ROOT, Store
+from helpers import ROOT, Store, environment
 
 
 def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    return environment()
 
 
 def write_pool(folder: Path, lines: list[str]) -> Path:

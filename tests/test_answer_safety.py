@@ -7,7 +7,6 @@ Each is met by ``pooler`` as a real process, against the reference store or a st
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +20,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
-from helpers import ROOT, Store, answer_of, pooler, serve
+from helpers import ROOT, Store, answer_of, environment, pooler, serve
 from test_answer_kinds import GOOD, Scripted, goods, strict, write_pool
 from test_answer_kinds import run as run_task
 from test_faults_run import run_measured
@@ -54,7 +53,7 @@ def stopped_run(url: str, tmp_path: Path, pool: Path, arrived: threading.Event, 
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", url, "--token-file", str(token),
          "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite"), "--json", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if not k.startswith("POOLER_")})
+        env=environment())
     try:
         assert arrived.wait(60)
         proc.send_signal(signal.SIGTERM)
@@ -140,6 +139,7 @@ def test_a_dripping_answer_meets_the_calls_deadline(drip: tuple[str, type[Drip]]
                      "have been carried out"))
 
 
+@pytest.mark.process
 def test_sigterm_during_a_dripping_answer_ends_the_run_by_the_deadline(drip: tuple[str, type[Drip]],
                                                                       tmp_path: Path) -> None:
     url, handler = drip
@@ -177,6 +177,7 @@ def test_numbers_json_cannot_carry_are_strings_in_output_tables_and_journal(tmp_
     assert strict(shown.stdout)["steps"][0]["detail"] == ODD_DETAIL
 
 
+@pytest.mark.process
 def test_numbers_json_cannot_carry_are_strings_in_mcp_answers(tmp_path: Path) -> None:
     handler = type("Handler", (Scripted,), {"answers": [(200, {}, ODD)], "keys": [],
                                             "arrived": threading.Event()})
@@ -225,6 +226,7 @@ def test_retry_after_is_waited_for_and_the_call_sent_again(tmp_path: Path, statu
     assert handler.keys == ["T1:goods-G1"] * 3
 
 
+@pytest.mark.process
 def test_a_stop_cuts_a_retry_after_wait_short(tmp_path: Path) -> None:
     handler = type("Handler", (Scripted,), {"answers": [(429, {"Retry-After": "60"}, b"busy")] * 3,
                                             "keys": [], "arrived": threading.Event()})
@@ -239,6 +241,7 @@ def test_a_stop_cuts_a_retry_after_wait_short(tmp_path: Path) -> None:
 
 # 15. The answers of all calls in flight are capped together, not only each one.
 
+@pytest.mark.process
 def test_many_huge_answers_side_by_side_are_held_in_bounded_memory_together(store_factory: Any,
                                                                              tmp_path: Path) -> None:
     store = store_factory("--fault", "huge:1")

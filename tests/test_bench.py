@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -152,6 +153,7 @@ def test_the_table_marks_missed_targets() -> None:
     assert lines[3].split("|")[4].strip() == "—"
 
 
+@pytest.mark.process
 def test_a_store_that_does_not_start_is_reported_with_its_log() -> None:
     with common.work("test") as w:
         try:
@@ -163,6 +165,7 @@ def test_a_store_that_does_not_start_is_reported_with_its_log() -> None:
     assert "--latency-ms" in message
 
 
+@pytest.mark.process
 def test_the_store_answers_and_its_cpu_is_read(tmp_path: Path) -> None:
     with common.work("test") as w, common.store(w) as st:
         token = tmp_path / "token"

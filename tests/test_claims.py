@@ -6,7 +6,6 @@ runs twice and shows in its ops.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler
+from helpers import ROOT, Store, answer_of, environment, pooler
 
 ROWS = 80
 #: The first step keeps both runs waiting until each has read the journal: their rows then start
@@ -37,7 +36,7 @@ pool:
 
 def start(store: Store, tmp_path: Path, name: str, *extra: str) -> subprocess.Popen[str]:
     """One run of task T with a state folder and --out of its own (its locks meet no other's)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env.update(POOLER_TOKEN=store.token, XDG_STATE_HOME=str(tmp_path / f"state-{name}"))
     cmd = [sys.executable, "-m", "pooler", "run", str(tmp_path / "pool.yaml"), "--store", store.url,
            "--journal", str(tmp_path / "journal.sqlite"), "--task", "T", "--json",
@@ -65,6 +64,7 @@ def reached(store: Store, count: int, procs: list[subprocess.Popen[str]]) -> boo
     return True
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("how", ["together", "kill-10", "kill-40", "late"])
 def test_two_processes_on_one_task_send_each_key_at_most_once(
         store_factory: Any, tmp_path: Path, how: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler, wait_for_ops
+from helpers import ROOT, Store, answer_of, environment, pooler, wait_for_ops
 
 from pooler.cli.commands import run as run_command
 from pooler.cli.main import main
@@ -294,7 +293,7 @@ def test_an_unreachable_store_fails_the_step_and_exits_1(tmp_path: Path) -> None
 
 
 def start_run(store: Store, tmp_path: Path, pool: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env["POOLER_TOKEN"] = store.token
     return subprocess.Popen(
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url, "--json",
@@ -302,6 +301,7 @@ def start_run(store: Store, tmp_path: Path, pool: Path) -> subprocess.Popen[str]
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_new_calls_and_prints_the_partial_answer(
         store_factory: Any, tmp_path: Path, signum: int, status: int) -> None:
@@ -337,6 +337,7 @@ def read_until(proc: subprocess.Popen[str], text: str) -> None:
     raise AssertionError(f"never saw {text!r} in {seen}")
 
 
+@pytest.mark.process
 def test_a_second_signal_leaves_at_once(store: Store, tmp_path: Path) -> None:
     pool = write(tmp_path, "sleepy.yaml", """\
 pool:

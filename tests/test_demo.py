@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, environment
 
 
 def test_the_demo_runs_the_demo_pool_against_its_own_store(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env["POOLER_DEMO_OUT"] = str(out)
     proc = subprocess.run([sys.executable, "-m", "pooler.demo"], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=120, check=False)
@@ -48,7 +47,7 @@ def test_the_demo_runs_the_demo_pool_against_its_own_store(tmp_path: Path) -> No
 
 
 def test_the_demo_takes_an_out_option(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     proc = subprocess.run([sys.executable, "-m", "pooler.demo", "--out", str(tmp_path / "elsewhere")],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -76,7 +75,7 @@ def test_the_demo_runs_from_the_package_as_the_wheel_lays_it_out(tmp_path: Path)
         shutil.copyfile(ROOT / source, site / target)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env["PYTHONPATH"] = str(site)
     proc = subprocess.run([sys.executable, "-m", "pooler.demo", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, cwd=elsewhere, env=env, timeout=120, check=False)

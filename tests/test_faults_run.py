@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, start_store
+from helpers import ROOT, STORE_TOKEN, Store, answer_of, environment, pooler, start_store
 
 from pooler.client.http import ToolRunClient
 from pooler.pool.loader import load_pool
@@ -169,6 +169,7 @@ def test_a_refused_connection_is_retried_and_then_failed_never_sent(tmp_path: Pa
     assert answer["time"]["trip"] >= 450
 
 
+@pytest.mark.process
 def test_a_store_that_comes_up_during_the_backoff_gets_the_call(tmp_path: Path) -> None:
     """Never sent is always safe to send again: the retry reaches the store once it listens."""
     port = free_port()
@@ -180,7 +181,7 @@ def test_a_store_that_comes_up_during_the_backoff_gets_the_call(tmp_path: Path) 
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", f"http://127.0.0.1:{port}",
          "--token-file", str(token), "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite"),
          "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if not k.startswith("POOLER_")})
+        env=environment())
     assert proc.stderr is not None
     # The first line comes just before the first try, which finds nothing listening.
     first = proc.stderr.readline()
@@ -294,7 +295,7 @@ def test_a_rerun_after_a_reset_finishes_the_in_doubt_key_without_running_it_twic
 def run_measured(args: list[str], tmp_path: Path) -> tuple[int, int, str, str]:
     """Exit status, peak memory (KiB) of that one process, stdout and stderr."""
     out, err = tmp_path / "stdout", tmp_path / "stderr"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     with out.open("w") as o, err.open("w") as e:
         proc = subprocess.Popen([sys.executable, "-m", "pooler", *args], stdout=o, stderr=e, cwd=ROOT,
                                 env=env)
@@ -309,6 +310,7 @@ def run_measured(args: list[str], tmp_path: Path) -> tuple[int, int, str, str]:
     return proc.returncode, result[0][2].ru_maxrss, out.read_text(), err.read_text()
 
 
+@pytest.mark.process
 def test_a_huge_answer_is_taken_in_bounded_memory(store_factory: Any, tmp_path: Path) -> None:
     """A 50 MB answer is a valid envelope under the client's 256 MB cap: it completes, its padding
     reaches no file, and the run's memory stays a small multiple of the answer."""

@@ -8,7 +8,6 @@ and subprocesses get a generous timeout instead of any wall-clock assert.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import stat
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
+from helpers import ROOT, Store, answer_of, environment, pooler, send_answer, serve
 
 from pooler.cli.commands.common import INSECURE_WARNING
 from pooler.client.arguments import prepare_call
@@ -386,10 +385,11 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.process
 def test_journal_table_job_and_log_files_are_owner_only_whatever_the_umask(store: Store,
                                                                            tmp_path: Path) -> None:
     pool = write(tmp_path, "pool.yaml", steps("CmdTable", "params: {rows: 3}", "into: job"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     state = tmp_path / "state"
     proc = subprocess.run(
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store
+from helpers import ROOT, Store, environment
 
 COUNT = 1000
 HALF = 400
@@ -64,7 +63,7 @@ class Import:
         self.journal = self.folder / "journal.sqlite"
 
     def start(self, *extra: str) -> subprocess.Popen[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+        env = environment()
         env["POOLER_TOKEN"] = self.store.token
         cmd = [sys.executable, "-m", "pooler", "run", str(self.pool), "--store", self.store.url,
                "--journal", str(self.journal), "--out", str(self.folder / "out"), "--task", TASK,
@@ -157,6 +156,7 @@ def keyless_store(store_factory: Any) -> Store:
     return store
 
 
+@pytest.mark.process
 def test_a_killed_import_resumes_without_adding_any_row_twice(keyed_store: Store, tmp_path: Path) -> None:
     job = Import(keyed_store, tmp_path / "keyed")
     key, row = job.kill_with_a_landed_call_in_doubt()
@@ -193,6 +193,7 @@ def test_a_killed_import_resumes_without_adding_any_row_twice(keyed_store: Store
     assert sorted(job.goods()) == SKUS
 
 
+@pytest.mark.process
 def test_without_store_keys_the_one_repeat_is_the_call_in_doubt(keyless_store: Store, tmp_path: Path) -> None:
     job = Import(keyless_store, tmp_path / "keyless")
     key, row = job.kill_with_a_landed_call_in_doubt()

@@ -6,7 +6,6 @@ against the real reference store.
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
 import signal
@@ -18,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, answer_of, pooler
+from helpers import ROOT, Store, answer_of, environment, pooler
 
 
 def env_for(store: Store, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env.update(POOLER_TOKEN=store.token, XDG_STATE_HOME=str(tmp_path / "state"))
     return env
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kib", [160, 200, 240, 280, 320, 400])
 def test_a_full_disk_stops_the_run_saying_how_many_calls_left(
         store: Store, tmp_path: Path, kib: int) -> None:
@@ -81,6 +81,7 @@ def completed_in_run(journal: Path, key: str, run_no: int, status: str = "comple
         db.close()
 
 
+@pytest.mark.process
 def test_a_call_settled_by_a_killed_run_stays_in_the_answer(store_factory: Any, tmp_path: Path) -> None:
     db, root = tmp_path / "store.db", tmp_path / "store-root"
     (tmp_path / "pool.yaml").write_text(POOL, encoding="utf-8")
@@ -91,7 +92,7 @@ def test_a_call_settled_by_a_killed_run_stays_in_the_answer(store_factory: Any, 
     faulty.stop()
     # Run 2 sends `first` again (same Idempotency-Key) and settles it, then is killed in `slow`.
     sound: Store = store_factory("--port", faulty.port, db=db, root=root)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env.update(POOLER_TOKEN=sound.token, XDG_STATE_HOME=str(tmp_path / "state"))
     second = subprocess.Popen(
         [sys.executable, "-m", "pooler", "run", str(tmp_path / "pool.yaml"), "--store", sound.url,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, Store, pooler
+from helpers import ROOT, Store, environment, pooler, wait_for_ops
 
 from pooler.errors import LockedError
 from pooler.run.lock import PoolLock, lock_dir, lock_path
@@ -109,7 +109,7 @@ def slow_pool(path: Path, calls: int = 40) -> Path:
 
 def start_first(pool: Path, store: Store, state: Path, *common: str) -> subprocess.Popen[str]:
     """A run that holds its locks (in the state folder ``state``) until it is stopped."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env.update(POOLER_TOKEN=store.token, XDG_STATE_HOME=str(state))
     first = subprocess.Popen([sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,
                               *common, "--json"],
@@ -119,6 +119,7 @@ def start_first(pool: Path, store: Store, state: Path, *common: str) -> subproce
     return first
 
 
+@pytest.mark.process
 def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object) -> None:
     store: Store = store_factory("--latency-ms", "300")  # type: ignore[operator]
     # 40 calls of 300 ms: the first run is still going when the second one starts.
@@ -131,6 +132,8 @@ def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object)
         second = pooler("run", str(pool), *common, "--json",
                         env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(state)})
         assert first.poll() is None, "the first run ended before the second one tried the lock"
+        # Stopped once it is sending: a signal before its first call would stop it as it starts.
+        wait_for_ops(store, 1, first)
         first.send_signal(signal.SIGINT)
         out, err = first.communicate(timeout=60)
     finally:
@@ -157,6 +160,7 @@ def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object)
         assert lock.held
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("shared", ["pool", "out"])
 def test_the_lock_holds_whatever_journal_each_run_keeps(tmp_path: Path, store_factory: object,
                                                         shared: str) -> None:

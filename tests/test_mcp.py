@@ -90,6 +90,7 @@ def described(schema: Any, where: str = "") -> list[str]:
 
 # The tools and their schemas
 
+@pytest.mark.process
 def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -118,6 +119,7 @@ def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path)
     run(scenario)
 
 
+@pytest.mark.process
 def test_tool_list_gives_the_stores_declarations(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -136,6 +138,7 @@ def test_tool_list_gives_the_stores_declarations(store: Store, out: Path) -> Non
 
 # tool_run
 
+@pytest.mark.process
 def test_tool_run_writes_tables_and_jobs_in_the_seeds_shape(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -170,6 +173,7 @@ def test_tool_run_writes_tables_and_jobs_in_the_seeds_shape(store: Store, out: P
     run(scenario)
 
 
+@pytest.mark.process
 def test_tool_run_attaches_files_from_a_files_source(store: Store, out: Path) -> None:
     photos = out / "photos"
     photos.mkdir(parents=True)
@@ -206,6 +210,7 @@ def test_tool_run_attaches_files_from_a_files_source(store: Store, out: Path) ->
     run(scenario)
 
 
+@pytest.mark.process
 def test_files_named_in_calls_are_read_from_the_store_folder(store: Store, out: Path) -> None:
     (out / "data").mkdir(parents=True)
     goods = [{"ref": "r1", "sku": "S-1", "name": "Cup", "price": 3.5},
@@ -240,6 +245,7 @@ def test_files_named_in_calls_are_read_from_the_store_folder(store: Store, out: 
     run(scenario)
 
 
+@pytest.mark.process
 def test_tool_run_refusals_before_the_store(store: Store, out: Path) -> None:
     out.mkdir()
     (out / "p.json").write_text('{"name": "x"}', encoding="utf-8")
@@ -292,6 +298,7 @@ def test_tool_run_refusals_before_the_store(store: Store, out: Path) -> None:
     run(scenario)
 
 
+@pytest.mark.process
 def test_tool_run_store_refusals_and_crashes(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -319,6 +326,7 @@ def test_tool_run_store_refusals_and_crashes(store: Store, out: Path) -> None:
 
 # tool_pool
 
+@pytest.mark.process
 def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -348,6 +356,7 @@ def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None
     run(scenario)
 
 
+@pytest.mark.process
 def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     pool = {"pool": [
         {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
@@ -378,6 +387,7 @@ def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     run(scenario)
 
 
+@pytest.mark.process
 def test_more_than_200_steps_are_refused_before_anything_runs(store: Store, out: Path) -> None:
     steps = [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": n}} for n in range(201)]
     out.mkdir()
@@ -398,6 +408,7 @@ def test_more_than_200_steps_are_refused_before_anything_runs(store: Store, out:
     run(scenario)
 
 
+@pytest.mark.process
 def test_a_nested_pool_is_refused(store: Store, out: Path) -> None:
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
@@ -416,6 +427,7 @@ def test_a_nested_pool_is_refused(store: Store, out: Path) -> None:
     run(scenario)
 
 
+@pytest.mark.process
 def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
     step = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
@@ -482,6 +494,7 @@ async def session_task(session: ClientSession) -> str:
     return task
 
 
+@pytest.mark.process
 def test_an_at_word_naming_no_earlier_step_goes_as_data(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -499,6 +512,7 @@ def test_an_at_word_naming_no_earlier_step_goes_as_data(store: Store, out: Path)
     run(scenario)
 
 
+@pytest.mark.process
 def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: Path) -> None:
     pool = {"pool": [
         {"name": "a", "key": "echo-a", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
@@ -525,6 +539,7 @@ def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: P
     run(scenario)
 
 
+@pytest.mark.process
 def test_each_pool_replaces_the_step_tables_of_the_pool_before(store: Store, out: Path) -> None:
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
     table = {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": 1}}
@@ -541,6 +556,7 @@ def test_each_pool_replaces_the_step_tables_of_the_pool_before(store: Store, out
     run(scenario)
 
 
+@pytest.mark.process
 def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: Path) -> None:
     def rows(n: int) -> dict[str, Any]:
         return {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": n}, "into": "job"}
@@ -557,6 +573,7 @@ def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: 
     run(scenario)
 
 
+@pytest.mark.process
 def test_a_named_task_keeps_keys_across_server_processes(store: Store, out: Path) -> None:
     pool = {"task": "import-2026", "pool": [
         {"key": "k1", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
@@ -579,6 +596,7 @@ def test_a_named_task_keeps_keys_across_server_processes(store: Store, out: Path
     run(scenario)
 
 
+@pytest.mark.process
 def test_pool_source_is_read_from_the_store_folder_with_options(store: Store, out: Path) -> None:
     out.mkdir()
     (out / "jobs").mkdir()
@@ -605,6 +623,7 @@ def test_pool_source_is_read_from_the_store_folder_with_options(store: Store, ou
     run(scenario)
 
 
+@pytest.mark.process
 def test_a_cancelled_pool_starts_no_further_step(store: Store, out: Path) -> None:
     sleep = {"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 1000}}
 
@@ -633,6 +652,7 @@ def test_a_cancelled_pool_starts_no_further_step(store: Store, out: Path) -> Non
     run(scenario)
 
 
+@pytest.mark.process
 def test_the_token_never_reaches_the_agent(store_factory: Any, out: Path) -> None:
     store = store_factory("--token", "s3cret-token-4711")
 
@@ -647,6 +667,7 @@ def test_the_token_never_reaches_the_agent(store_factory: Any, out: Path) -> Non
     run(scenario)
 
 
+@pytest.mark.process
 def test_without_a_store_the_server_does_not_start(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, *SERVER, "--out", str(tmp_path / "out")], cwd=ROOT, env=env,
@@ -656,6 +677,7 @@ def test_without_a_store_the_server_does_not_start(tmp_path: Path) -> None:
     assert proc.stderr.startswith("pooler mcp: no store given: pass --store URL")
 
 
+@pytest.mark.process
 def test_tool_pool_compiles_through_the_same_step_as_run(store: Store, out: Path) -> None:
     """into accepts what run accepts, and @one.m.0 reads an object's key "0", as `pooler run` does."""
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}

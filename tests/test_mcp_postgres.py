@@ -14,6 +14,7 @@ from pooler.shared.schema import upgrade
 pytestmark = pytest.mark.postgres
 
 
+@pytest.mark.process
 def test_tool_pool_on_postgres_runs_a_pool_once_and_keeps_it_in_the_journal(store: Store, pg_url: str,
                                                                            tmp_path: Path) -> None:
     upgrade(pg_url)

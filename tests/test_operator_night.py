@@ -5,14 +5,14 @@ grows; and the small things a command says so nobody has to guess."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, Store, answer_of, pooler, start_store, wait_for_ops
+import pytest
+from helpers import ROOT, Store, answer_of, environment, pooler, start_store, wait_for_ops
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -28,7 +28,7 @@ def run(store: Store, tmp_path: Path, pool: Path, *extra: str, token: str | None
 
 
 def start(store: Store, tmp_path: Path, pool: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env["POOLER_TOKEN"] = store.token
     return subprocess.Popen(
         [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url,
@@ -82,6 +82,7 @@ pool:
         "token, then continue with --task night-4 --resume")
 
 
+@pytest.mark.process
 def test_a_killed_run_is_told_dead_and_shows_its_partial_answer(store_factory: Any, tmp_path: Path) -> None:
     store: Store = store_factory("--latency-ms", "100")
     pool = write(tmp_path, "long.yaml", "pool:\n" + "".join(
@@ -116,6 +117,7 @@ def test_a_killed_run_is_told_dead_and_shows_its_partial_answer(store_factory: A
     assert len(store.ops()) == 40
 
 
+@pytest.mark.process
 def test_a_step_over_rows_cut_by_a_signal_is_partial(store_factory: Any, tmp_path: Path) -> None:
     store: Store = store_factory("--latency-ms", "50")
     write(tmp_path, "goods.csv", "sku\n" + "".join(f"S-{n}\n" for n in range(200)))
@@ -152,6 +154,7 @@ def test_small_things_are_said(store: Store, tmp_path: Path) -> None:
         assert default in helped.stdout, default
 
 
+@pytest.mark.process
 def test_prune_removes_old_finished_tasks_and_never_a_running_one(store_factory: Any, tmp_path: Path) -> None:
     store: Store = store_factory("--latency-ms", "200")
     journal = tmp_path / "journal.sqlite"

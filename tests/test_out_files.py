@@ -5,7 +5,6 @@ call's rows once and whole after a SIGKILL halfway through writing them."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
+import pytest
+from helpers import ROOT, Store, answer_of, environment, pooler, send_answer, serve
 
 TEST = "MELBIS_AGENT_TEST"
 
@@ -100,13 +100,14 @@ def row_size(n: int) -> int:
     return len(f'{{"n":{n},"text":""}}\n') + WIDTH
 
 
+@pytest.mark.process
 def test_a_job_file_holds_each_calls_rows_once_after_a_kill_mid_table(store: Store, tmp_path: Path) -> None:
     pool = write(tmp_path, "pool.yaml", f"pool:\n  - {{unit: {TEST}, command: CmdTable, key: big, into: job,"
                                         f" params: {{rows: {ROWS}, width: {WIDTH}}}}}\n")
     out = tmp_path / "out"
     job = out / "job.rows.jsonl"
     full = sum(row_size(n) for n in range(1, ROWS + 1))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+    env = environment()
     env["POOLER_TOKEN"] = store.token
     args = [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url, "--out", str(out),
             "--journal", str(tmp_path / "journal.sqlite"), "--task", "T", "--json"]

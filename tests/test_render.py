@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import ROOT, Store, on_terminal
 
 from pooler.cli.render import (
@@ -197,6 +198,7 @@ def test_a_step_over_rows_shows_its_summary_then_the_failures_it_lists() -> None
                      text), text
 
 
+@pytest.mark.process
 def test_a_run_on_a_terminal_shows_the_live_view(store: Store, tmp_path: Path) -> None:
     status, raw = on_terminal(["run", str(ROOT / "pools" / "currency.json"), "--store", store.url,
                                "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "j.sqlite")],

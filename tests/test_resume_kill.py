@@ -11,7 +11,6 @@ file, journal and task, so one store serves them all: a call is known in the sto
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store
+from helpers import ROOT, Store, environment
 
 CALLS = 8
 #: Kill points: (what to wait for, how far).  "sent": a call is in flight after N completed;
@@ -64,7 +63,7 @@ class Scenario:
         self.pool.write_text("\n".join(lines) + "\n")
 
     def start(self, *extra: str) -> subprocess.Popen[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
+        env = environment()
         cmd = [sys.executable, "-m", "pooler", "run", str(self.pool), "--store", self.store.url,
                "--token-file", str(self.token), "--journal", str(self.journal), "--task", self.task,
                "--json", "--out", str(self.folder / "out"), *extra]
@@ -164,6 +163,7 @@ def check(scenario: Scenario, answer: dict[str, Any], *, honoured: bool, most: i
     assert set(again) <= retried, (scenario.point, again, answer["in_doubt"])
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("honoured", [True, False], ids=["store-keys", "no-store-keys"])
 def test_sequential_runs_killed_at_seven_points_resume_without_repeats(
         store_factory: Any, tmp_path: Path, honoured: bool) -> None:
@@ -173,6 +173,7 @@ def test_sequential_runs_killed_at_seven_points_resume_without_repeats(
         check(scenario, answer, honoured=honoured, most=1)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("honoured", [True, False], ids=["store-keys", "no-store-keys"])
 def test_parallel_runs_killed_at_six_points_repeat_at_most_the_calls_in_flight(
         store_factory: Any, tmp_path: Path, honoured: bool) -> None:
@@ -182,6 +183,7 @@ def test_parallel_runs_killed_at_six_points_repeat_at_most_the_calls_in_flight(
         check(scenario, answer, honoured=honoured, most=4)
 
 
+@pytest.mark.process
 def test_one_task_killed_again_and_again_completes_with_each_call_done_once(store_factory: Any,
                                                                           tmp_path: Path) -> None:
     store = store_factory()
@@ -195,6 +197,7 @@ def test_one_task_killed_again_and_again_completes_with_each_call_done_once(stor
     assert sorted(scenario.ops()) == [scenario.ms(n) for n in range(1, CALLS + 1)]
 
 
+@pytest.mark.process
 def test_without_keys_a_rerun_repeats_everything_already_done(store_factory: Any, tmp_path: Path) -> None:
     store = store_factory()
     scenario = Scenario(store, tmp_path / "nokeys", "nokeys", ("ops", 3), keyed=False)
@@ -207,6 +210,7 @@ def test_without_keys_a_rerun_repeats_everything_already_done(store_factory: Any
     assert len(ops) >= CALLS + 3
 
 
+@pytest.mark.process
 def test_in_doubt_stop_names_the_call_and_skip_counts_it_done(store_factory: Any, tmp_path: Path) -> None:
     store = store_factory("--no-idempotency")
     scenario = Scenario(store, tmp_path / "stop", "stop", ("sent", 3))

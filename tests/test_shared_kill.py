@@ -99,6 +99,7 @@ def no_overlap(answer: dict[str, Any]) -> None:
     assert busy == []
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("seed", [1])
 def test_runners_killed_and_frozen_against_a_key_honouring_store(store: Store, pg_url: str, tmp_path: Path,
                                                                   seed: int) -> None:
@@ -124,6 +125,7 @@ def test_runners_killed_and_frozen_against_a_key_honouring_store(store: Store, p
     assert {i["action"] for i in answer["in_doubt"]} <= {"retried"}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("seed", [2])
 def test_runners_killed_and_frozen_without_keys_stop_in_doubt(store_factory: Any, pg_url: str, tmp_path: Path,
                                                               seed: int) -> None:
@@ -157,6 +159,7 @@ def test_more_kill_points(store_factory: Any, pg_url: str, tmp_path: Path, seed:
         test_runners_killed_and_frozen_without_keys_stop_in_doubt(store_factory, pg_url, tmp_path, seed)
 
 
+@pytest.mark.process
 def test_the_database_going_away_stops_the_runner_with_nothing_unrecorded(store: Store,
                                                                           tmp_path: Path) -> None:
     server = start_server()

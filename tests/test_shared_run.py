@@ -40,6 +40,7 @@ def sleep_ops(store: Store) -> list[int]:
     return [op["params"]["ms"] for op in store.ops() if op["command"] == "CmdSleep"]
 
 
+@pytest.mark.process
 def test_two_runners_share_a_task_and_each_call_runs_once(store: Store, url: str, tmp_path: Path) -> None:
     pool = sleeps(tmp_path / "a", 40)
     first = start_runner(pool, store, url, "t", tmp_path / "out-a", "--width", "3")
@@ -67,6 +68,7 @@ def test_two_runners_share_a_task_and_each_call_runs_once(store: Store, url: str
     assert "runs 2  40/40 done, 0 failed, 0 skipped, 0 not run" in listed.stdout
 
 
+@pytest.mark.process
 def test_the_cap_holds_for_the_whole_task(store: Store, url: str, tmp_path: Path) -> None:
     pool = sleeps(tmp_path, 24, ms=60, cap=4)
     runners = [start_runner(pool, store, url, "t", tmp_path / f"out{i}", "--width", "4") for i in range(2)]
@@ -78,6 +80,7 @@ def test_the_cap_holds_for_the_whole_task(store: Store, url: str, tmp_path: Path
     assert max_overlap(spans) <= 4
 
 
+@pytest.mark.process
 def test_serialize_on_and_references_hold_across_runners(store: Store, url: str, tmp_path: Path) -> None:
     lines = ["mode: parallel", "max_concurrency: 8", "serialize_on: contract", "stop_on_error: false",
              "pool:",
@@ -101,6 +104,7 @@ def test_serialize_on_and_references_hold_across_runners(store: Store, url: str,
         assert keys == sorted(keys)
 
 
+@pytest.mark.process
 def test_stop_on_error_stops_every_runner(store: Store, url: str, tmp_path: Path) -> None:
     lines = ["mode: parallel", "max_concurrency: 4", "pool:",
              "  - {unit: MELBIS_AGENT_TEST, command: CmdFail}"]
@@ -118,6 +122,7 @@ def test_stop_on_error_stops_every_runner(store: Store, url: str, tmp_path: Path
     assert query(url, "SELECT halted FROM tasks")[0][0] == "step 1 failed"
 
 
+@pytest.mark.process
 def test_a_step_over_an_earlier_steps_table_runs_on_another_host(store: Store, url: str,
                                                                   tmp_path: Path) -> None:
     pool = write_pool(tmp_path, [
@@ -148,6 +153,7 @@ def test_a_step_over_an_earlier_steps_table_runs_on_another_host(store: Store, u
     assert gathered.stdout == f"{table}  3 rows\n{tmp_path / 'all' / 'job.rows.jsonl'}  3 rows\n"
 
 
+@pytest.mark.process
 def test_secrets_never_reach_the_database(store_factory: Any, url: str, tmp_path: Path) -> None:
     token = "tok-8c1d2e7f"
     secret = "sec-91ab77"
@@ -169,6 +175,7 @@ def test_secrets_never_reach_the_database(store_factory: Any, url: str, tmp_path
     assert token not in dump
 
 
+@pytest.mark.process
 def test_a_read_timeout_not_shorter_than_the_lease_is_refused(store: Store, url: str, tmp_path: Path) -> None:
     pool = sleeps(tmp_path, 2)
     proc = start_runner(pool, store, url, "t", tmp_path / "out", "--timeout", "30", "--lease", "30")
@@ -186,6 +193,7 @@ def test_a_read_timeout_not_shorter_than_the_lease_is_refused(store: Store, url:
     assert query(url, "SELECT count(*) FROM tasks")[0][0] == 0
 
 
+@pytest.mark.process
 def test_the_planning_runner_reads_data_files_by_the_rules_of_any_run(store: Store, url: str,
                                                                     tmp_path: Path) -> None:
     # A dated Latin-1 feed with ";" between fields: the name takes a variable, the file its options.
@@ -206,6 +214,7 @@ def test_the_planning_runner_reads_data_files_by_the_rules_of_any_run(store: Sto
                                                     {"sku": "B-2", "name": "Käse"}]
 
 
+@pytest.mark.process
 def test_an_empty_feed_refuses_a_shared_run_before_the_task_exists(store: Store, url: str,
                                                                     tmp_path: Path) -> None:
     rows = tmp_path / "rows.csv"

@@ -83,6 +83,7 @@ def test_the_store_serves_a_shops_export_exactly_as_written(tmp_path: Path) -> N
     ({**LISTED, "module": "Colour.PHP"},
      f'module is "Colour.PHP", not a module file\'s name like "melbis_agent_brand.php" - {FORMS}'),
 ])
+@pytest.mark.process
 def test_anything_else_is_refused_with_the_file_the_key_and_an_example(tmp_path: Path, doc: dict[str, Any],
                                                                       message: str) -> None:
     if doc.get("module") is None:

@@ -190,6 +190,7 @@ pool:
         assert secret.encode() not in (tmp_path / "state" / "journal.sqlite").read_bytes()
 
 
+@pytest.mark.process
 def test_mcp_tool_run_writes_and_masks_every_row(secret_store: Store, tmp_path: Path,
                                                   token_file: Path) -> None:
     rows = goods_with_secrets(secret_store, 1200)

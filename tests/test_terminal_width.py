@@ -36,6 +36,7 @@ def run_on_terminal(store: Store, tmp_path: Path, columns: int, pool: Path,
                        interrupt_after=interrupt_after)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("columns", [80, 160])
 def test_the_results_table_and_live_view_fit_the_terminal(store: Store, tmp_path: Path, columns: int) -> None:
     pool = tmp_path / "p.yaml"
@@ -59,6 +60,7 @@ def test_the_results_table_and_live_view_fit_the_terminal(store: Store, tmp_path
         " ".join(line.strip() for line in lines)
 
 
+@pytest.mark.process
 def test_a_ctrl_c_notice_prints_above_the_live_area(store_factory: object, tmp_path: Path) -> None:
     store: Store = store_factory("--latency-ms", "300")  # type: ignore[operator]
     pool = tmp_path / "slow.yaml"

@@ -68,6 +68,20 @@ def mcp(argv: list[str], stderr: TextIO) -> int:
     return int(mcp_main(argv))
 
 
+def _own_parser(args: list[str], stderr: TextIO) -> int:
+    """``pooler store ...`` and ``pooler mcp ...``, which parse their own options; their argparse
+    exits (``--help``, a bad flag) become the exit status, as main's own do."""
+    try:
+        if args[0] == "store":
+            # Loaded only here: the client side never needs the server's modules.
+            from pooler.store.cli import main as store_main  # noqa: PLC0415
+
+            return int(store_main(args[1:]))
+        return mcp(args[1:], stderr)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitStatus.REFUSED)
+
+
 def exit_status_for(error: PoolerError) -> ExitStatus:
     """The one mapping from pooler's errors to exit statuses."""
     if isinstance(error, LockedError):
@@ -87,13 +101,8 @@ def main(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["store"]:
-        # Loaded only here: the client side never needs the server's modules.
-        from pooler.store.cli import main as store_main  # noqa: PLC0415
-
-        return int(store_main(args[1:]))
-    if args[:1] == ["mcp"]:
-        return mcp(args[1:], stderr or sys.stderr)
+    if args[:1] in (["store"], ["mcp"]):
+        return _own_parser(args, stderr or sys.stderr)
     ctx = Context(stdout=stdout or sys.stdout, stderr=stderr or sys.stderr,
                   environ=os.environ if environ is None else environ)
     first = next((a for a in args if not a.startswith("-")), None)

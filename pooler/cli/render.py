@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -399,13 +399,16 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     return lines
 
 
-def console_for(stream: TextIO, *, tty: bool | None = None) -> Console:
+def console_for(stream: TextIO, *, tty: bool | None = None,
+                environ: Mapping[str, str] | None = None) -> Console:
     """A console on ``stream``: colours and animation only on a terminal.
 
-    Off a terminal rich would assume 80 columns and fold every table; a file or a pipe has room.
+    Off a terminal rich would assume 80 columns and fold every table; a file or a pipe has room,
+    unless the command's environment (``environ``, the process's by default) sets ``COLUMNS``.
     """
     live = stream.isatty() if tty is None else tty
-    width = None if live or os.environ.get("COLUMNS") else 200
+    columns = (os.environ if environ is None else environ).get("COLUMNS", "")
+    width = None if live else (int(columns) if columns.isdigit() and int(columns) > 0 else 200)
     # Text from the store and the pool ("Unknown command [CmdNope]") must never be read as markup.
     return Console(file=stream, force_terminal=tty, highlight=False, soft_wrap=False, width=width,
                    markup=False)

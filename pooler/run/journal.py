@@ -34,6 +34,7 @@ from pooler.run.journal_records import (
     dumps,
     enter_run,
     join_entry,
+    leave_runs,
     now_text,
     pool_identity,
     split_entry,
@@ -208,6 +209,9 @@ class Journal:
                 (now_text(), status or answer.get("status", "failed"), answer.get("total"),
                  answer.get("succeeded"), answer.get("failed"), answer.get("skipped"),
                  answer.get("not_run"), dumps(answer), task_id))
+            # This process's run of the task has ended, though the process may go on (the MCP
+            # server, a library caller): what it left unanswered is in doubt, not in flight.
+            leave_runs(db, task_id)
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
         """The latest tasks, newest first."""

@@ -40,7 +40,7 @@ class JournalStore(Protocol):
 
 def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:
     """The journal a command uses: ``--journal``, else ``POOLER_JOURNAL``, else the default file."""
-    return given or environ.get(JOURNAL_ENV) or str(default_journal_path())
+    return given or environ.get(JOURNAL_ENV) or str(default_journal_path(environ))
 
 
 def uses_postgres(given: str | None, environ: Mapping[str, str]) -> bool:

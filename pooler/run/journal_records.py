@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,10 +159,13 @@ class TaskRow:
     store: str | None = None
 
 
-def default_journal_path() -> Path:
-    """``$XDG_STATE_HOME/pooler/journal.sqlite``, else ``~/.local/state/pooler/journal.sqlite``."""
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state) if state else Path.home() / ".local" / "state"
+def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/pooler/journal.sqlite``, else ``~/.local/state/pooler/journal.sqlite``,
+    read from ``environ`` (the process's environment by default)."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME")
+    home = env.get("HOME")
+    base = Path(state) if state else (Path(home) if home else Path.home()) / ".local" / "state"
     return base / "pooler" / "journal.sqlite"
 
 
@@ -189,6 +193,11 @@ def enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
     """Which process makes this run of the task (see ``Journal.live_runs``)."""
     db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
                (task_id, run, host(), os.getpid()))
+
+
+def leave_runs(db: sqlite3.Connection, task_id: str) -> None:
+    """This process makes no run of the task any more (see ``Journal.live_runs``)."""
+    db.execute("DELETE FROM runs WHERE task = ? AND host = ? AND pid = ?", (task_id, host(), os.getpid()))
 
 
 def dumps(value: Any) -> str:

@@ -7,6 +7,8 @@ import ipaddress
 import secrets
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -83,37 +85,62 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise _StopError
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+@dataclass
+class Served:
+    """A store ready to serve: its server bound to its port, its engine open, and the token it made
+    when none was given (None otherwise)."""
+
+    server: StoreServer
+    engine: Engine
+    made_token: str | None
+
+
+def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Served:
+    """The store ``pooler store serve ARGV`` serves, bound and ready, without serving it yet.
+
+    Raises PoolerError for a bad option and OSError when the address cannot be bound; the caller
+    serves it (``serve_forever``) and closes both the server and the engine.
+    """
+    args = _parser().parse_args(["serve", *argv])
+    if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
+        raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
+    if args.max_connections < 1 or not args.idle_timeout > 0:
+        raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
+                         "seconds")
+    if not args.token and not is_loopback(args.host):
+        raise UsageError(f"--host {args.host} is reachable from other machines, and no --token was "
+                         "given - give --token with a long random token, so that only its holders may "
+                         "call the store.")
+    made = None if args.token or args.read_token else secrets.token_hex(16)
+    tokens = tuple(args.token) or ((made,) if made else ())
+    faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
+    config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
+                         read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
+                         latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
+                         idempotency=not args.no_idempotency)
+    engine = Engine(config)
     try:
-        if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
-            raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
-        if args.max_connections < 1 or not args.idle_timeout > 0:
-            raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
-                             "seconds")
-        if not args.token and not is_loopback(args.host):
-            raise UsageError(f"--host {args.host} is reachable from other machines, and no --token was "
-                             "given - give --token with a long random token, so that only its holders may "
-                             "call the store.")
-        made = None if args.token or args.read_token else secrets.token_hex(16)
-        tokens = tuple(args.token) or ((made,) if made else ())
-        faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
-        config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
-                             read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
-                             latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
-                             idempotency=not args.no_idempotency)
-        engine = Engine(config)
-    except PoolerError as exc:
-        sys.stderr.write(f"pooler store: {exc.render()}\n")
-        return 2
-    try:
-        server = StoreServer((args.host, args.port), engine, faults, log=_log,
+        server = StoreServer((args.host, args.port), engine, faults, log=log or _log,
                              max_connections=args.max_connections, idle_timeout=args.idle_timeout)
     except OSError as exc:
         engine.close()
-        sys.stderr.write(f"pooler store: cannot listen on {args.host}:{args.port}: {exc.strerror} - "
-                         "pick another --port, or 0 for a free one\n")
+        raise OSError(exc.errno, f"cannot listen on {args.host}:{args.port}: {exc.strerror} - "
+                                 "pick another --port, or 0 for a free one") from exc
+    return Served(server, engine, made)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] != ["serve"]:
+        _parser().parse_args(argv)  # --help, or the usage and exit 2 for anything but "serve"
+    try:
+        served = open_store(argv[1:])
+    except PoolerError as exc:
+        sys.stderr.write(f"pooler store: {exc.render()}\n")
         return 2
+    except OSError as exc:
+        sys.stderr.write(f"pooler store: {exc.strerror}\n")
+        return 2
+    server, engine, made = served.server, served.engine, served.made_token
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     sys.stdout.write(server.url + "\n")

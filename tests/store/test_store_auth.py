@@ -115,6 +115,7 @@ def test_tool_list_shows_the_grants_of_the_callers_token(guarded: Store) -> None
     assert all(granted("full-1").values())
 
 
+@pytest.mark.process
 def test_with_no_token_option_the_store_makes_a_random_token_and_prints_it(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "pooler", "store", "serve", "--port", "0",
                              "--db", str(tmp_path / "s.db"), "--root", str(tmp_path / "root")],
@@ -140,6 +141,7 @@ def test_with_no_token_option_the_store_makes_a_random_token_and_prints_it(tmp_p
         proc.wait(timeout=10)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1"])
 def test_the_store_will_not_listen_beyond_loopback_without_a_token(tmp_path: Path, host: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "pooler", "store", "serve", "--host", host, "--port", "0",

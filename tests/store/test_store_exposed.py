@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import STORE_TOKEN, Store
 
 
@@ -64,8 +65,10 @@ def test_a_known_token_still_gets_its_answer(store: Store) -> None:
     assert json.loads(out.partition(b"\r\n\r\n")[2])["data"]["detail"] == {"n": 1}
 
 
+@pytest.mark.process
 def test_connections_are_bounded_and_an_idle_one_is_closed(store_factory: Any) -> None:
-    store = store_factory("--max-connections", "3", "--idle-timeout", "1")
+    # A process: its threads are counted in /proc.
+    store = store_factory("--max-connections", "3", "--idle-timeout", "1", process=True)
     base = _threads(store)
     socks = [_connect(store) for _ in range(12)]
     most = base

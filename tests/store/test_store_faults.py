@@ -21,7 +21,7 @@ HEADERS = {"Authorization": f"Bearer {STORE_TOKEN}"}
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Store]]:
-    """A store per kind (and a seeded one), started side by side to keep the module quick."""
+    """A store per kind (and a seeded one), each on a thread of its own."""
     specs = {k: ("--fault", f"{k}:1.0", "--slow-ms", "2000") for k in KINDS}
     specs["seeded"] = ("--fault", "garbage:0.5", "--seed", "7")
     stores: dict[str, Store] = {}
@@ -35,8 +35,6 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Store
     for t in threads:
         t.join()
     yield stores
-    for s in stores.values():
-        s.proc.terminate()  # all at once: each takes a moment to exit
     for s in stores.values():
         s.stop()
 

@@ -208,8 +208,9 @@ def test_latency_is_added_to_every_call(store_factory: Any) -> None:
     assert refused["ms"] >= 150
 
 
+@pytest.mark.process
 def test_state_and_keys_survive_a_restart_and_signals_stop_cleanly(tmp_path: Path) -> None:
-    store = start_store(tmp_path)
+    store = start_store(tmp_path, process=True)
     key = unique("durable")
     session = requests.Session()
     try:
@@ -239,7 +240,7 @@ def test_state_and_keys_survive_a_restart_and_signals_stop_cleanly(tmp_path: Pat
         store.stop()
         session.close()
     assert (store.proc.returncode, out, err) == (0, "", "")
-    again = start_store(tmp_path)
+    again = start_store(tmp_path, process=True)
     try:
         assert data(again, "MELBIS_AGENT_STORE", "CmdGet", {"sku": sku})["detail"]["row"]["name"] == "Kept"
         row = got["files"][0]

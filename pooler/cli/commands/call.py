@@ -110,7 +110,7 @@ def show(answer: dict[str, Any], ctx: Context) -> None:
 
     from pooler.cli.render import console_for  # noqa: PLC0415
 
-    console = console_for(ctx.stdout)
+    console = console_for(ctx.stdout, environ=ctx.environ)
     verdict = ("done", "green") if answer["result"] else ("refused", "bold red")
     console.print(Text.assemble(verdict, f": {ctx.redactor.text(str(answer['message']))}"))
     if answer["detail"]:

@@ -169,7 +169,7 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
         head.insert(1, f"about: {plan['description']}")
     variables_rows = [(n, str(v["value"]), v["description"]) for n, v in plan["variables"].items()]
     if out.isatty():
-        console = console_for(out)
+        console = console_for(out, environ=ctx.environ)
         for line in head:
             console.print(ctx.redactor.text(line), markup=False)
         if variables_rows:

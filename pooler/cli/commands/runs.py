@@ -119,7 +119,7 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         style = STYLE.get(row.status, "bold red" if row.status == DEAD else "")
         table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=style),
                       str(row.runs), counts(row))
-    console_for(ctx.stdout).print(table)
+    console_for(ctx.stdout, environ=ctx.environ).print(table)
     return ExitStatus.OK
 
 
@@ -177,7 +177,7 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
         return ExitStatus.OK
     out = ctx.stdout
     if out.isatty():
-        console = console_for(out)
+        console = console_for(out, environ=ctx.environ)
         console.print(f"task {row.id}  pool {row.pool_file}  started {row.started}  runs {row.runs}",
                       markup=False)
         console.print(results_table(answer))

@@ -61,5 +61,5 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(f"pooler tools: the store refused: {data.get('message', '')}")
         return ExitStatus.FAILED
     if not args.json:
-        console_for(ctx.stdout).print(tools_table(list(data.get("tools") or [])))
+        console_for(ctx.stdout, environ=ctx.environ).print(tools_table(list(data.get("tools") or [])))
     return ExitStatus.OK
