@@ -246,9 +246,11 @@ def test_the_reference_check_says_how_to_regenerate_a_stale_page(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from pooler.cli import reference  # noqa: PLC0415
 
+    monkeypatch.chdir(tmp_path)
+    assert reference.main([]) == 2
+    assert capsys.readouterr().err == "no docs/ folder here: run this from the repository's root\n"
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "cli.md").write_text("# old\n", encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
     assert reference.main(["--check"]) == 1
     assert capsys.readouterr().err == "docs/cli.md is stale: regenerate it with make docs\n"
     assert reference.main([]) == 0

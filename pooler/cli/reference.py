@@ -164,8 +164,14 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args not in ([], ["--check"]):
+        sys.stderr.write("usage: python -m pooler.cli.reference [--check]  (from the repository's root)\n")
+        return ExitStatus.REFUSED
+    if not PAGE.parent.is_dir():
+        sys.stderr.write(f"no {PAGE.parent}/ folder here: run this from the repository's root\n")
+        return ExitStatus.REFUSED
     text = render()
-    if args == ["--check"]:
+    if args:
         if not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != text:
             sys.stderr.write(f"{PAGE} is stale: regenerate it with {REGENERATE}\n")
             return ExitStatus.FAILED
