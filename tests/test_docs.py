@@ -121,6 +121,12 @@ def test_the_readme_is_short_and_keeps_the_two_commands_near_the_top() -> None:
     assert blocks[0].line < 10
 
 
+def test_the_readme_links_every_page_of_the_manual() -> None:
+    linked = {t for w, page, t in links() if page.name == "README.md"}
+    pages = {f"docs/{p.name}" for p in PAGES if p.parent == ROOT / "docs"} - {"docs/multihost.md"}
+    assert pages - linked == set()
+
+
 @pytest.mark.parametrize(("where", "page", "target"), links(), ids=[w for w, _, _ in links()])
 def test_every_relative_link_and_anchor_resolves(where: str, page: Path, target: str) -> None:
     path, _, anchor = target.partition("#")
