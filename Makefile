@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-slow test-lowest lint fuzz bench clean
+.PHONY: demo docs test test-fast test-slow test-lowest lint fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m pooler.demo
+
+# docs/cli.md is written from the argparse parsers; tests/test_docs.py fails when it is stale.
+docs: $(STAMP)
+	$(BIN)/python -m pooler.cli.reference
 
 lint: $(STAMP)
 	$(BIN)/ruff check pooler tests bench

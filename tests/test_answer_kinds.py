@@ -204,5 +204,5 @@ def test_an_answer_that_proves_the_command_did_not_run_lets_the_rerun_send_a_new
     assert handler.keys[sent] not in (None, "T1:goods-G1")
 
 
-def test_the_readme_shows_the_table_of_answer_kinds() -> None:
-    assert answer_kinds.table() in (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_manual_shows_the_table_of_answer_kinds() -> None:
+    assert answer_kinds.table() in (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8")

@@ -78,9 +78,8 @@ def test_the_pool_the_run_and_the_contract_never_import_the_store(module: str) -
     assert not [n for n in imports_of(PACKAGE / module) if n.startswith("pooler.store")]
 
 
-def test_the_readmes_layout_names_every_package() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = set(re.findall(r"^\| `pooler/(\w+)/` \|", readme, re.M))
+def test_the_layout_names_every_package() -> None:
+    table = set(re.findall(r"^\| `pooler/(\w+)/` \|", DOC.read_text(encoding="utf-8"), re.M))
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert table == packages
 

@@ -75,7 +75,7 @@ def test_two_processes_on_one_task_send_each_key_at_most_once(
     (tmp_path / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(ROWS)), encoding="utf-8")
     (tmp_path / "pool.yaml").write_text(POOL, encoding="utf-8")
     # Against a store that ignores keys a call a dead run left in doubt is not sent again
-    # (--in-doubt stop, as the README advises); a live run's calls in flight are never resent.
+    # (--in-doubt stop, as docs/semantics.md advises); a live run's calls in flight are never resent.
     policy = ["--in-doubt", "stop"] if how.startswith("kill") else []
     procs = [start(store, tmp_path, "a", *policy)]
     killed = False

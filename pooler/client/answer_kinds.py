@@ -104,7 +104,7 @@ def by_envelope(ok: object, result: object) -> Kind:
 
 
 def table() -> str:
-    """The table as README shows it (kept in step with it by a test)."""
+    """The table as docs/semantics.md shows it (kept in step with it by a test)."""
     lines = ["| kind | the answer | what it proves | a keyed call is sent again |", "|---|---|---|---|"]
     for kind in KINDS:
         again = ("under a new key round" if kind.proven_not_run
