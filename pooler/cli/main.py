@@ -11,12 +11,12 @@ import traceback
 from collections.abc import Mapping
 from typing import TextIO
 
-from pooler import __version__
 from pooler.cli.commands import COMMANDS
 from pooler.cli.commands.common import Context, render_error
 from pooler.cli.outcome import outcome_document
 from pooler.errors import JournalError, LockedError, PoolerError, Problem, StoreError
 from pooler.exits import ExitStatus
+from pooler.version import __version__
 
 DESCRIPTION = (
     "Run pools of store AI-tool calls: declarative pool files, checked before anything is sent, "

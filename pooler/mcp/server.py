@@ -29,7 +29,6 @@ from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-import pooler
 from pooler.cli.commands.common import Context, add_store_options, make_client
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
@@ -44,6 +43,7 @@ from pooler.redact import Redactor
 from pooler.run.events import Reporter
 from pooler.run.journal_api import JOURNAL_ENV
 from pooler.shared.schema import is_postgres
+from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
 
@@ -162,7 +162,7 @@ def build_server(tools: PoolerTools) -> Server[Any]:
             raise
         return _result(outcome)
 
-    return Server("pooler", version=pooler.__version__, title="pooler",
+    return Server("pooler", version=__version__, title="pooler",
                   instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
