@@ -41,8 +41,7 @@ from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import Reporter
-from pooler.run.journal_api import JOURNAL_ENV
-from pooler.shared.schema import is_postgres
+from pooler.run.journal_api import JOURNAL_ENV, is_postgres
 from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
