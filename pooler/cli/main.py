@@ -60,7 +60,7 @@ def mcp(argv: list[str], stderr: TextIO) -> int:
     """``pooler mcp``: the MCP server, whose SDK is an optional dependency."""
     try:
         # Loaded only here: only this command needs the MCP SDK.
-        from pooler.mcp.server import main as mcp_main  # noqa: PLC0415
+        from pooler.cli.commands.mcp_cmd import main as mcp_main  # noqa: PLC0415
     except ImportError as exc:
         stderr.write(f"pooler mcp: needs the MCP SDK ({exc.name} is not installed) - "
                      "install it with: pip install 'pooler[mcp]'\n")
