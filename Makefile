@@ -18,6 +18,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check pooler tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	@$(BIN)/python tests/pg_server.py
@@ -45,4 +46,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
