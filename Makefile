@@ -22,6 +22,7 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check pooler tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Across every core (pytest-xdist); each worker starts its own PostgreSQL when its tests need one.
 test: lint
@@ -54,4 +55,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

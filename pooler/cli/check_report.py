@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pooler.errors import Problem
+from pooler.report.junit import xml_text
 
 Results = Sequence[tuple[str, Sequence[Problem]]]
 
@@ -26,20 +27,11 @@ def junit_xml(results: Results) -> str:
     for file, problems in results:
         case = ET.SubElement(suite, "testcase", classname="pooler.check", name=file, file=file)
         for problem in problems:
-            failure = ET.SubElement(case, "failure", message=_clean(problem.headline()), type="problem")
-            failure.text = _clean(problem.render())
+            failure = ET.SubElement(case, "failure", message=xml_text(problem.headline()), type="problem")
+            failure.text = xml_text(problem.render())
     suites.set("problems", str(failures))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
-
-
-def _clean(text: str) -> str:
-    """Text XML 1.0 can carry: other control characters, lone surrogates and U+FFFE/F become spaces."""
-    return "".join(c if _xml_char(c) else " " for c in text)
-
-
-def _xml_char(c: str) -> bool:
-    return c in "\t\n" or (" " <= c < "\ud800") or ("\ue000" <= c <= "\ufffd") or c >= "\U00010000"
 
 
 def check_json(results: Results) -> dict[str, Any]:

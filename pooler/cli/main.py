@@ -11,12 +11,12 @@ import traceback
 from collections.abc import Mapping
 from typing import TextIO
 
-from pooler import __version__
 from pooler.cli.commands import COMMANDS
 from pooler.cli.commands.common import Context, render_error
 from pooler.cli.outcome import outcome_document
 from pooler.errors import JournalError, LockedError, PoolerError, Problem, StoreError
 from pooler.exits import ExitStatus
+from pooler.version import __version__
 
 DESCRIPTION = (
     "Run pools of store AI-tool calls: declarative pool files, checked before anything is sent, "
@@ -60,7 +60,7 @@ def mcp(argv: list[str], stderr: TextIO) -> int:
     """``pooler mcp``: the MCP server, whose SDK is an optional dependency."""
     try:
         # Loaded only here: only this command needs the MCP SDK.
-        from pooler.mcp.server import main as mcp_main  # noqa: PLC0415
+        from pooler.cli.commands.mcp_cmd import main as mcp_main  # noqa: PLC0415
     except ImportError as exc:
         stderr.write(f"pooler mcp: needs the MCP SDK ({exc.name} is not installed) - "
                      "install it with: pip install 'pooler[mcp]'\n")

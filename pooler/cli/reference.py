@@ -54,7 +54,7 @@ def own_parser(name: str) -> argparse.ArgumentParser | None:
 
         return store_parser()
     if name == "mcp":
-        from pooler.mcp.server import build_parser as mcp_parser  # noqa: PLC0415
+        from pooler.cli.commands.mcp_cmd import build_parser as mcp_parser  # noqa: PLC0415
 
         return mcp_parser()
     return None

@@ -37,7 +37,6 @@ from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import ConnectionPool
 from urllib3.exceptions import HTTPError
 
-import pooler
 from pooler.client import answer_kinds as kinds
 from pooler.client.answer_budget import AnswerBudget, Hold, share_malloc_arenas
 from pooler.client.deadline import Watch, Watchdog, watched
@@ -46,6 +45,7 @@ from pooler.client.transport import connect_failure, is_timeout, tls_reason
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.pool.rows import open_file
 from pooler.redact import Redactor
+from pooler.version import __version__
 
 __all__ = ["MAX_ANSWER_BYTES", "TEXT_LIMIT", "WHOLE_BELOW", "Attachment", "Reply", "ToolRunClient"]
 
@@ -226,7 +226,7 @@ class ToolRunClient:
         self._verify: bool | str = verify if env["verify"] is None else env["verify"]
         self._session.auth = _Bearer(token)
         self._session.headers.update(
-            {"User-Agent": f"pooler/{pooler.__version__}", "Accept": "application/json"}
+            {"User-Agent": f"pooler/{__version__}", "Accept": "application/json"}
         )
 
     def __repr__(self) -> str:

@@ -7,11 +7,9 @@ steps already in flight finish.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -29,12 +27,8 @@ from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-import pooler
-from pooler.cli.commands.common import Context, add_store_options, make_client
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
-from pooler.exits import ExitStatus
-from pooler.mcp.arguments import check_task
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.schemas import TOOLS
 from pooler.mcp.tool_pool import PoolRuns
@@ -42,8 +36,7 @@ from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import Reporter
-from pooler.run.journal_api import JOURNAL_ENV
-from pooler.shared.schema import is_postgres
+from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
 
@@ -162,7 +155,7 @@ def build_server(tools: PoolerTools) -> Server[Any]:
             raise
         return _result(outcome)
 
-    return Server("pooler", version=pooler.__version__, title="pooler",
+    return Server("pooler", version=__version__, title="pooler",
                   instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
@@ -170,49 +163,3 @@ async def serve(tools: PoolerTools) -> None:
     server = build_server(tools)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pooler mcp",
-        description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over stdio.",
-    )
-    add_store_options(parser)
-    parser.add_argument("--out", metavar="DIR", default="out",
-                        help="the store folder: tables, jobs and the journal go here, and relative paths "
-                             "in calls are taken from here (default ./out)")
-    parser.add_argument("--task", metavar="ID",
-                        help="the task keyed steps are remembered under (default: a new one per process)")
-    parser.add_argument("--journal", metavar="URL",
-                        help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
-                             "<out>/.pooler/journal.sqlite")
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    """Run the server until the client closes stdin; 2 when the store or a flag is wrong."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler mcp: %(message)s")
-    # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
-    ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
-    try:
-        client: ToolRunClient = make_client(args, ctx)
-        task = session_task()
-        if args.task is not None:
-            task = check_task(args.task, task)
-    except PoolerError as exc:
-        sys.stderr.write(f"pooler mcp: {exc.render()}\n")
-        return ExitStatus.REFUSED
-    spec = args.journal or os.environ.get(JOURNAL_ENV)
-    if spec is not None and not is_postgres(spec):
-        sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
-                         "journal lives in <out>/.pooler/journal.sqlite\n")
-        return ExitStatus.REFUSED
-    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec)
-    try:
-        anyio.run(serve, tools)
-    except KeyboardInterrupt:
-        return ExitStatus.INTERRUPTED
-    finally:
-        tools.close()
-    return ExitStatus.OK

@@ -19,12 +19,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from pooler import __version__
 from pooler.errors import JournalError, UsageError
 from pooler.redact import Redactor
 from pooler.report.data import clock, load_report
 from pooler.report.timeline import CELL, LANE, layout
 from pooler.run.journal import Journal
+from pooler.version import __version__
 
 
 def _asset(name: str) -> str:

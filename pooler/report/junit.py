@@ -10,8 +10,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from pooler.cli.check_report import _clean
-
 _PASSED = ("completed", "skipped")
 
 
@@ -24,11 +22,11 @@ def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
     counts = {"tests": str(len(entries)), "failures": str(failed), "errors": "0", "skipped": str(skipped),
               "time": seconds}
     suites = ET.Element("testsuites", {"name": "pooler run", **counts})
-    suite = ET.SubElement(suites, "testsuite", {"name": _clean(pool_file), **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": xml_text(pool_file), **counts})
     props = ET.SubElement(suite, "properties")
     for name in ("task", "status", "interrupted"):
         if answer.get(name) is not None:
-            ET.SubElement(props, "property", name=name, value=_clean(str(answer[name])))
+            ET.SubElement(props, "property", name=name, value=xml_text(str(answer[name])))
     for entry in entries:
         suite.append(_case(entry, pool_file))
     ET.indent(suites)
@@ -43,16 +41,16 @@ def _seconds(entry: dict[str, Any]) -> str:
 def _case(entry: dict[str, Any], pool_file: str) -> ET.Element:
     named = f" {entry['name']}" if entry.get("name") else ""
     name = f"step {entry.get('num')}{named} {entry.get('unit')}.{entry.get('command')}"
-    case = ET.Element("testcase", classname=_clean(pool_file), name=_clean(name), time=_seconds(entry))
+    case = ET.Element("testcase", classname=xml_text(pool_file), name=xml_text(name), time=_seconds(entry))
     status = str(entry.get("status"))
-    message = _clean(str(entry.get("message") or status))
+    message = xml_text(str(entry.get("message") or status))
     if status in _PASSED:
         return case
     if status not in ("failed", "in_doubt"):
         ET.SubElement(case, "skipped", message=message)
         return case
     failure = ET.SubElement(case, "failure", message=message, type=status)
-    failure.text = _clean(_failure_text(entry))
+    failure.text = xml_text(_failure_text(entry))
     return case
 
 
@@ -68,3 +66,12 @@ def _failure_text(entry: dict[str, Any]) -> str:
     if isinstance(more, int) and more:
         lines.append(f"and {more:,} more failed or in-doubt calls (the journal holds them all)")
     return "\n".join(lines)
+
+
+def xml_text(text: str) -> str:
+    """Text XML 1.0 can carry: other control characters, lone surrogates and U+FFFE/F become spaces."""
+    return "".join(c if _xml_char(c) else " " for c in text)
+
+
+def _xml_char(c: str) -> bool:
+    return c in "\t\n" or (" " <= c < "\ud800") or ("\ue000" <= c <= "\ufffd") or c >= "\U00010000"

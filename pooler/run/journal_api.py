@@ -1,5 +1,8 @@
 """What every journal offers, whatever holds it (a SQLite file, a PostgreSQL database), and the one
-place a ``--journal`` value (or ``POOLER_JOURNAL``) is turned into a journal."""
+place a ``--journal`` value (or ``POOLER_JOURNAL``) is read: which journal it names, and which kind.
+
+Opening a PostgreSQL journal is left to the layers above (pooler/shared/ is built on run/).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pooler.run.journal_records import TaskRow, default_journal_path
-from pooler.shared.schema import is_postgres
 
 #: The environment variable that names the journal when ``--journal`` is not given.
 JOURNAL_ENV = "POOLER_JOURNAL"
+#: What a ``--journal`` value starts with when it names a PostgreSQL database.
+SCHEMES = ("postgresql://", "postgres://")
 
 
 class JournalStore(Protocol):
@@ -43,21 +47,20 @@ def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:
     return given or environ.get(JOURNAL_ENV) or str(default_journal_path(environ))
 
 
+def is_postgres(spec: str | None) -> bool:
+    """Whether a ``--journal`` value names a PostgreSQL database rather than a SQLite file."""
+    return spec is not None and spec.startswith(SCHEMES)
+
+
 def uses_postgres(given: str | None, environ: Mapping[str, str]) -> bool:
     return is_postgres(journal_spec(given, environ))
 
 
-def open_existing(spec: str) -> JournalStore:
-    """The journal ``spec`` names, for reading: a missing SQLite file is refused, not created."""
+def open_sqlite(path: Path) -> JournalStore:
+    """The SQLite journal at ``path``, for reading: a missing file is refused, not created."""
     from pooler.errors import JournalError  # noqa: PLC0415
-
-    if is_postgres(spec):
-        from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
-
-        return PgJournal(spec)
     from pooler.run.journal import Journal  # noqa: PLC0415
 
-    path = Path(spec)
     if not path.is_file():
         raise JournalError(f"no journal at {path} - nothing has run with it yet; "
                            "give the one 'pooler run --journal' wrote with --journal.")

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 
 #: The version of the tables below; ``upgrade`` brings an older journal to it.
 SCHEMA_VERSION = 1
-SCHEMES = ("postgresql://", "postgres://")
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS pooler_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -120,11 +119,6 @@ CREATE TABLE IF NOT EXISTS table_rows (
     PRIMARY KEY (task, num, idx, name)
 );
 """
-
-
-def is_postgres(spec: str | None) -> bool:
-    """Whether a ``--journal`` value names a PostgreSQL database rather than a SQLite file."""
-    return spec is not None and spec.startswith(SCHEMES)
 
 
 def safe_url(url: str) -> str:

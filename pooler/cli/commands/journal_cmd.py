@@ -10,8 +10,8 @@ from typing import Any
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback
 from pooler.errors import JournalError, UsageError
-from pooler.run.journal_api import journal_spec
-from pooler.shared.schema import is_postgres, safe_url
+from pooler.run.journal_api import is_postgres, journal_spec
+from pooler.shared.schema import safe_url
 
 
 def _add_url(parser: argparse.ArgumentParser) -> None:

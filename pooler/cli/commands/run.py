@@ -41,9 +41,8 @@ from pooler.redact import short_warning
 from pooler.run.events import NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.journal import Journal
-from pooler.run.journal_api import journal_spec
+from pooler.run.journal_api import is_postgres, journal_spec
 from pooler.run.lock import OutLock, PoolLock, lock_dir
-from pooler.shared.schema import is_postgres
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}

@@ -17,11 +17,10 @@ from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
 from pooler.report.html import write_report
 from pooler.run.journal import Journal
-from pooler.run.journal_api import JournalStore, journal_spec, open_existing
+from pooler.run.journal_api import JournalStore, is_postgres, journal_spec, open_sqlite
 from pooler.run.journal_records import TaskRow
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
-from pooler.shared.schema import is_postgres
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +65,13 @@ def register(sub: Any) -> None:
 
 
 def open_journal(args: argparse.Namespace, ctx: Context) -> JournalStore:
-    return open_existing(journal_spec(args.journal, ctx.environ))
+    """The journal ``--journal`` names, for reading: a missing SQLite file is refused, not created."""
+    spec = journal_spec(args.journal, ctx.environ)
+    if is_postgres(spec):
+        from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
+
+        return PgJournal(spec)
+    return open_sqlite(Path(spec))
 
 
 def sqlite_of(journal: JournalStore) -> Journal | None:
