@@ -1,24 +1,26 @@
-"""``pooler mcp`` driven by the MCP SDK's own client over stdio, against the real reference store."""
+"""``pooler mcp`` driven by the MCP SDK's own client over stdio, against the real reference store.
+
+Every call goes through ``mcpkit.CheckedSession``: each structured answer is validated against its
+tool's output schema.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from helpers import ROOT, Store
 from mcp.client import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from mcpkit import SERVER, answer_of, check_answer, connect, text_of
 
-SERVER = ["-m", "pooler", "mcp"]
+__all__ = ["answer_of", "connect", "text_of"]
 
 CURRENCY_POOL: dict[str, Any] = {"pool": [
     {"name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
@@ -33,42 +35,8 @@ def out(tmp_path: Path) -> Path:
     return tmp_path / "out"
 
 
-@asynccontextmanager
-async def connect(store: Store, out: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    """A pooler mcp process on stdio, initialized, speaking to ``store``."""
-    token = out.parent / "token"
-    token.write_text(store.token + "\n", encoding="utf-8")
-    params = StdioServerParameters(
-        command=sys.executable, cwd=ROOT,
-        args=[*SERVER, "--store", store.url, "--token-file", str(token), "--out", str(out), *extra])
-    with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:
-        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
-
-
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
     anyio.run(scenario)
-
-
-def answer_of(result: types.CallToolResult) -> dict[str, Any]:
-    """The JSON answer: one text block, and the same object as structuredContent."""
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    parsed: dict[str, Any] = json.loads(block.text)
-    assert result.structured_content == parsed
-    return parsed
-
-
-def text_of(result: types.CallToolResult) -> str:
-    """A refusal as text: one text block, no JSON beside it, marked as an error."""
-    assert result.is_error is True
-    assert result.structured_content is None
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 def ops_of(store: Store, unit: str | None = None) -> list[dict[str, Any]]:
@@ -115,6 +83,50 @@ def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path)
         assert "key" in pool_schema["properties"]["pool"]["items"]["properties"]
         assert tools["tool_list"].annotations is not None
         assert tools["tool_list"].annotations.read_only_hint is True
+    run(scenario)
+
+
+def every_type(schema: Any, where: str = "") -> dict[str, Any]:
+    """The declared type of every property of a JSON Schema, recursively."""
+    found: dict[str, Any] = {}
+    if isinstance(schema, dict):
+        for name, prop in schema.get("properties", {}).items():
+            found[f"{where}.{name}"] = prop.get("type")
+            found.update(every_type(prop, f"{where}.{name}"))
+        if "items" in schema:
+            found.update(every_type(schema["items"], f"{where}[]"))
+    return found
+
+
+def test_every_input_has_one_type_and_every_tool_an_output_schema(store: Store, out: Path) -> None:
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            tools = (await session.list_tools()).tools
+        for tool in tools:
+            types_of = every_type(tool.input_schema, tool.name)
+            assert types_of
+            # A client that fills arguments from text converts a value only for a single type.
+            assert {where: t for where, t in types_of.items() if not isinstance(t, str)} == {}
+            assert tool.output_schema is not None
+            assert tool.output_schema["type"] == "object"
+            assert "result" in tool.output_schema["required"]
+        pool = next(t for t in tools if t.name == "tool_pool")
+        assert pool.input_schema["properties"]["mode"]["enum"] == ["sequential", "parallel"]
+        assert pool.output_schema is not None
+        assert pool.output_schema["required"] == ["result", "task"]
+    run(scenario)
+
+
+def test_an_answer_outside_its_schema_is_caught_by_the_check(store: Store, out: Path) -> None:
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            answer = answer_of(await session.call_tool("tool_run", {
+                "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}))
+            schema = session.schemas["tool_run"]
+        check_answer(schema, "tool_run", answer)
+        with pytest.raises(AssertionError, match=r"^tool_run answered outside its output schema: "
+                                                 r"\(top\): 'detail' is a required property"):
+            check_answer(schema, "tool_run", {k: v for k, v in answer.items() if k != "detail"})
     run(scenario)
 
 
@@ -469,7 +481,7 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
                 "${nope} in params.x of step 2 names no variable - declare it under vars.")
             assert await refusal({"pool": [step], "pools": []}) == (
                 "tool_pool takes no argument [pools] - did you mean pool? - it takes: pool, pool_source, "
-                "mode, max_concurrency, serialize_on, stop_on_error, include_results, task.")
+                "mode, max_concurrency, serialize_on, stop_on_error, include_results, task, plan, plan_id.")
         assert ops_of(store) == []
     run(scenario)
 

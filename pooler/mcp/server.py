@@ -1,8 +1,11 @@
-"""``pooler mcp``: the engine as an MCP server over stdio, with tool_list, tool_run and tool_pool.
+"""``pooler mcp``: the engine as an MCP server over stdio (or streamable HTTP, ``--http``), with
+tool_list, tool_run and tool_pool.
 
 Store calls block, so every tool call runs in a worker thread and the event loop stays free for
-the protocol (pings, cancellation, progress).  A cancelled tool_pool starts no further step; the
-steps already in flight finish.
+the protocol (pings, cancellation, progress).  A tool_pool the client cancels (its
+``notifications/cancelled``) starts no further step; the steps already in flight finish.  A client
+that goes away without cancelling leaves its pool running to its end, recorded in the journal,
+where ``tool_pool {"task": ...}`` finds it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import functools
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -32,10 +36,12 @@ from mcp.shared.exceptions import MCPError
 import pooler
 from pooler.cli.commands.common import Context, add_store_options, make_client
 from pooler.client.http import ToolRunClient
-from pooler.errors import PoolerError
+from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.mcp.arguments import check_task
+from pooler.mcp.http import Listen, bind, endpoint, parse_listen, serve_http
 from pooler.mcp.outcome import Outcome, problems_text, refused
+from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
 from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
@@ -63,20 +69,36 @@ class PoolerTools:
     """The three tools, synchronous: each call gives an ``Outcome`` and never raises a PoolerError."""
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
-                 journal: str | None = None) -> None:
+                 journal: str | None = None, *, pinned: bool = False,
+                 plan_ttl: float = DEFAULT_TTL) -> None:
         self.redactor = redactor
         self.calls = StoreCalls(client, out)
-        self.pools = PoolRuns(client, out, task, redactor, journal=journal)
+        self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
+        #: The operator named the task (``--task``): every session shares it.
+        self.pinned = pinned
+        self._sessions: dict[str, str] = {}
+        self._sessions_lock = threading.Lock()
+
+    def session_task(self, session: str | None) -> str:
+        """The task of one client's session: the process's over stdio, one of its own over HTTP."""
+        if session is None or self.pinned:
+            return self.pools.task
+        with self._sessions_lock:
+            found = self._sessions.get(session)
+            if found is None:
+                found = self._sessions[session] = f"{self.pools.task}-{len(self._sessions) + 1}"
+            return found
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
-             stop: threading.Event | None = None) -> Outcome:
+             stop: threading.Event | None = None, session: str | None = None) -> Outcome:
         try:
             if name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
             elif name == "tool_run":
                 outcome = self.calls.tool_run(arguments)
             else:
-                outcome = self.pools.run(arguments, reporter=reporter, stop=stop)
+                outcome = self.pools.call(arguments, session_task=self.session_task(session),
+                                          reporter=reporter, stop=stop)
         except PoolerError as exc:
             outcome = refused(problems_text(exc.problems()))
         except Exception as exc:
@@ -139,6 +161,27 @@ def _result(outcome: Outcome) -> types.CallToolResult:
                                 structured_content=outcome.answer, is_error=outcome.is_error)
 
 
+def cancelled_by_client(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the client sent ``notifications/cancelled`` for this request.
+
+    A request is also cancelled when its session ends (the client disconnected, or deleted its HTTP
+    session); only the client's own cancel stops its pool.
+    """
+    channel = getattr(ctx.session, "_request_outbound", None)
+    asked = getattr(channel, "cancel_requested", None)
+    return isinstance(asked, anyio.Event) and asked.is_set()
+
+
+def session_of(ctx: ServerRequestContext[Any]) -> str | None:
+    """The HTTP session a request belongs to (None over stdio, where the process is the session)."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    found = headers.get("mcp-session-id")
+    return str(found) if found else None
+
+
 def build_server(tools: PoolerTools) -> Server[Any]:
     """The MCP server: the three tools' declarations and one handler that runs them in threads."""
     names = {t.name for t in TOOLS}
@@ -154,11 +197,13 @@ def build_server(tools: PoolerTools) -> Server[Any]:
                            f"Unknown tool [{params.name}] - this server has: {', '.join(sorted(names))}.")
         stop = threading.Event()
         progress = Progress(ctx.session, anyio.lowlevel.current_token())
-        run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop)
+        run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop,
+                                session=session_of(ctx))
         try:
             outcome = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
-            stop.set()
+            if cancelled_by_client(ctx):
+                stop.set()
             raise
         return _result(outcome)
 
@@ -172,10 +217,23 @@ async def serve(tools: PoolerTools) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
+    server = build_server(tools)
+    # The session of an agent that stopped talking without ending it is let go after an hour;
+    # its pools are not (they run to their end).
+    app = server.streamable_http_app(host=listen.host, session_idle_timeout=3600.0)
+    await serve_http(app, listen, sock)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pooler mcp",
-        description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over stdio.",
+        description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over stdio, or "
+                    "with --http over MCP's streamable HTTP transport: then the endpoint's URL "
+                    "(http://HOST:PORT/mcp) is the first line of stdout, and every request needs "
+                    "Authorization: Bearer <token> - the token of --http-token-file, or a random one "
+                    "printed as 'token: <token>' on the second line. Without --http-token-file it "
+                    "listens on loopback only.",
     )
     add_store_options(parser)
     parser.add_argument("--out", metavar="DIR", default="out",
@@ -183,6 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "in calls are taken from here (default ./out)")
     parser.add_argument("--task", metavar="ID",
                         help="the task keyed steps are remembered under (default: a new one per process)")
+    parser.add_argument("--http", metavar="HOST:PORT",
+                        help="serve MCP's streamable HTTP transport on HOST:PORT (port 0 picks a free one) "
+                             "instead of stdio")
+    parser.add_argument("--http-token-file", metavar="PATH",
+                        help="with --http: the file holding the token every request must give as "
+                             "Authorization: Bearer <token> (default: a random token, printed)")
+    parser.add_argument("--plan-ttl", metavar="SECONDS", type=float, default=DEFAULT_TTL,
+                        help="how long a plan of tool_pool {\"plan\": true} can be committed "
+                             f"(default {DEFAULT_TTL:g})")
     parser.add_argument("--journal", metavar="URL",
                         help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
                              "<out>/.pooler/journal.sqlite")
@@ -196,6 +263,12 @@ def main(argv: list[str]) -> int:
     # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
     ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
     try:
+        if args.http_token_file is not None and args.http is None:
+            raise UsageError("--http-token-file goes with --http HOST:PORT - over stdio the client "
+                             "starts the server itself, and no token is asked for.")
+        if not args.plan_ttl > 0:
+            raise UsageError(f"--plan-ttl takes a number of seconds above 0, not {args.plan_ttl:g}")
+        listen, warning = parse_listen(args.http, args.http_token_file) if args.http else (None, None)
         client: ToolRunClient = make_client(args, ctx)
         task = session_task()
         if args.task is not None:
@@ -203,16 +276,41 @@ def main(argv: list[str]) -> int:
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
         return ExitStatus.REFUSED
+    if warning:
+        sys.stderr.write(warning.replace("pooler:", "pooler mcp:", 1) + "\n")
     spec = args.journal or os.environ.get(JOURNAL_ENV)
     if spec is not None and not is_postgres(spec):
         sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
                          "journal lives in <out>/.pooler/journal.sqlite\n")
         return ExitStatus.REFUSED
-    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec)
+    if listen is not None:
+        ctx.redactor.add(listen.token)
+    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
+                        pinned=args.task is not None, plan_ttl=args.plan_ttl)
     try:
-        anyio.run(serve, tools)
+        if listen is None:
+            anyio.run(serve, tools)
+        else:
+            return http_main(tools, listen)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     finally:
         tools.close()
+    return ExitStatus.OK
+
+
+def http_main(tools: PoolerTools, listen: Listen) -> int:
+    """Listen, print the URL (and a token made here), serve until SIGINT or SIGTERM."""
+    try:
+        sock = bind(listen)
+    except OSError as exc:
+        sys.stderr.write(f"pooler mcp: cannot listen on {listen.url_host}:{listen.port}: {exc.strerror} - "
+                         "pick another port, or 0 for a free one\n")
+        return ExitStatus.REFUSED
+    sys.stdout.write(endpoint(listen, sock) + "\n")
+    if listen.made:
+        # As the reference store does: a token nobody could guess, shown once to who started it.
+        sys.stdout.write(f"token: {listen.token}\n")
+    sys.stdout.flush()
+    anyio.run(serve_over_http, tools, listen, sock)
     return ExitStatus.OK
