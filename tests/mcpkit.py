@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -170,20 +169,26 @@ def text_of(result: types.CallToolResult) -> str:
     return block.text
 
 
-# The MCP Inspector's command line (npm @modelcontextprotocol/inspector), installed under tests/.node.
+# The MCP Inspector's command line (npm @modelcontextprotocol/inspector), installed under tests/.node:
+# 0.15.0, whose --tool-arg converts a value only for a single declared type, and 0.21.2 (as
+# inspector-http), the first line of releases whose CLI sends HTTP headers (--header), so it can
+# give the token.  Both run on the Node.js 22 that npm's node package installs beside them.
 
 NODE_DIR = ROOT / "tests" / ".node"
 REQUIRE_INSPECTOR = "POOLER_REQUIRE_INSPECTOR"
+INSTALL = ("npm install --prefix tests/.node node@22 @modelcontextprotocol/inspector@0.15.0 "
+           "inspector-http@npm:@modelcontextprotocol/inspector@0.21.2")
+INSPECTORS = {"0.15.0": "@modelcontextprotocol/inspector", "0.21.2": "inspector-http"}
 
 
-def inspector() -> list[str]:
-    """The command that runs the Inspector's CLI; skips (or fails, when required) without it."""
-    cli = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
-    node = shutil.which("node")
-    if not cli.is_file() or node is None:
-        why = (f"the MCP Inspector is not installed in {NODE_DIR} - npm install --prefix tests/.node "
-               "@modelcontextprotocol/inspector@0.15.0")
+def inspector(version: str) -> list[str]:
+    """The command that runs that Inspector's CLI; skips (or fails, when required) without it."""
+    modules = NODE_DIR / "node_modules"
+    cli = modules / INSPECTORS[version] / "cli" / "build" / "cli.js"
+    node = modules / ".bin" / "node"
+    if not cli.is_file() or not node.is_file():
+        why = f"the MCP Inspector {version} is not installed in {NODE_DIR} - {INSTALL}"
         if os.environ.get(REQUIRE_INSPECTOR) == "1":
             pytest.fail(f"{why}; {REQUIRE_INSPECTOR}=1 asks for these tests to run")
         pytest.skip(why)
-    return [node, str(cli), "--cli"]
+    return [str(node), str(cli), "--cli"]
