@@ -176,8 +176,8 @@ def text_of(result: types.CallToolResult) -> str:
 
 NODE_DIR = ROOT / "tests" / ".node"
 REQUIRE_INSPECTOR = "POOLER_REQUIRE_INSPECTOR"
-INSTALL = ("npm install --prefix tests/.node node@22 @modelcontextprotocol/inspector@0.15.0 "
-           "inspector-http@npm:@modelcontextprotocol/inspector@0.21.2")
+INSTALL = ("npm install --prefix tests/.node --no-audit --no-fund node@22 "
+           "@modelcontextprotocol/inspector@0.15.0 inspector-http@npm:@modelcontextprotocol/inspector@0.21.2")
 INSPECTORS = {"0.15.0": "@modelcontextprotocol/inspector", "0.21.2": "inspector-http"}
 
 

@@ -219,9 +219,9 @@ async def serve(tools: PoolerTools) -> None:
 
 async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
     server = build_server(tools)
-    # The session of an agent that stopped talking without ending it is let go after an hour;
-    # its pools are not (they run to their end).
-    app = server.streamable_http_app(host=listen.host, session_idle_timeout=3600.0)
+    # A session the SDK lets go (deleted by its client, or idle) takes no pool with it: the pools
+    # run to their end in their own threads.
+    app = server.streamable_http_app(host=listen.host)
     await serve_http(app, listen, sock)
 
 
