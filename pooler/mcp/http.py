@@ -112,6 +112,8 @@ def endpoint(listen: Listen, sock: socket.socket) -> str:
 
 async def serve_http(app: Any, listen: Listen, sock: socket.socket) -> None:
     """Serve the SDK's streamable HTTP app behind the token until SIGINT or SIGTERM."""
+    # A client's open event stream does not hold the shutdown up for long: the pools of the
+    # sessions it ends still run to their end (``PoolerTools.close`` waits for them).
     config = uvicorn.Config(BearerGate(app, listen.token), log_level="warning", lifespan="on",
-                            access_log=False)
+                            access_log=False, timeout_graceful_shutdown=10)
     await uvicorn.Server(config).serve(sockets=[sock])

@@ -114,7 +114,7 @@ TOOL_POOL_OUTPUT: dict[str, Any] = {
                                 "its answer so far at any time."},
         "status": {"type": "string",
                    "description": "completed, failed or partial; running while a looked-up task goes "
-                                  "on; planned for a plan."},
+                                  "on; planned for a plan, refused for a plan with problems."},
         "total": {"type": "integer", "description": "The calls of the pool."},
         "succeeded": {"type": "integer", "description": "Calls that landed now."},
         "failed": {"type": "integer", "description": "Calls that failed or are in doubt."},
