@@ -31,6 +31,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
 import pooler
@@ -220,8 +221,11 @@ async def serve(tools: PoolerTools) -> None:
 async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
     server = build_server(tools)
     # A session the SDK lets go (deleted by its client, or idle) takes no pool with it: the pools
-    # run to their end in their own threads.
-    app = server.streamable_http_app(host=listen.host)
+    # run to their end in their own threads.  The SDK's Host and Origin checks guard a server
+    # that asks for no credential against DNS rebinding; this one asks every request for its
+    # token, and the checks would refuse a TLS proxy in front of a loopback address.
+    app = server.streamable_http_app(
+        host=listen.host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     await serve_http(app, listen, sock)
 
 
