@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pooler.cli.commands.dry_run import build_plan
 from pooler.errors import InputError, PoolerError, StoreError
 from pooler.mcp.arguments import check_task, optional
-from pooler.mcp.outcome import Outcome, answered, for_an_agent
+from pooler.mcp.outcome import Outcome, answered, problem_text
 from pooler.mcp.plans import PlanRow, plan_digest, when
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
     except StoreError:
         raise
     except PoolerError as exc:
-        problems = [for_an_agent(p.message) for p in exc.problems()]
+        problems = [problem_text(p) for p in exc.problems()]
         return answered({"result": False, "task": task, "status": "refused", "plan_id": None,
                          "expires": None, "calls": 0, "steps": [], "problems": problems,
                          "message": f"The pool has {len(problems)} "
