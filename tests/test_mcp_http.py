@@ -211,11 +211,11 @@ GONE = textwrap.dedent("""
 
 def test_a_pool_whose_client_vanished_runs_to_its_end_and_a_second_commit_gets_its_answer(
         store: Store, out: Path) -> None:
-    sleep = {"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 300}}
+    sleep = {"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 500}}
     with http_server(store, out) as server:
         async def plan() -> dict[str, Any]:
             async with connect_http(server) as session:
-                return answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": [sleep] * 4}))
+                return answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": [sleep] * 5}))
 
         planned = anyio.run(plan)
         script = GONE.format(tests=str(ROOT / "tests"), url=server.url, token=server.token,
@@ -224,15 +224,19 @@ def test_a_pool_whose_client_vanished_runs_to_its_end_and_a_second_commit_gets_i
                               check=False)
         assert gone.stdout == "first step done\n", gone.stderr
 
-        async def commit_again() -> dict[str, Any]:
+        async def commit_again() -> tuple[dict[str, Any], dict[str, Any]]:
             async with connect_http(server) as session:
-                return answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
+                meanwhile = answer_of(await session.call_tool("tool_pool", {"task": planned["task"]}))
+                again = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
+                return meanwhile, again
 
-        answer = anyio.run(commit_again)
+        meanwhile, answer = anyio.run(commit_again)
         err = server.stop()
     # The vanished client's session ended without a trace on the server's side.
     assert "Traceback" not in err
+    # The second commit came while the first still ran, and waited for its end.
+    assert meanwhile["status"] == "running"
     assert answer["result"] is True
     assert answer["task"] == planned["task"]
-    assert [s["status"] for s in answer["steps"]] == ["completed"] * 4
-    assert len([op for op in ops_of(store) if op["command"] == "CmdSleep"]) == 4
+    assert [s["status"] for s in answer["steps"]] == ["completed"] * 5
+    assert len([op for op in ops_of(store) if op["command"] == "CmdSleep"]) == 5
