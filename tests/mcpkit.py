@@ -104,14 +104,15 @@ class HttpServer:
         return err
 
 
-def start_http(store: Store, out: Path, *extra: str, token: str | None = None) -> HttpServer:
+def start_http(store: Store, out: Path, *extra: str, token: str | None = None,
+               token_mode: int = 0o600) -> HttpServer:
     """``pooler mcp --http 127.0.0.1:0`` for ``store``; with ``token`` its --http-token-file holds it."""
     args = [sys.executable, *SERVER, "--http", "127.0.0.1:0", "--store", store.url,
             "--token-file", str(token_file(store, out)), "--out", str(out), *extra]
     if token is not None:
         path = out.parent / "http-token"
         path.write_text(token + "\n", encoding="utf-8")
-        path.chmod(0o600)
+        path.chmod(token_mode)
         args += ["--http-token-file", str(path)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("POOLER_")}
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,

@@ -14,7 +14,7 @@ import anyio
 import pytest
 import requests
 from helpers import ROOT, Store, pooler
-from mcpkit import answer_of, connect_http, http_server
+from mcpkit import answer_of, connect_http, http_server, start_http
 
 ECHO = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -240,3 +240,12 @@ def test_a_pool_whose_client_vanished_runs_to_its_end_and_a_second_commit_gets_i
     assert answer["task"] == planned["task"]
     assert [s["status"] for s in answer["steps"]] == ["completed"] * 5
     assert len([op for op in ops_of(store) if op["command"] == "CmdSleep"]) == 5
+
+
+def test_a_token_file_others_can_read_is_warned_of_and_its_token_never_shown(store: Store, out: Path) -> None:
+    server = start_http(store, out, token="http-token-0123456789abcdef", token_mode=0o644)
+    err = server.stop()
+    path = out.parent / "http-token"
+    assert (f"pooler mcp: WARNING: the token file {path} can be read by others (mode 644) - "
+            f"chmod 600 {path}") in err.splitlines()
+    assert "http-token-0123456789abcdef" not in err
