@@ -40,8 +40,8 @@ test-slow: $(STAMP)
 # report on jinja2, the shared journal on psycopg, checks on jsonschema) against the lowest versions
 # pyproject.toml allows (.ci/lowest.txt), in a venv of their own.
 LOWEST := .venv-lowest
-LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_mcp.py tests/test_cli_check.py \
-	tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py
+LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_mcp.py tests/test_mcp_http.py \
+	tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py
 test-lowest:
 	$(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip

@@ -53,3 +53,15 @@ def _not_regular(mode: int, shown: str, where: str | None) -> InputError | None:
         return None
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     return InputError(f"{shown} is {kind}, not a file - name a regular file.", file=where)
+
+
+def token_file_warning(path: Path) -> str | None:
+    """What ssh says of a private key others can read, said of a token file."""
+    try:
+        mode = path.expanduser().stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        return (f"pooler: WARNING: the token file {path} can be read by others (mode {mode & 0o777:o}) - "
+                f"chmod 600 {path}")
+    return None

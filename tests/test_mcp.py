@@ -1,24 +1,29 @@
-"""``pooler mcp`` driven by the MCP SDK's own client over stdio, against the real reference store."""
+"""``pooler mcp`` driven by the MCP SDK's own client over stdio, against the real reference store.
+
+Every call goes through ``mcpkit.CheckedSession``: each structured answer is validated against its
+tool's output schema.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from helpers import ROOT, Store
 from mcp.client import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+from mcpkit import SERVER, answer_of, check_answer, connect, text_of
 
-SERVER = ["-m", "pooler", "mcp"]
+# Every test here talks to `pooler mcp` as an MCP client does: a server process of its own.
+pytestmark = pytest.mark.process
+
+__all__ = ["answer_of", "connect", "text_of"]
 
 CURRENCY_POOL: dict[str, Any] = {"pool": [
     {"name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
@@ -33,42 +38,8 @@ def out(tmp_path: Path) -> Path:
     return tmp_path / "out"
 
 
-@asynccontextmanager
-async def connect(store: Store, out: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    """A pooler mcp process on stdio, initialized, speaking to ``store``."""
-    token = out.parent / "token"
-    token.write_text(store.token + "\n", encoding="utf-8")
-    params = StdioServerParameters(
-        command=sys.executable, cwd=ROOT,
-        args=[*SERVER, "--store", store.url, "--token-file", str(token), "--out", str(out), *extra])
-    with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:
-        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
-
-
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
     anyio.run(scenario)
-
-
-def answer_of(result: types.CallToolResult) -> dict[str, Any]:
-    """The JSON answer: one text block, and the same object as structuredContent."""
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    parsed: dict[str, Any] = json.loads(block.text)
-    assert result.structured_content == parsed
-    return parsed
-
-
-def text_of(result: types.CallToolResult) -> str:
-    """A refusal as text: one text block, no JSON beside it, marked as an error."""
-    assert result.is_error is True
-    assert result.structured_content is None
-    assert len(result.content) == 1
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 def ops_of(store: Store, unit: str | None = None) -> list[dict[str, Any]]:
@@ -90,7 +61,6 @@ def described(schema: Any, where: str = "") -> list[str]:
 
 # The tools and their schemas
 
-@pytest.mark.process
 def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -119,7 +89,50 @@ def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path)
     run(scenario)
 
 
-@pytest.mark.process
+def every_type(schema: Any, where: str = "") -> dict[str, Any]:
+    """The declared type of every property of a JSON Schema, recursively."""
+    found: dict[str, Any] = {}
+    if isinstance(schema, dict):
+        for name, prop in schema.get("properties", {}).items():
+            found[f"{where}.{name}"] = prop.get("type")
+            found.update(every_type(prop, f"{where}.{name}"))
+        if "items" in schema:
+            found.update(every_type(schema["items"], f"{where}[]"))
+    return found
+
+
+def test_every_input_has_one_type_and_every_tool_an_output_schema(store: Store, out: Path) -> None:
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            tools = (await session.list_tools()).tools
+        for tool in tools:
+            types_of = every_type(tool.input_schema, tool.name)
+            assert types_of
+            # A client that fills arguments from text converts a value only for a single type.
+            assert {where: t for where, t in types_of.items() if not isinstance(t, str)} == {}
+            assert tool.output_schema is not None
+            assert tool.output_schema["type"] == "object"
+            assert "result" in tool.output_schema["required"]
+        pool = next(t for t in tools if t.name == "tool_pool")
+        assert pool.input_schema["properties"]["mode"]["enum"] == ["sequential", "parallel"]
+        assert pool.output_schema is not None
+        assert pool.output_schema["required"] == ["result", "task"]
+    run(scenario)
+
+
+def test_an_answer_outside_its_schema_is_caught_by_the_check(store: Store, out: Path) -> None:
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            answer = answer_of(await session.call_tool("tool_run", {
+                "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}))
+            schema = session.schemas["tool_run"]
+        check_answer(schema, "tool_run", answer)
+        with pytest.raises(AssertionError, match=r"^tool_run answered outside its output schema: "
+                                                 r"\(top\): 'detail' is a required property"):
+            check_answer(schema, "tool_run", {k: v for k, v in answer.items() if k != "detail"})
+    run(scenario)
+
+
 def test_tool_list_gives_the_stores_declarations(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -138,7 +151,6 @@ def test_tool_list_gives_the_stores_declarations(store: Store, out: Path) -> Non
 
 # tool_run
 
-@pytest.mark.process
 def test_tool_run_writes_tables_and_jobs_in_the_seeds_shape(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -173,7 +185,6 @@ def test_tool_run_writes_tables_and_jobs_in_the_seeds_shape(store: Store, out: P
     run(scenario)
 
 
-@pytest.mark.process
 def test_tool_run_attaches_files_from_a_files_source(store: Store, out: Path) -> None:
     photos = out / "photos"
     photos.mkdir(parents=True)
@@ -210,7 +221,6 @@ def test_tool_run_attaches_files_from_a_files_source(store: Store, out: Path) ->
     run(scenario)
 
 
-@pytest.mark.process
 def test_files_named_in_calls_are_read_from_the_store_folder(store: Store, out: Path) -> None:
     (out / "data").mkdir(parents=True)
     goods = [{"ref": "r1", "sku": "S-1", "name": "Cup", "price": 3.5},
@@ -245,7 +255,6 @@ def test_files_named_in_calls_are_read_from_the_store_folder(store: Store, out: 
     run(scenario)
 
 
-@pytest.mark.process
 def test_tool_run_refusals_before_the_store(store: Store, out: Path) -> None:
     out.mkdir()
     (out / "p.json").write_text('{"name": "x"}', encoding="utf-8")
@@ -298,7 +307,6 @@ def test_tool_run_refusals_before_the_store(store: Store, out: Path) -> None:
     run(scenario)
 
 
-@pytest.mark.process
 def test_tool_run_store_refusals_and_crashes(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -326,7 +334,6 @@ def test_tool_run_store_refusals_and_crashes(store: Store, out: Path) -> None:
 
 # tool_pool
 
-@pytest.mark.process
 def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -356,7 +363,6 @@ def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None
     run(scenario)
 
 
-@pytest.mark.process
 def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     pool = {"pool": [
         {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
@@ -387,7 +393,6 @@ def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     run(scenario)
 
 
-@pytest.mark.process
 def test_more_than_200_steps_are_refused_before_anything_runs(store: Store, out: Path) -> None:
     steps = [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": n}} for n in range(201)]
     out.mkdir()
@@ -408,7 +413,6 @@ def test_more_than_200_steps_are_refused_before_anything_runs(store: Store, out:
     run(scenario)
 
 
-@pytest.mark.process
 def test_a_nested_pool_is_refused(store: Store, out: Path) -> None:
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
@@ -427,7 +431,6 @@ def test_a_nested_pool_is_refused(store: Store, out: Path) -> None:
     run(scenario)
 
 
-@pytest.mark.process
 def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
     step = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
@@ -481,7 +484,7 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
                 "${nope} in params.x of step 2 names no variable - declare it under vars.")
             assert await refusal({"pool": [step], "pools": []}) == (
                 "tool_pool takes no argument [pools] - did you mean pool? - it takes: pool, pool_source, "
-                "mode, max_concurrency, serialize_on, stop_on_error, include_results, task.")
+                "mode, max_concurrency, serialize_on, stop_on_error, include_results, task, plan, plan_id.")
         assert ops_of(store) == []
     run(scenario)
 
@@ -494,7 +497,6 @@ async def session_task(session: ClientSession) -> str:
     return task
 
 
-@pytest.mark.process
 def test_an_at_word_naming_no_earlier_step_goes_as_data(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -512,7 +514,6 @@ def test_an_at_word_naming_no_earlier_step_goes_as_data(store: Store, out: Path)
     run(scenario)
 
 
-@pytest.mark.process
 def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: Path) -> None:
     pool = {"pool": [
         {"name": "a", "key": "echo-a", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
@@ -539,7 +540,6 @@ def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: P
     run(scenario)
 
 
-@pytest.mark.process
 def test_each_pool_replaces_the_step_tables_of_the_pool_before(store: Store, out: Path) -> None:
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
     table = {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": 1}}
@@ -556,7 +556,6 @@ def test_each_pool_replaces_the_step_tables_of_the_pool_before(store: Store, out
     run(scenario)
 
 
-@pytest.mark.process
 def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: Path) -> None:
     def rows(n: int) -> dict[str, Any]:
         return {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": n}, "into": "job"}
@@ -573,7 +572,6 @@ def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: 
     run(scenario)
 
 
-@pytest.mark.process
 def test_a_named_task_keeps_keys_across_server_processes(store: Store, out: Path) -> None:
     pool = {"task": "import-2026", "pool": [
         {"key": "k1", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
@@ -596,7 +594,6 @@ def test_a_named_task_keeps_keys_across_server_processes(store: Store, out: Path
     run(scenario)
 
 
-@pytest.mark.process
 def test_pool_source_is_read_from_the_store_folder_with_options(store: Store, out: Path) -> None:
     out.mkdir()
     (out / "jobs").mkdir()
@@ -623,7 +620,6 @@ def test_pool_source_is_read_from_the_store_folder_with_options(store: Store, ou
     run(scenario)
 
 
-@pytest.mark.process
 def test_a_cancelled_pool_starts_no_further_step(store: Store, out: Path) -> None:
     sleep = {"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 1000}}
 
@@ -652,7 +648,6 @@ def test_a_cancelled_pool_starts_no_further_step(store: Store, out: Path) -> Non
     run(scenario)
 
 
-@pytest.mark.process
 def test_the_token_never_reaches_the_agent(store_factory: Any, out: Path) -> None:
     store = store_factory("--token", "s3cret-token-4711")
 
@@ -667,7 +662,6 @@ def test_the_token_never_reaches_the_agent(store_factory: Any, out: Path) -> Non
     run(scenario)
 
 
-@pytest.mark.process
 def test_without_a_store_the_server_does_not_start(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, *SERVER, "--out", str(tmp_path / "out")], cwd=ROOT, env=env,
@@ -677,7 +671,6 @@ def test_without_a_store_the_server_does_not_start(tmp_path: Path) -> None:
     assert proc.stderr.startswith("pooler mcp: no store given: pass --store URL")
 
 
-@pytest.mark.process
 def test_tool_pool_compiles_through_the_same_step_as_run(store: Store, out: Path) -> None:
     """into accepts what run accepts, and @one.m.0 reads an object's key "0", as `pooler run` does."""
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}

@@ -11,7 +11,7 @@ from test_mcp import answer_of, connect, ops_of, run
 
 from pooler.shared.schema import upgrade
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.process]
 
 
 @pytest.mark.process
@@ -37,4 +37,22 @@ def test_tool_pool_on_postgres_runs_a_pool_once_and_keeps_it_in_the_journal(stor
         assert len(ops_of(store, "MELBIS_AGENT_TEST")) == 2
         assert query(pg_url, "SELECT id, status FROM tasks") == [(first["task"], "completed")]
         assert not (out / ".pooler" / "journal.sqlite").exists()
+    run(scenario)
+
+
+def test_a_plan_commits_once_on_postgres_too(store: Store, pg_url: str, tmp_path: Path) -> None:
+    upgrade(pg_url)
+    out = tmp_path / "out"
+    pool = {"pool": [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
+
+    async def scenario() -> None:
+        async with connect(store, out, "--journal", pg_url, "--task", "planner") as session:
+            planned = answer_of(await session.call_tool("tool_pool", {"plan": True, **pool}))
+            first = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
+            second = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
+            found = answer_of(await session.call_tool("tool_pool", {"task": first["task"]}))
+        assert first["result"] is True
+        assert second == first
+        assert found["steps"] == first["steps"]
+        assert len(ops_of(store, "MELBIS_AGENT_TEST")) == 1
     run(scenario)

@@ -18,8 +18,8 @@ import anyio
 import mcp_types as types
 import pytest
 from helpers import ROOT, Store, answer_of, pooler
-from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcpkit import CheckedSession
 
 from pooler.client.answer_scan import parse
 from pooler.redact import Redactor
@@ -203,7 +203,7 @@ def test_mcp_tool_run_writes_and_masks_every_row(secret_store: Store, tmp_path: 
     async def scenario() -> None:
         with (tmp_path / "mcp-stderr.log").open("a", encoding="utf-8") as err:
             async with stdio_client(params, errlog=err) as (read, write), \
-                    ClientSession(read, write) as session:
+                    CheckedSession(read, write) as session:
                 await session.initialize()
                 for arguments in ({"unit": TEST, "command": "CmdTable", "params": {"rows": 2500, "width": 9},
                                    "into": "nightly"},

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import InputError, UsageError, did_you_mean
+from pooler.infile import token_file_warning
 
 UNAUTHENTICATED = (
     "no token for the store {url}: give --token-file PATH, a token_file for the store in {config}, "
@@ -137,18 +138,6 @@ def _known(path: Path, key: Any, known: tuple[str, ...], where: str) -> None:
     hint = did_you_mean(word, known) or f" - the keys there: {', '.join(known)}"
     raise InputError(f"unknown key {word!r} {where}{hint}", file=str(path), line=key.start_mark.line + 1,
                      column=key.start_mark.column + 1)
-
-
-def token_file_warning(path: Path) -> str | None:
-    """What ssh says of a private key others can read, said of a token file."""
-    try:
-        mode = path.expanduser().stat().st_mode
-    except OSError:
-        return None
-    if mode & 0o077:
-        return (f"pooler: WARNING: the token file {path} can be read by others (mode {mode & 0o777:o}) - "
-                f"chmod 600 {path}")
-    return None
 
 
 def read_token(path: Path) -> str:

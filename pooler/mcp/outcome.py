@@ -50,8 +50,13 @@ def refused(text: str) -> Outcome:
     return Outcome(text, None, True)
 
 
-def problems_text(problems: Sequence[Problem]) -> str:
-    """Every problem on its own line; a problem in a file keeps its place and caret."""
+def problem_text(problem: Problem) -> str:
+    """One problem as an agent reads it; a problem in a file keeps its place and caret."""
     # A pool given inline has no lines to point at, and a file name before the message would only
     # push the seed's text away from the start of the line.
-    return for_an_agent("\n".join(p.render() if p.line is not None else p.message for p in problems))
+    return for_an_agent(problem.render() if problem.line is not None else problem.message)
+
+
+def problems_text(problems: Sequence[Problem]) -> str:
+    """Every problem on its own line."""
+    return "\n".join(problem_text(p) for p in problems)

@@ -1,7 +1,10 @@
 """The three tools ``pooler mcp`` offers, as an agent reads them: names, descriptions, input schemas.
 
 The schemas tell an agent what to send; the server still checks every argument itself (the SDK does
-not), so a wrong call gets the seeds' refusal texts rather than a schema validator's.
+not), so a wrong call gets the seeds' refusal texts rather than a schema validator's.  Every input
+has one type: an optional input is one that is not required, never a union with null, because
+clients that fill arguments from text (the MCP Inspector's ``--tool-arg``) convert a value only for
+a single declared type.  What each tool answers is declared in ``pooler.mcp.outputs``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
+from pooler.mcp.outputs import TOOL_LIST_OUTPUT, TOOL_POOL_OUTPUT, TOOL_RUN_OUTPUT
 from pooler.pool.rules import INTO_PATTERN, MAX_INTO, NAME_PATTERN
 
 #: The most steps one tool_pool call takes; more is refused before anything runs.
@@ -40,17 +44,17 @@ _UNIT = {"type": "string", "minLength": 1,
 _COMMAND = {"type": "string", "minLength": 1,
             "description": "One of that tool's commands, for example CmdList (the store does not mind "
                            "its case)."}
-_PARAMS = {"type": ["object", "null"],
+_PARAMS = {"type": "object",
            "description": "The command's fields, each with a value of the type tool_list declares. "
                           "A field set to null counts as left out. A jsonl field may be given as "
                           "{\"file\": \"rows.jsonl\"}: the file is read here and sent as the list of rows."}
-_PARAMS_SOURCE = {"type": ["string", "null"],
+_PARAMS_SOURCE = {"type": "string",
                   "description": "A JSON file holding the object of fields, sent instead of params "
                                  "(not both). " + _PATH_NOTE}
-_DEBUG = {"type": ["boolean", "null"],
+_DEBUG = {"type": "boolean",
           "description": "Also report how many queries the command ran and how long they took (time.sql, "
                          "time.sql_ms)."}
-_INTO = {"type": ["string", "null"], "pattern": INTO_PATTERN, "maxLength": MAX_INTO,
+_INTO = {"type": "string", "pattern": INTO_PATTERN, "maxLength": MAX_INTO,
          "description": "A job name, one word with no path and no dot: every table of the answer is also "
                         "appended to <out>/<into>.<table>.jsonl, which only grows, while the table's own "
                         "file is replaced by the next call."}
@@ -72,7 +76,7 @@ _STEP: dict[str, Any] = {
         "params_source": _PARAMS_SOURCE,
         "debug": _DEBUG,
         "into": _INTO,
-        "key": {"type": ["string", "null"], "minLength": 1,
+        "key": {"type": "string", "minLength": 1,
                 "description": "A stable identity for a call with side effects: a keyed call runs at most "
                                "once per task, so calling the same pool again skips the keyed steps that "
                                "already landed (status skipped). Keys are unique within a pool."},
@@ -91,11 +95,12 @@ TOOL_LIST = types.Tool(
     input_schema={
         "type": "object",
         "properties": {
-            "unit": {"type": ["string", "null"],
+            "unit": {"type": "string",
                      "description": "Only this tool, by its address; leave out to list them all."},
         },
         "additionalProperties": False,
     },
+    output_schema=TOOL_LIST_OUTPUT,
     annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
 )
 
@@ -118,10 +123,10 @@ TOOL_RUN = types.Tool(
             "command": _COMMAND,
             "params": _PARAMS,
             "params_source": _PARAMS_SOURCE,
-            "files": {"type": ["array", "null"], "items": _FILE_ENTRY,
+            "files": {"type": "array", "items": _FILE_ENTRY,
                       "description": "The attachments, for a command that takes files "
                                      "(not with files_source)."},
-            "files_source": {"type": ["string", "null"],
+            "files_source": {"type": "string",
                              "description": "A JSON file holding the list of attachments, sent instead of "
                                             "files (not both). " + _PATH_NOTE},
             "debug": _DEBUG,
@@ -130,6 +135,7 @@ TOOL_RUN = types.Tool(
         "required": ["unit", "command"],
         "additionalProperties": False,
     },
+    output_schema=TOOL_RUN_OUTPUT,
     annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True),
 )
 
@@ -147,41 +153,56 @@ TOOL_POOL = types.Tool(
         "steps (each with num, name, unit, command, status and the command's answer; the step the pool "
         "stopped on stands last) and time. A stopped pool is marked as an error. "
         "Give a key to every step with side effects: calling the same pool again then skips what already "
-        "landed instead of doing it twice."
+        "landed instead of doing it twice. "
+        "The safe way for writes: call with plan: true (nothing is sent; you get the plan and a plan_id), "
+        "then commit with {\"plan_id\": ...} - a commit runs once, however often it is sent. Every "
+        "answer names its task; {\"task\": ...} alone tells what that task has done so far."
     ),
     input_schema={
         "type": "object",
         "properties": {
-            "pool": {"type": ["array", "null"], "items": _STEP, "minItems": 1, "maxItems": MAX_POOL_STEPS,
+            "pool": {"type": "array", "items": _STEP, "minItems": 1, "maxItems": MAX_POOL_STEPS,
                      "description": "The steps, in the order they run (not with pool_source)."},
-            "pool_source": {"type": ["string", "null"],
+            "pool_source": {"type": "string",
                             "description": "A JSON file holding the list of steps, instead of pool "
                                            "(not both). " + _PATH_NOTE
                                            + " Relative paths inside it are taken from its own folder."},
-            "mode": {"type": ["string", "null"], "enum": ["sequential", "parallel", None],
+            "mode": {"type": "string", "enum": ["sequential", "parallel"],
                      "description": "sequential (the default): one step at a time, in order - the safe "
                                     "choice for writes. parallel: several at once; a step that refers to "
                                     "another still waits for it."},
-            "max_concurrency": {"type": ["integer", "null"], "minimum": 1, "maximum": 16,
+            "max_concurrency": {"type": "integer", "minimum": 1, "maximum": 16,
                                 "description": "parallel only: how many steps at once (default 4)."},
-            "serialize_on": {"type": ["string", "null"],
+            "serialize_on": {"type": "string",
                              "description": "parallel only: a dotted path into each step's params; steps "
                                             "whose value there is equal run one after another, the others "
                                             "side by side. Set it to what the store locks on."},
-            "stop_on_error": {"type": ["boolean", "null"],
+            "stop_on_error": {"type": "boolean",
                               "description": "Start no further step after the first failure (default true); "
                                              "steps already running finish."},
-            "include_results": {"type": ["boolean", "null"],
+            "include_results": {"type": "boolean",
                                 "description": "Put each step's detail, tables and files into the answer "
                                                "(default true); large results are left out and marked "
                                                "result_omitted, their tables stay in their files."},
-            "task": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
-                     "description": "The task keys are remembered under. Left out, every call of this "
-                                    "server process shares one task; name one to keep skipping landed "
-                                    "keys across restarts of the server."},
+            "task": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+                     "description": "The task keys are remembered under. Left out, every call of one "
+                                    "client's session shares one task; name one to keep skipping landed "
+                                    "keys across sessions and restarts of the server. Given alone (no "
+                                    "pool): the answer of that task so far, from the journal - what "
+                                    "landed, what is in doubt - sending nothing."},
+            "plan": {"type": "boolean",
+                     "description": "true: check the whole pool against the store's declarations and "
+                                    "return its plan (calls, keys, order, problems) with a plan_id, "
+                                    "sending nothing."},
+            "plan_id": {"type": "string",
+                        "description": "Run the plan with this id, exactly as planned, once: given again "
+                                       "(a retry after a lost answer) it sends nothing and returns the "
+                                       "plan's answer, waiting for it if the first commit still runs. "
+                                       "Given alone."},
         },
         "additionalProperties": False,
     },
+    output_schema=TOOL_POOL_OUTPUT,
     annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True),
 )
 

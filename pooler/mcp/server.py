@@ -1,8 +1,11 @@
-"""``pooler mcp``: the engine as an MCP server over stdio, with tool_list, tool_run and tool_pool.
+"""``pooler mcp``: the engine as an MCP server over stdio (or streamable HTTP, ``--http``), with
+tool_list, tool_run and tool_pool.
 
 Store calls block, so every tool call runs in a worker thread and the event loop stays free for
-the protocol (pings, cancellation, progress).  A cancelled tool_pool starts no further step; the
-steps already in flight finish.
+the protocol (pings, cancellation, progress).  A tool_pool the client cancels (its
+``notifications/cancelled``) starts no further step; the steps already in flight finish.  A client
+that goes away without cancelling leaves its pool running to its end, recorded in the journal,
+where ``tool_pool {"task": ...}`` finds it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -25,11 +29,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
+from pooler.mcp.http import Listen, serve_http
 from pooler.mcp.outcome import Outcome, problems_text, refused
+from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
 from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
@@ -56,20 +63,36 @@ class PoolerTools:
     """The three tools, synchronous: each call gives an ``Outcome`` and never raises a PoolerError."""
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
-                 journal: str | None = None) -> None:
+                 journal: str | None = None, *, pinned: bool = False,
+                 plan_ttl: float = DEFAULT_TTL) -> None:
         self.redactor = redactor
         self.calls = StoreCalls(client, out)
-        self.pools = PoolRuns(client, out, task, redactor, journal=journal)
+        self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
+        #: The operator named the task (``--task``): every session shares it.
+        self.pinned = pinned
+        self._sessions: dict[str, str] = {}
+        self._sessions_lock = threading.Lock()
+
+    def session_task(self, session: str | None) -> str:
+        """The task of one client's session: the process's over stdio, one of its own over HTTP."""
+        if session is None or self.pinned:
+            return self.pools.task
+        with self._sessions_lock:
+            found = self._sessions.get(session)
+            if found is None:
+                found = self._sessions[session] = f"{self.pools.task}-{len(self._sessions) + 1}"
+            return found
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
-             stop: threading.Event | None = None) -> Outcome:
+             stop: threading.Event | None = None, session: str | None = None) -> Outcome:
         try:
             if name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
             elif name == "tool_run":
                 outcome = self.calls.tool_run(arguments)
             else:
-                outcome = self.pools.run(arguments, reporter=reporter, stop=stop)
+                outcome = self.pools.call(arguments, session_task=self.session_task(session),
+                                          reporter=reporter, stop=stop)
         except PoolerError as exc:
             outcome = refused(problems_text(exc.problems()))
         except Exception as exc:
@@ -132,6 +155,27 @@ def _result(outcome: Outcome) -> types.CallToolResult:
                                 structured_content=outcome.answer, is_error=outcome.is_error)
 
 
+def cancelled_by_client(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the client sent ``notifications/cancelled`` for this request.
+
+    A request is also cancelled when its session ends (the client disconnected, or deleted its HTTP
+    session); only the client's own cancel stops its pool.
+    """
+    channel = getattr(ctx.session, "_request_outbound", None)
+    asked = getattr(channel, "cancel_requested", None)
+    return isinstance(asked, anyio.Event) and asked.is_set()
+
+
+def session_of(ctx: ServerRequestContext[Any]) -> str | None:
+    """The HTTP session a request belongs to (None over stdio, where the process is the session)."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    found = headers.get("mcp-session-id")
+    return str(found) if found else None
+
+
 def build_server(tools: PoolerTools) -> Server[Any]:
     """The MCP server: the three tools' declarations and one handler that runs them in threads."""
     names = {t.name for t in TOOLS}
@@ -147,11 +191,13 @@ def build_server(tools: PoolerTools) -> Server[Any]:
                            f"Unknown tool [{params.name}] - this server has: {', '.join(sorted(names))}.")
         stop = threading.Event()
         progress = Progress(ctx.session, anyio.lowlevel.current_token())
-        run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop)
+        run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop,
+                                session=session_of(ctx))
         try:
             outcome = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
-            stop.set()
+            if cancelled_by_client(ctx):
+                stop.set()
             raise
         return _result(outcome)
 
@@ -163,3 +209,14 @@ async def serve(tools: PoolerTools) -> None:
     server = build_server(tools)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
+
+
+async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
+    server = build_server(tools)
+    # A session the SDK lets go (deleted by its client, or idle) takes no pool with it: the pools
+    # run to their end in their own threads.  The SDK's Host and Origin checks guard a server
+    # that asks for no credential against DNS rebinding; this one asks every request for its
+    # token, and the checks would refuse a TLS proxy in front of a loopback address.
+    app = server.streamable_http_app(
+        host=listen.host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    await serve_http(app, listen, sock)

@@ -1,10 +1,12 @@
 """tool_pool as ``pooler mcp`` serves it (seed tool_pool.md, with execute_tool_batch.md's options).
 
 Keys need a task that outlives one call, or a second identical call could not skip what the first
-one landed.  By default every call of one server process shares one task, named when the process
-starts (``mcp-<date>-<time>-<pid>``); an agent that wants its keys to hold across restarts of the
-server names its own with the ``task`` argument (and an operator can pin one with ``--task``).
-The journal lives inside the store folder: ``<out>/.pooler/journal.sqlite``.
+one landed.  By default every call of one client's session shares one task: over stdio the
+process's, named when it starts (``mcp-<date>-<time>-<pid>``), over HTTP one per session
+(``mcp-<date>-<time>-<pid>-<n>``), so two agents never skip each other's keys.  An agent that
+wants its keys to hold across sessions and restarts names its own with the ``task`` argument (and
+an operator can pin one for every session with ``--task``).  The journal lives inside the store
+folder: ``<out>/.pooler/journal.sqlite``; so do the plans (``pooler.mcp.plans``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from typing import Any
 from pooler.client.http import ToolRunClient
 from pooler.errors import InputError
 from pooler.mcp.arguments import check_names, check_task, confine, optional
+from pooler.mcp.lookup import shared_task_answer, sqlite_task_answer
 from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.planning import commit, make_plan
+from pooler.mcp.plans import DEFAULT_TTL, PlanStore
 from pooler.mcp.schemas import MAX_POOL_STEPS
 from pooler.mcp.tool_run import confine_jsonl_fields
 from pooler.pool.compiler import Plan, compile_pool
@@ -94,32 +99,58 @@ def check_loaded(pool: Pool) -> None:
 
 
 class PoolRuns:
-    """Runs tool_pool calls one at a time against one store, under one journal."""
+    """Runs tool_pool calls one at a time against one store, under one journal.
+
+    One at a time: pools share the step table files of the store folder and the journal's keys, so
+    two at once would trip over both.  Looking up a task's answer takes no turn.
+    """
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor, *,
-                 journal: str | None = None) -> None:
+                 journal: str | None = None, plan_ttl: float = DEFAULT_TTL) -> None:
         #: A PostgreSQL journal: each pool runs as a shared task (see ``run``).
         self.shared_journal = journal
         self.client = client
         self.out = out
         self.task = task
         self.redactor = redactor
+        self.plan_ttl = plan_ttl
         self.journal_path = out / ".pooler" / "journal.sqlite"
         self._journal: Journal | None = None
-        # Pools share the step table files and the journal's keys: two at once would trip over both.
+        self._plans: PlanStore | None = None
         self._lock = threading.Lock()
+        self._open = threading.Lock()
+        #: The tasks a pool of this process runs now: their calls in flight are not in doubt.
+        self.running: set[str] = set()
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._open:
+            if self._plans is not None:
+                self._plans.close()
+                self._plans = None
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
 
-    def load(self, arguments: Mapping[str, Any]) -> tuple[Plan, str]:
+    def journal(self) -> Journal:
+        with self._open:
+            if self._journal is None:
+                self._journal = Journal(self.journal_path)
+            return self._journal
+
+    def plans(self) -> PlanStore:
+        journal = self.journal()  # the file is made (and marked as a journal) before the table
+        with self._open:
+            if self._plans is None:
+                self._plans = PlanStore(journal.path or self.journal_path)
+            return self._plans
+
+    def load(self, arguments: Mapping[str, Any], session_task: str | None = None,
+             tools: list[dict[str, Any]] | None = None) -> tuple[Plan, str]:
         """The plan and its task, with every refusal that comes before the first step."""
+        session_task = session_task or self.task
         check_names("tool_pool", arguments)
         task = optional(arguments, "task", str, "tool_pool")
-        task = check_task(task, self.task) if task is not None else self.task
+        task = check_task(task, session_task) if task is not None else session_task
         value: dict[str, Any] = {}
         for name, kind in OPTIONS.items():
             if optional(arguments, name, kind, "tool_pool") is not None:
@@ -139,25 +170,50 @@ class PoolRuns:
         pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out, partial=True)
         check_loaded(pool)
         # The compile step of every other way to run a pool, with the seed's words of data.
-        return compile_pool(pool, values={}, seed_words=True), task
+        return compile_pool(pool, values={}, seed_words=True, tools=tools), task
 
-    def run(self, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
-            stop: threading.Event | None = None) -> Outcome:
-        plan, task = self.load(arguments)
-        if self.shared_journal is not None:
-            from pooler.mcp.shared import run_shared_pool  # noqa: PLC0415 - psycopg only when asked for
-
-            with self._lock:
-                config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
-                answer = run_shared_pool(plan.pool, self.client, config, self.shared_journal,
-                                         reporter=reporter, stop=stop)
-            return answered(answer, is_error=answer.get("result") is not True)
-        with self._lock:
-            if self._journal is None:
-                self._journal = Journal(self.journal_path)
-            # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
-            # files"), even when the session's task carries its keys over from an earlier call.
-            config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True)
-            answer = run_plan(plan, self.client, config, journal=self._journal, reporter=reporter,
-                              stop=stop)
+    def call(self, arguments: Mapping[str, Any], *, session_task: str | None = None,
+             reporter: Reporter | None = None, stop: threading.Event | None = None) -> Outcome:
+        """tool_pool: a run, a plan, a commit, or a task looked up, by the arguments given."""
+        session_task = session_task or self.task
+        check_names("tool_pool", arguments)
+        if optional(arguments, "plan_id", str, "tool_pool") is not None:
+            return commit(self, arguments, reporter=reporter, stop=stop)
+        if optional(arguments, "plan", bool, "tool_pool"):
+            return make_plan(self, arguments, session_task)
+        given = {k for k, v in arguments.items() if v is not None}
+        if given == {"task"}:
+            return self.lookup(check_task(optional(arguments, "task", str, "tool_pool"), session_task))
+        plan, task = self.load(arguments, session_task)
+        answer = self.execute(plan, task, reporter=reporter, stop=stop)
         return answered(answer, is_error=answer.get("result") is not True)
+
+    def task_answer(self, task: str) -> dict[str, Any]:
+        """The task's answer so far, from the journal (see ``pooler.mcp.lookup``)."""
+        if self.shared_journal is not None:
+            return shared_task_answer(self.shared_journal, task)
+        return sqlite_task_answer(self.journal(), task, running_here=task in self.running)
+
+    def lookup(self, task: str) -> Outcome:
+        answer = self.task_answer(task)
+        return answered(answer, is_error=answer.get("result") is not True)
+
+    def execute(self, plan: Plan, task: str, *, reporter: Reporter | None = None,
+                stop: threading.Event | None = None) -> dict[str, Any]:
+        """The pool's answer, run under ``task``, one pool at a time."""
+        with self._lock:
+            self.running.add(task)
+            try:
+                if self.shared_journal is not None:
+                    from pooler.mcp.shared import run_shared_pool  # noqa: PLC0415 - psycopg only when asked
+
+                    config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
+                    return run_shared_pool(plan.pool, self.client, config, self.shared_journal,
+                                           reporter=reporter, stop=stop)
+                # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
+                # files"), even when the session's task carries its keys over from an earlier call.
+                config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True)
+                return run_plan(plan, self.client, config, journal=self.journal(), reporter=reporter,
+                                stop=stop)
+            finally:
+                self.running.discard(task)

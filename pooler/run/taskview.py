@@ -26,10 +26,16 @@ def told(row: TaskRow, journal: Journal) -> TaskRow:
     return dataclasses.replace(row, status=DEAD)
 
 
-def partial_answer(journal: Journal, row: TaskRow) -> dict[str, Any]:
+#: What a call sent by a run still going on, with no answer yet, is told.
+IN_FLIGHT = "sent, and no answer recorded yet: the run is still going - ask again for its answer"
+
+
+def partial_answer(journal: Journal, row: TaskRow, *, live: bool = False) -> dict[str, Any]:
     """The answer of the task's last run as far as the journal recorded it.
 
-    A call recorded as sent with no answer is in doubt: the run died while it was in flight.
+    A call recorded as sent with no answer is in doubt: the run died while it was in flight, or
+    (``live``: the run still goes on) its answer has not come yet - either way nobody knows yet
+    whether the store carried it out.
     """
     records = [r for r in journal.calls(row.id) if r["run"] == row.runs]
     heads: dict[int, dict[str, Any]] = {}
@@ -44,8 +50,8 @@ def partial_answer(journal: Journal, row: TaskRow) -> dict[str, Any]:
         if not entry or rec["status"] == "sent":
             entry = {**heads.get(rec["num"], {"num": rec["num"], "name": "", "unit": "", "command": ""}),
                      "status": "in_doubt", "key": rec["key"], "step_id": rec["step_id"], "result": False,
-                     "message": f"sent, and {DIED} with no answer recorded: it may or may not have been "
-                                "carried out"}
+                     "message": IN_FLIGHT if live else f"sent, and {DIED} with no answer recorded: it may "
+                                "or may not have been carried out"}
             if rec["row"] is not None:
                 entry["row"] = rec["row"]
         entry["status"] = "in_doubt" if rec["status"] == "sent" else rec["status"]
@@ -60,6 +66,10 @@ def partial_answer(journal: Journal, row: TaskRow) -> dict[str, Any]:
     for num, statuses in over_rows.items():
         bad = next((s for s in ("in_doubt", "failed") if s in statuses), None)
         collector.close_rows(num, status=bad or "partial", rows_total=None, whole=False)
-    answer = collector.answer(total=len(records), task=row.id, trip_ms=0, interrupted=DIED)
+    answer = collector.answer(total=len(records), task=row.id, trip_ms=0,
+                              interrupted=None if live else DIED)
     del answer["time"]
+    if live:
+        answer["result"] = False
+        answer["status"] = "running"
     return answer

@@ -95,3 +95,16 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any
         status = "not_run"
     collector.close_rows(int(step["num"]), status=status, rows_total=rows_total, whole=whole,
                          detail=detail if status == "completed" else None)
+
+
+def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
+    """The answer so far of a shared task still running (built from its calls); None for a task
+    that finished (its recorded answer is whole) or one that is not shared."""
+    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
+
+    if not isinstance(journal, PgJournal):
+        return None
+    rows = journal.query("SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s", (task,))
+    if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
+        return None
+    return task_answer(journal, task, rows[0][0])

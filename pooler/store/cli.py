@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import secrets
 import signal
 import sys
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from pooler.contract.listen import is_loopback
 from pooler.errors import PoolerError, UsageError
 from pooler.store.engine import Engine, StoreConfig
 from pooler.store.faults import KINDS, FaultPlan, parse_rule
@@ -158,16 +158,6 @@ def main(argv: list[str]) -> int:
         server.server_close()
         engine.close()
     return 0
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only: localhost, 127.0.0.0/8 or ::1."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _log(text: str) -> None:

@@ -16,17 +16,24 @@ import anyio
 
 from pooler.cli.commands.common import Context, add_store_options, make_client
 from pooler.client.http import ToolRunClient
-from pooler.errors import PoolerError
+from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.mcp.arguments import check_task
-from pooler.mcp.server import PoolerTools, serve, session_task
+from pooler.mcp.http import Listen, bind, endpoint, parse_listen
+from pooler.mcp.plans import DEFAULT_TTL
+from pooler.mcp.server import PoolerTools, serve, serve_over_http, session_task
 from pooler.run.journal_api import JOURNAL_ENV, is_postgres
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pooler mcp",
-        description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over stdio.",
+        description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over stdio, or "
+                    "with --http over MCP's streamable HTTP transport: then the endpoint's URL "
+                    "(http://HOST:PORT/mcp) is the first line of stdout, and every request needs "
+                    "Authorization: Bearer <token> - the token of --http-token-file, or a random one "
+                    "printed as 'token: <token>' on the second line. Without --http-token-file it "
+                    "listens on loopback only.",
     )
     add_store_options(parser)
     parser.add_argument("--out", metavar="DIR", default="out",
@@ -34,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "in calls are taken from here (default ./out)")
     parser.add_argument("--task", metavar="ID",
                         help="the task keyed steps are remembered under (default: a new one per process)")
+    parser.add_argument("--http", metavar="HOST:PORT",
+                        help="serve MCP's streamable HTTP transport on HOST:PORT (port 0 picks a free one) "
+                             "instead of stdio")
+    parser.add_argument("--http-token-file", metavar="PATH",
+                        help="with --http: the file holding the token every request must give as "
+                             "Authorization: Bearer <token> (default: a random token, printed)")
+    parser.add_argument("--plan-ttl", metavar="SECONDS", type=float, default=DEFAULT_TTL,
+                        help="how long a plan of tool_pool {\"plan\": true} can be committed "
+                             f"(default {DEFAULT_TTL:g})")
     parser.add_argument("--journal", metavar="URL",
                         help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
                              "<out>/.pooler/journal.sqlite")
@@ -47,6 +63,12 @@ def main(argv: list[str]) -> int:
     # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
     ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
     try:
+        if args.http_token_file is not None and args.http is None:
+            raise UsageError("--http-token-file goes with --http HOST:PORT - over stdio the client "
+                             "starts the server itself, and no token is asked for.")
+        if not args.plan_ttl > 0:
+            raise UsageError(f"--plan-ttl takes a number of seconds above 0, not {args.plan_ttl:g}")
+        listen, warning = parse_listen(args.http, args.http_token_file) if args.http else (None, None)
         client: ToolRunClient = make_client(args, ctx)
         task = session_task()
         if args.task is not None:
@@ -54,16 +76,41 @@ def main(argv: list[str]) -> int:
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
         return ExitStatus.REFUSED
+    if warning:
+        sys.stderr.write(warning.replace("pooler:", "pooler mcp:", 1) + "\n")
     spec = args.journal or os.environ.get(JOURNAL_ENV)
     if spec is not None and not is_postgres(spec):
         sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
                          "journal lives in <out>/.pooler/journal.sqlite\n")
         return ExitStatus.REFUSED
-    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec)
+    if listen is not None:
+        ctx.redactor.add(listen.token)
+    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
+                        pinned=args.task is not None, plan_ttl=args.plan_ttl)
     try:
-        anyio.run(serve, tools)
+        if listen is None:
+            anyio.run(serve, tools)
+        else:
+            return http_main(tools, listen)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     finally:
         tools.close()
+    return ExitStatus.OK
+
+
+def http_main(tools: PoolerTools, listen: Listen) -> int:
+    """Listen, print the URL (and a token made here), serve until SIGINT or SIGTERM."""
+    try:
+        sock = bind(listen)
+    except OSError as exc:
+        sys.stderr.write(f"pooler mcp: cannot listen on {listen.url_host}:{listen.port}: {exc.strerror} - "
+                         "pick another port, or 0 for a free one\n")
+        return ExitStatus.REFUSED
+    sys.stdout.write(endpoint(listen, sock) + "\n")
+    if listen.made:
+        # As the reference store does: a token nobody could guess, shown once to who started it.
+        sys.stdout.write(f"token: {listen.token}\n")
+    sys.stdout.flush()
+    anyio.run(serve_over_http, tools, listen, sock)
     return ExitStatus.OK

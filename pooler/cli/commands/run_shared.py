@@ -6,7 +6,6 @@ import argparse
 import secrets
 import time
 from pathlib import Path
-from typing import Any
 
 from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
 from pooler.cli.outcome import outcome_document
@@ -79,15 +78,3 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
     return answered(args, ctx, answer, interrupts)
 
 
-def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
-    """The answer so far of a shared task still running (built from its calls); None for a task
-    that finished (its recorded answer is whole) or one that is not shared."""
-    from pooler.shared.answer import task_answer  # noqa: PLC0415
-    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
-
-    if not isinstance(journal, PgJournal):
-        return None
-    rows = journal.query("SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s", (task,))
-    if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
-        return None
-    return task_answer(journal, task, rows[0][0])

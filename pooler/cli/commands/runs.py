@@ -146,7 +146,7 @@ def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
-    from pooler.cli.commands.run_shared import shared_answer_of  # noqa: PLC0415
+    from pooler.shared.answer import shared_answer_of  # noqa: PLC0415
 
     journal = open_journal(args, ctx)
     try:

@@ -1,0 +1,143 @@
+"""The output schemas of the three tools: what their ``structuredContent`` holds, for a client to
+check or type it.
+
+Each schema states what every answer of its tool carries and leaves room for more (a store may add
+keys of its own to a command's answer; the engine adds keys over time), so a client that checks
+answers never breaks on a newer pooler.  tests/mcpkit.py validates every structured answer the
+test suite receives against these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_TIME: dict[str, Any] = {
+    "type": "object",
+    "description": "Milliseconds: server (the store's whole answer), module (the command), trip (the "
+                   "round trip seen here); with debug also sql (the queries) and sql_ms.",
+    "additionalProperties": True,
+}
+
+_TABLE: dict[str, Any] = {
+    "type": "object",
+    "description": "One table of the answer, written to a file.",
+    "properties": {
+        "rows": {"type": "integer", "description": "How many rows the table has."},
+        "file": {"type": "string", "description": "The JSONL file its rows were written to."},
+        "head": {"type": "array", "items": {"type": "string"},
+                 "description": "Its first three rows as JSON text, each cut to 300 characters."},
+        "job": {"type": "string", "description": "With into: the job file the rows were appended to."},
+        "job_rows": {"type": "integer", "description": "With into: the rows the job file holds now."},
+    },
+    "required": ["rows", "file", "head"],
+}
+
+_COMMAND_ANSWER: dict[str, Any] = {
+    "result": {"type": "boolean", "description": "true: the command was carried out; false: refused."},
+    "message": {"type": "string", "description": "What happened, and what to do next."},
+    "detail": {"type": "object", "description": "The values the command returned, such as a new row's id."},
+    "tables": {"type": "object", "additionalProperties": _TABLE,
+               "description": "For each table of the answer: its rows, its file and its first rows."},
+    "files": {"type": "array", "items": {"type": "object"},
+              "description": "The attachments the command kept."},
+    "time": _TIME,
+}
+
+TOOL_LIST_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "result": {"type": "boolean", "description": "true when the store listed its tools."},
+        "message": {"type": "string", "description": "The store's word on the listing."},
+        "tools": {"type": "array", "items": {
+            "type": "object", "description": "One tool: unit, name, descr, commands (each with name, "
+                                             "descr, granted and params)."},
+                  "description": "The tools, as the store declares them."},
+    },
+    "required": ["result"],
+}
+
+TOOL_RUN_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": _COMMAND_ANSWER,
+    "required": ["result", "message", "detail", "tables", "files", "time"],
+}
+
+_RUN_STEP: dict[str, Any] = {
+    "type": "object",
+    "description": "A step that ran (or the one the pool stopped on): its place, its status and, when "
+                   "it reached the store, the command's answer.",
+    "properties": {
+        "num": {"type": "integer", "description": "The step's place in the pool, from 1."},
+        "name": {"type": "string", "description": "The step's name, or empty."},
+        "unit": {"type": "string", "description": "The tool's address."},
+        "command": {"type": "string", "description": "The command."},
+        "status": {"type": "string", "enum": ["completed", "failed", "skipped", "not_run", "in_doubt"],
+                   "description": "completed, failed, skipped (its key landed before in this task), "
+                                  "not_run, or in_doubt (sent, its answer never recorded: it may or may "
+                                  "not have been carried out)."},
+        "key": {"type": ["string", "null"], "description": "The step's key, or null."},
+        **{k: v for k, v in _COMMAND_ANSWER.items() if k != "tables"},
+        "tables": {"type": "object", "description": "As in a tool_run answer."},
+    },
+    "required": ["num", "unit", "command", "status", "result"],
+}
+
+_PLAN_STEP: dict[str, Any] = {
+    "type": "object",
+    "description": "A call the plan will make, in order.",
+    "properties": {
+        "num": {"type": "integer", "description": "The step's place in the pool, from 1."},
+        "name": {"type": ["string", "null"], "description": "The step's name, or null."},
+        "unit": {"type": "string", "description": "The tool's address."},
+        "command": {"type": "string", "description": "The command."},
+        "key": {"type": ["string", "null"],
+                "description": "The key the call will carry (it runs at most once in the task), or null."},
+        "waits_for": {"type": "array", "items": {"type": "string"},
+                      "description": "The earlier steps whose detail it refers to."},
+        "after": {"type": ["string", "null"],
+                  "description": "sequential: the step it follows; null for the first, or in parallel."},
+    },
+    "required": ["num", "unit", "command", "key", "waits_for"],
+}
+
+TOOL_POOL_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "description": "A pool's answer (a run, a commit, or a task looked up: status, counts, steps), or "
+                   "with plan: true its plan (plan_id, calls, steps, problems). Every answer names its "
+                   "task.",
+    "properties": {
+        "result": {"type": "boolean",
+                   "description": "A run: true when every step landed. A plan: true when it can be "
+                                  "committed."},
+        "task": {"type": "string",
+                 "description": "The task the pool runs (or ran) under: tool_pool {\"task\": ...} tells "
+                                "its answer so far at any time."},
+        "status": {"type": "string",
+                   "description": "completed, failed or partial; running while a looked-up task goes "
+                                  "on; planned for a plan, refused for a plan with problems."},
+        "total": {"type": "integer", "description": "The calls of the pool."},
+        "succeeded": {"type": "integer", "description": "Calls that landed now."},
+        "failed": {"type": "integer", "description": "Calls that failed or are in doubt."},
+        "skipped": {"type": "integer", "description": "Keyed calls that had landed before."},
+        "not_run": {"type": "integer", "description": "Calls never started."},
+        "calls_in_doubt": {"type": "integer", "description": "Of the failed: calls whose answer was lost."},
+        "in_doubt": {"type": "array", "items": {"type": "object"},
+                     "description": "The calls in doubt, each with what to do about it."},
+        "steps": {"type": "array", "items": {"anyOf": [_RUN_STEP, _PLAN_STEP]},
+                  "description": "A run: the steps that ran, in step order. A plan: the calls it will "
+                                 "make, in order."},
+        "time": {"type": "object", "description": "trip: the pool's milliseconds."},
+        "interrupted": {"type": "string", "description": "Why the pool stopped before its end."},
+        "plan_id": {"type": ["string", "null"],
+                    "description": "A plan: its id, to commit with tool_pool {\"plan_id\": ...}; null when "
+                                   "the plan has problems."},
+        "expires": {"type": ["string", "null"],
+                    "description": "A plan: when it can no longer be committed (UTC, ISO 8601)."},
+        "calls": {"type": "integer", "description": "A plan: how many calls it will make."},
+        "problems": {"type": "array", "items": {"type": "string"},
+                     "description": "A plan: every problem the check found; nothing is sent while any "
+                                    "is left."},
+        "message": {"type": "string", "description": "What happened, and what to do next."},
+    },
+    "required": ["result", "task"],
+}

@@ -1,0 +1,143 @@
+"""Plan, then commit: ``tool_pool {"plan": true, ...}`` and ``tool_pool {"plan_id": ...}``.
+
+A plan is the whole pool checked as ``pooler check --against`` checks it (against the store's own
+declarations), with the calls it will make, their keys and their order; nothing is sent.  A commit
+runs exactly that plan, once: the claim is kept in the journal (``pooler.mcp.plans``), so a commit
+sent again - an agent's retry after a lost answer, on any connection, to any server process of the
+same store folder - sends nothing and returns the plan's answer, waiting for it while the first
+commit still runs.
+
+Between plan and commit the pool's words cannot change (the plan keeps them), but a file it reads
+can: a commit reads them again and, when what the plan would do is no longer what was planned,
+refuses and sends nothing.  The store's declarations are not asked again: the store checks every
+call itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pooler.errors import InputError, PoolerError, StoreError
+from pooler.mcp.arguments import check_task, optional
+from pooler.mcp.outcome import Outcome, answered, problem_text
+from pooler.mcp.plans import PlanRow, plan_digest, when
+from pooler.pool.plan_document import build_plan
+
+if TYPE_CHECKING:
+    from pooler.mcp.tool_pool import PoolRuns
+    from pooler.run.events import Reporter
+
+#: How often a second commit looks whether the first one has finished.
+WAIT_STEP = 0.2
+
+
+def _store_tools(runs: PoolRuns) -> list[dict[str, Any]]:
+    reply = runs.client.tool_list()
+    tools = reply.data.get("tools")
+    if not reply.result or not isinstance(tools, list):
+        raise StoreError(f"the store refused tool_list: {reply.message} - the pool cannot be checked against "
+                         "its declarations, so nothing was planned.", store=runs.client.store, sent=True)
+    return tools
+
+
+def _plan_steps(compiled: Any) -> list[dict[str, Any]]:
+    """The calls in order, as an agent reads them: the key as it will be sent."""
+    steps = []
+    for entry in build_plan(compiled)["steps"]:
+        key = entry.get("key")
+        steps.append({"num": entry["num"], "name": entry["name"], "unit": entry["unit"],
+                      "command": entry["command"], "key": key.get("value") if key else None,
+                      "waits_for": entry["waits_for"], "after": entry["after"]})
+    return steps
+
+
+def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -> Outcome:
+    """The plan of the pool with a plan_id, or every problem the check found; nothing is sent."""
+    named = optional(arguments, "task", str, "tool_pool")
+    task = check_task(named, session_task) if named is not None else session_task
+    kept = {k: v for k, v in arguments.items() if k != "plan" and v is not None}
+    try:
+        compiled, task = runs.load(kept, session_task, tools=_store_tools(runs))
+    except StoreError:
+        raise
+    except PoolerError as exc:
+        problems = [problem_text(p) for p in exc.problems()]
+        return answered({"result": False, "task": task, "status": "refused", "plan_id": None,
+                         "expires": None, "calls": 0, "steps": [], "problems": problems,
+                         "message": f"The pool has {len(problems)} "
+                                    f"{'problem' if len(problems) == 1 else 'problems'}: nothing was sent "
+                                    "and nothing was planned - fix them and plan again."}, is_error=True)
+    if runs.redactor and runs.redactor.value(kept) != kept:
+        raise InputError("The pool holds a secret of this server (its store token) - a plan is kept in the "
+                         "journal, where no secret goes: take the secret out of the pool.")
+    row = runs.plans().add(task, plan_digest(compiled.pool), kept, runs.plan_ttl)
+    steps = _plan_steps(compiled)
+    opts = compiled.pool.options
+    return answered({
+        "result": True, "task": task, "status": "planned", "plan_id": row.id, "expires": when(row.expires),
+        "calls": len(steps), "mode": opts.mode,
+        "max_concurrency": opts.max_concurrency if opts.mode == "parallel" else 1,
+        "serialize_on": opts.serialize_on, "stop_on_error": opts.stop_on_error, "steps": steps,
+        "problems": [],
+        "message": f"Nothing was sent. Commit with tool_pool {{\"plan_id\": \"{row.id}\"}} before "
+                   f"{when(row.expires)}: it makes these calls once, however often the commit is sent.",
+    }, is_error=False)
+
+
+def _expired(row: PlanRow, runs: PoolRuns) -> InputError:
+    return InputError(f"plan {row.id} expired at {when(row.expires)} (a plan lasts {runs.plan_ttl:g} s, "
+                      "pooler mcp --plan-ttl) - nothing was sent; plan the pool again with plan: true.")
+
+
+def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
+           stop: threading.Event | None = None) -> Outcome:
+    """Run the plan once; every later commit of it gets the same answer, sending nothing."""
+    plan_id = str(optional(arguments, "plan_id", str, "tool_pool"))
+    others = sorted(k for k, v in arguments.items() if v is not None and k != "plan_id")
+    if others:
+        raise InputError(f"plan_id is given alone - the plan holds its pool, options and task; drop "
+                         f"{', '.join(others)}.")
+    store = runs.plans()
+    row = store.get(plan_id)
+    if row is None:
+        raise InputError(f"no plan {plan_id} - a plan_id comes from tool_pool with plan: true, on a server "
+                         "of this store folder; plan the pool again.")
+    if row.state == "planned":
+        if row.expires <= time.time():
+            raise _expired(row, runs)
+        compiled, task = runs.load(row.arguments, row.task)
+        if plan_digest(compiled.pool) != row.digest:
+            raise InputError(f"plan {plan_id} no longer matches its pool: a file it reads (pool_source, "
+                             "params_source or a jsonl file) changed since it was planned - nothing was "
+                             "sent; plan the pool again.")
+        if store.claim(plan_id):
+            try:
+                answer = runs.execute(compiled, task, reporter=reporter, stop=stop)
+            except BaseException:
+                # A later commit then tells what the journal holds of the task, instead of waiting.
+                store.fail(plan_id)
+                raise
+            store.finish(plan_id, answer)
+            return answered(answer, is_error=answer.get("result") is not True)
+        row = store.get(plan_id) or row
+        if row.state == "planned":
+            raise _expired(row, runs)
+    answer, bad = _answer_of(runs, row, stop)
+    return answered(answer, is_error=bad)
+
+
+def _answer_of(runs: PoolRuns, row: PlanRow, stop: threading.Event | None) -> tuple[dict[str, Any], bool]:
+    """A committed plan's answer: recorded, or waited for while its committer still runs it, or (its
+    committer died) what the journal holds of its task."""
+    while True:
+        if row.answer is not None:
+            return row.answer, row.answer.get("result") is not True
+        gone = row.state == "failed" or not (row.task in runs.running or row.committer_alive())
+        if gone or (stop is not None and stop.is_set()):
+            answer = runs.task_answer(row.task)
+            return answer, answer.get("result") is not True
+        time.sleep(WAIT_STEP)
+        row = runs.plans().get(row.id) or row

@@ -1,0 +1,146 @@
+"""The plans of ``tool_pool {"plan": true}``, kept in the store folder's journal so that any process
+serving that folder (another ``pooler mcp``, a restarted one) commits a plan at most once.
+
+A plan row holds the arguments as the agent gave them (no secret of the server among them: such a
+pool is refused a plan), a digest of what they do, when it expires, and once committed, who
+committed it and the answer.  The claim is one ``UPDATE ... WHERE state = 'planned'``: of two
+commits that race, one runs the plan and the other waits for its answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pooler import strictjson
+from pooler.errors import JournalError
+from pooler.pool.model import Pool
+from pooler.run.journal_file import alive, host
+from pooler.shared.plan import fingerprint
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS plans (
+    id TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    digest TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'planned',
+    committed REAL,
+    host TEXT,
+    pid INTEGER,
+    answer TEXT
+)
+"""
+
+#: The default life of a plan (``pooler mcp --plan-ttl``): an hour.
+DEFAULT_TTL = 3600.0
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    id: str
+    task: str
+    expires: float
+    digest: str
+    arguments: dict[str, Any]
+    #: planned, committed (running, or its committer died), done (answer recorded), failed (an error)
+    state: str
+    host: str | None
+    pid: int | None
+    answer: dict[str, Any] | None
+
+    def committer_alive(self) -> bool:
+        return self.pid is not None and self.host == host() and alive(self.pid)
+
+
+def when(epoch: float) -> str:
+    """A moment as the answers give it: UTC, ISO 8601, to the second."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan_digest(pool: Pool) -> str:
+    """What the plan does: its steps (params_source files already read into them), its options, and
+    the bytes of every jsonl file its params name, which are read only when a call is sent."""
+    parts = [fingerprint(pool), json.dumps(dataclasses.asdict(pool.options), sort_keys=True, default=str)]
+    base = Path(pool.base) if pool.base is not None else Path(pool.file).parent
+    for step in pool.steps:
+        for name, value in sorted((step.params or {}).items()):
+            if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("file"), str):
+                path = Path(value["file"]).expanduser()
+                path = path if path.is_absolute() else base / path
+                try:
+                    content = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError:
+                    content = "unreadable"
+                parts.append(f"{step.num}.{name}:{content}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class PlanStore:
+    """The ``plans`` table of one SQLite journal file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                                       timeout=30.0)
+            self._db.execute(SCHEMA)
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot keep plans in the journal {path}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _run(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.path} failed: {exc}") from exc
+
+    def add(self, task: str, digest: str, arguments: dict[str, Any], ttl: float) -> PlanRow:
+        now = time.time()
+        plan_id = "plan-" + secrets.token_hex(8)
+        self._run("INSERT INTO plans (id, task, created, expires, digest, arguments) "
+                  "VALUES (?, ?, ?, ?, ?, ?)",
+                  (plan_id, task, now, now + ttl, digest, strictjson.dumps(arguments, ensure_ascii=False)))
+        return PlanRow(plan_id, task, now + ttl, digest, arguments, "planned", None, None, None)
+
+    def get(self, plan_id: str) -> PlanRow | None:
+        row = self._run("SELECT id, task, expires, digest, arguments, state, host, pid, answer FROM plans "
+                        "WHERE id = ?", (plan_id,)).fetchone()
+        if row is None:
+            return None
+        pid = None if row[7] is None else int(row[7])
+        answer = None if row[8] is None else json.loads(row[8])
+        return PlanRow(row[0], row[1], float(row[2]), row[3], json.loads(row[4]), row[5], row[6], pid, answer)
+
+    def claim(self, plan_id: str) -> bool:
+        """Take the plan for running: true for exactly one caller, and only before it expires."""
+        cursor = self._run("UPDATE plans SET state = 'committed', committed = ?, host = ?, pid = ? "
+                           "WHERE id = ? AND state = 'planned' AND expires > ?",
+                           (time.time(), host(), os.getpid(), plan_id, time.time()))
+        return cursor.rowcount == 1
+
+    def fail(self, plan_id: str) -> None:
+        """The commit ended in an error: what it did is what the journal holds of its task."""
+        self._run("UPDATE plans SET state = 'failed' WHERE id = ?", (plan_id,))
+
+    def finish(self, plan_id: str, answer: dict[str, Any]) -> None:
+        """The committed plan's answer (already masked): every later commit returns it."""
+        self._run("UPDATE plans SET state = 'done', answer = ? WHERE id = ?",
+                  (strictjson.dumps(answer, ensure_ascii=False), plan_id))
