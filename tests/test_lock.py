@@ -116,6 +116,8 @@ def start_first(pool: Path, store: Store, state: Path, *common: str) -> subproce
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     wait_for_lock_holder(lock_path(pool, lock_dir({"XDG_STATE_HOME": str(state)})), first.pid, first,
                          time.monotonic() + 30)
+    # Sending by now: a signal before its first call would stop it before it has anything to say.
+    wait_for_ops(store, 1, first)
     return first
 
 
@@ -132,8 +134,6 @@ def test_two_overlapping_runs_of_one_pool(tmp_path: Path, store_factory: object)
         second = pooler("run", str(pool), *common, "--json",
                         env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(state)})
         assert first.poll() is None, "the first run ended before the second one tried the lock"
-        # Stopped once it is sending: a signal before its first call would stop it as it starts.
-        wait_for_ops(store, 1, first)
         first.send_signal(signal.SIGINT)
         out, err = first.communicate(timeout=60)
     finally:
