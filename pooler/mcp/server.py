@@ -30,8 +30,9 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 import pooler
-from pooler.cli.commands.common import Context, add_store_options, make_client
+from pooler.cli.commands.common import Context, add_store_options, make_client, mask_journal
 from pooler.client.http import ToolRunClient
+from pooler.dburl import is_postgres
 from pooler.errors import PoolerError
 from pooler.exits import ExitStatus
 from pooler.mcp.arguments import check_task
@@ -43,7 +44,6 @@ from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import Reporter
 from pooler.run.journal_api import JOURNAL_ENV
-from pooler.shared.schema import is_postgres
 
 log = logging.getLogger("pooler.mcp")
 
@@ -195,6 +195,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler mcp: %(message)s")
     # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
     ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
+    mask_journal(args.journal, ctx)
     try:
         client: ToolRunClient = make_client(args, ctx)
         task = session_task()

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from pooler.dburl import is_postgres
 from pooler.run.journal_records import TaskRow, default_journal_path
-from pooler.shared.schema import is_postgres
 
 #: The environment variable that names the journal when ``--journal`` is not given.
 JOURNAL_ENV = "POOLER_JOURNAL"

@@ -18,8 +18,9 @@ import threading
 import time
 from typing import Any
 
+from pooler.dburl import DbText
 from pooler.errors import JournalError
-from pooler.shared.schema import connect, safe_url
+from pooler.shared.schema import connect
 
 
 class LeaseLost(JournalError):
@@ -74,8 +75,9 @@ class Lease:
                     "WHERE id = %s AND lease_until > now()", (self.seconds, self.id))
                 renewed = cur.rowcount == 1
             except psycopg.Error as exc:
-                self.lost = (f"the journal {safe_url(self.url)} could not be reached to renew the "
-                             f"lease: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+                text = DbText(self.url)
+                self.lost = (f"the journal {text.shown} could not be reached to renew the lease: "
+                             f"{text.error(exc)}")
                 return
             if not renewed:
                 self.lost = (f"the lease of runner {self.id} expired and its calls were taken back "

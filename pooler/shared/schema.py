@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pooler.dburl import DbText, shown
 from pooler.errors import JournalError
 
 if TYPE_CHECKING:
@@ -12,7 +13,6 @@ if TYPE_CHECKING:
 
 #: The version of the tables below; ``upgrade`` brings an older journal to it.
 SCHEMA_VERSION = 1
-SCHEMES = ("postgresql://", "postgres://")
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS pooler_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -122,21 +122,6 @@ CREATE TABLE IF NOT EXISTS table_rows (
 """
 
 
-def is_postgres(spec: str | None) -> bool:
-    """Whether a ``--journal`` value names a PostgreSQL database rather than a SQLite file."""
-    return spec is not None and spec.startswith(SCHEMES)
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password replaced by ``***``: it is printed in messages."""
-    head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    auth, _, host = rest.partition("@")
-    user, colon, _ = auth.partition(":")
-    return f"{head}://{user}{':***' if colon else ''}@{host}"
-
-
 def _driver() -> Any:
     try:
         import psycopg  # noqa: PLC0415 - optional: only a PostgreSQL journal needs it
@@ -151,12 +136,9 @@ def connect(url: str) -> psycopg.Connection[Any]:
     try:
         conn: psycopg.Connection[Any] = driver.connect(url, autocommit=True, connect_timeout=10)
     except driver.Error as exc:
-        raise JournalError(f"cannot reach the journal {safe_url(url)}: {_first_line(exc)}") from None
+        text = DbText(url)
+        raise JournalError(f"cannot reach the journal {text.shown}: {text.error(exc)}") from None
     return conn
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def version_of(conn: psycopg.Connection[Any]) -> int | None:
@@ -174,13 +156,13 @@ def check_version(conn: psycopg.Connection[Any], url: str) -> None:
     if found == SCHEMA_VERSION:
         return
     if found is None:
-        raise JournalError(f"the database {safe_url(url)} holds no pooler journal yet - create it "
-                           f"with: pooler journal upgrade --journal {safe_url(url)}")
+        raise JournalError(f"the database {shown(url)} holds no pooler journal yet - create it "
+                           f"with: pooler journal upgrade --journal {shown(url)}")
     if found < SCHEMA_VERSION:
-        raise JournalError(f"the journal {safe_url(url)} has schema version {found}, this pooler "
+        raise JournalError(f"the journal {shown(url)} has schema version {found}, this pooler "
                            f"needs {SCHEMA_VERSION} - upgrade it with: pooler journal upgrade --journal "
-                           f"{safe_url(url)} (stop every runner of it first)")
-    raise JournalError(f"the journal {safe_url(url)} has schema version {found}, newer than this "
+                           f"{shown(url)} (stop every runner of it first)")
+    raise JournalError(f"the journal {shown(url)} has schema version {found}, newer than this "
                        f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that upgraded it")
 
 

@@ -81,8 +81,7 @@ class WorkStore:
                 raise self._failed(exc) from None
 
     def _failed(self, exc: Exception) -> JournalError:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return JournalError(f"the journal {self.journal.where()} failed: {first}")
+        return JournalError(f"the journal {self.journal.where()} failed: {self.journal.text.error(exc)}")
 
     def claim(self, limit: int, cap: int, on_doubt: DoubtPolicy, on_blocked: BlockedPolicy, *,
               tidy: bool = True) -> list[WorkRow]:

@@ -9,9 +9,9 @@ from typing import Any
 
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback
+from pooler.dburl import is_postgres, shown
 from pooler.errors import JournalError, UsageError
 from pooler.run.journal_api import journal_spec
-from pooler.shared.schema import is_postgres, safe_url
 
 
 def _add_url(parser: argparse.ArgumentParser) -> None:
@@ -57,11 +57,11 @@ def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
     url = _url(args, ctx)
     before, after = upgrade(url)
     if before is None:
-        ctx.stdout.write(f"created the journal {safe_url(url)} (schema version {after})\n")
+        ctx.stdout.write(f"created the journal {shown(url)} (schema version {after})\n")
     elif before == after:
-        ctx.stdout.write(f"the journal {safe_url(url)} is at schema version {after} already\n")
+        ctx.stdout.write(f"the journal {shown(url)} is at schema version {after} already\n")
     else:
-        ctx.stdout.write(f"upgraded the journal {safe_url(url)} from schema version {before} to {after}\n")
+        ctx.stdout.write(f"upgraded the journal {shown(url)} from schema version {before} to {after}\n")
     return 0
 
 

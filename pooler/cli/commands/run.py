@@ -32,6 +32,7 @@ from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
 from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.dburl import is_postgres
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.compiler import Plan, compile_pool
@@ -43,7 +44,6 @@ from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.journal import Journal
 from pooler.run.journal_api import journal_spec
 from pooler.run.lock import OutLock, PoolLock, lock_dir
-from pooler.shared.schema import is_postgres
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}

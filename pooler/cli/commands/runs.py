@@ -13,6 +13,7 @@ from rich.text import Text
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback, positive_int
 from pooler.cli.render import STYLE, answer_lines, console_for, plural, results_table, summary_line
+from pooler.dburl import is_postgres
 from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
 from pooler.report.html import write_report
@@ -21,7 +22,6 @@ from pooler.run.journal_api import JournalStore, journal_spec, open_existing
 from pooler.run.journal_records import TaskRow
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
-from pooler.shared.schema import is_postgres
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
