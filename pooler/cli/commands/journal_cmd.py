@@ -55,13 +55,17 @@ def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
     from pooler.shared.schema import upgrade  # noqa: PLC0415
 
     url = _url(args, ctx)
-    before, after = upgrade(url)
-    if before is None:
-        ctx.stdout.write(f"created the journal {shown(url)} (schema version {after})\n")
-    elif before == after:
-        ctx.stdout.write(f"the journal {shown(url)} is at schema version {after} already\n")
+    done = upgrade(url)
+    if done.before is None:
+        ctx.stdout.write(f"created the journal {shown(url)} (schema version {done.after})\n")
+    elif done.remade:
+        ctx.stdout.write(f"repaired the journal {shown(url)} at schema version {done.after}: made "
+                         f"{', '.join(done.remade)} again\n")
+    elif done.before == done.after:
+        ctx.stdout.write(f"the journal {shown(url)} is at schema version {done.after} already\n")
     else:
-        ctx.stdout.write(f"upgraded the journal {shown(url)} from schema version {before} to {after}\n")
+        ctx.stdout.write(f"upgraded the journal {shown(url)} from schema version {done.before} to "
+                         f"{done.after}\n")
     return 0
 
 
