@@ -156,9 +156,6 @@ class Journal:
                                    "give a new id, or run it again with --task to continue it.")
         raise JournalError("no free task id could be made - try again.")
 
-    def has_task(self, task_id: str) -> bool:
-        return bool(self._query("SELECT 1 FROM tasks WHERE id = ?", (task_id,)))
-
     def open_task(self, task_id: str, store: str | None = None) -> int:
         """Continue an existing task: marks it running again and returns the number of this run.
 

@@ -43,10 +43,6 @@ def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:
     return given or environ.get(JOURNAL_ENV) or str(default_journal_path())
 
 
-def uses_postgres(given: str | None, environ: Mapping[str, str]) -> bool:
-    return is_postgres(journal_spec(given, environ))
-
-
 def open_existing(spec: str) -> JournalStore:
     """The journal ``spec`` names, for reading: a missing SQLite file is refused, not created."""
     from pooler.errors import JournalError  # noqa: PLC0415

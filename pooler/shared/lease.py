@@ -16,7 +16,6 @@ import secrets
 import socket
 import threading
 import time
-from typing import Any
 
 from pooler.dburl import DbText
 from pooler.errors import JournalError
@@ -94,9 +93,3 @@ class Lease:
         with contextlib.suppress(Exception):
             self._conn.execute("DELETE FROM runners WHERE id = %s", (self.id,))
         self._conn.close()
-
-
-def expired_runners(conn: Any, task: str) -> list[str]:
-    """Runners of the task whose lease ran out (the database's clock decides)."""
-    rows = conn.execute("SELECT id FROM runners WHERE task = %s AND lease_until < now()", (task,))
-    return [r[0] for r in rows.fetchall()]

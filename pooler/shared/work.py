@@ -273,10 +273,3 @@ class WorkStore:
                                           "AND name = %s ORDER BY idx", (self.task, num, name)):
             rows.extend(part)
         return names, rows
-
-
-def all_work(journal: PgJournal, task: str) -> list[tuple[Any, ...]]:
-    """Every call of the task in file order: num, idx, kind, size, state, status, entry, doubt,
-    doubted, step_id, row_first."""
-    return journal.query("SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, "
-                         "row_first FROM work WHERE task = %s ORDER BY num, idx", (task,))
