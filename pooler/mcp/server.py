@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 import pooler
 from pooler.cli.commands.common import Context, add_store_options, make_client, mask_journal
+from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.dburl import is_postgres
 from pooler.errors import PoolerError
@@ -196,6 +197,8 @@ def main(argv: list[str]) -> int:
     # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
     ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
     mask_journal(args.journal, ctx)
+    # tool_pool runs calls side by side, as ``pooler run`` does (see there).
+    share_malloc_arenas()
     try:
         client: ToolRunClient = make_client(args, ctx)
         task = session_task()

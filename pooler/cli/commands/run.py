@@ -32,6 +32,7 @@ from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
 from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.client.answer_budget import share_malloc_arenas
 from pooler.dburl import is_postgres
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
@@ -156,6 +157,10 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     plan = prepare(args, ctx)
     if args.dry_run:
         return show_plan(plan, args, ctx)
+    # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
+    # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
+    # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
+    share_malloc_arenas()
     variables = plan.variables
     assert variables is not None
     check_run_files(args)
