@@ -13,13 +13,13 @@ from helpers import Store, pooler
 from sharedkit import query
 
 from pooler.errors import JournalError
+from pooler.run.migrations import read_migrations
 from pooler.shared.schema import (
     MIGRATIONS,
     MIGRATIONS_DIR,
     SCHEMA_VERSION,
     absent,
     connect,
-    read_migrations,
     upgrade,
 )
 

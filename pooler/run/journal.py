@@ -26,7 +26,6 @@ from pooler.run.journal_records import (
     DONE,
     KEYED_SQL,
     RECORD_SQL,
-    SCHEMA,
     STANDING_OF_SQL,
     CallId,
     CallRecord,
@@ -39,7 +38,7 @@ from pooler.run.journal_records import (
     split_entry,
     whole_record,
 )
-from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
+from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, run_row
 from pooler.statuses import LANDED
 
 
@@ -66,9 +65,8 @@ class Journal:
             self._db.execute("PRAGMA synchronous=NORMAL")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
-            self._db.executescript(f"BEGIN IMMEDIATE;\n{SCHEMA}")
-            upgrade(self._db)
-            migrate(self._db)
+            self._db.execute("BEGIN IMMEDIATE")
+            upgrade(self._db, target)
             self._db.execute("COMMIT")
         except (sqlite3.Error, JournalError) as exc:
             if self._db.in_transaction:

@@ -5,52 +5,20 @@ is opened, before anything is planned."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pooler.dburl import DbText, shown
 from pooler.errors import JournalError
+from pooler.run.migrations import Migration, read_migrations
 
 if TYPE_CHECKING:
     import psycopg
 
 #: The journal's SQL: ``migrations/NNNN_what.sql``, applied in the order of their numbers.
 MIGRATIONS_DIR = Path(__file__).with_name("sql") / "migrations"
-_NAME = re.compile(r"^(\d{4})_\w+\.sql$")
-_TABLE = re.compile(r"^CREATE TABLE IF NOT EXISTS (\w+)", re.M | re.I)
-_FUNCTION = re.compile(r"^CREATE OR REPLACE FUNCTION (\w+)\(", re.M | re.I)
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One numbered step of the schema, and the tables and functions it makes."""
-
-    number: int
-    name: str
-    sql: str
-    tables: tuple[str, ...]
-    functions: tuple[str, ...]
-
-
-def read_migrations(folder: Path = MIGRATIONS_DIR) -> list[Migration]:
-    """The migrations of ``folder`` in order; their numbers run 1, 2, 3 ... without a gap."""
-    found: list[Migration] = []
-    for path in sorted(folder.glob("*.sql")):
-        match = _NAME.match(path.name)
-        if match is None:
-            raise RuntimeError(f"{path}: a migration is named NNNN_what.sql")
-        sql = path.read_text(encoding="utf-8")
-        found.append(Migration(int(match[1]), path.name, sql, tuple(_TABLE.findall(sql)),
-                               tuple(_FUNCTION.findall(sql))))
-    numbers = [m.number for m in found]
-    if numbers != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"{folder}: the migrations are numbered {numbers}, not 1 to {len(found)}")
-    return found
-
-
-MIGRATIONS = read_migrations()
+MIGRATIONS = read_migrations(MIGRATIONS_DIR)
 #: The schema version this pooler needs: the number of the last migration, so it changes whenever
 #: the schema does.  ``pooler journal upgrade`` brings an older journal to it.
 SCHEMA_VERSION = MIGRATIONS[-1].number
