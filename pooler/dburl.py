@@ -14,6 +14,7 @@ masked as well.
 from __future__ import annotations
 
 import re
+import shlex
 from urllib.parse import unquote
 
 from pooler.redact import MASK, Redactor
@@ -33,9 +34,15 @@ _KEYWORD = re.compile(r"(?P<head>(?<![\w?&.-])password\s*=\s*)(?:'(?:[^'\\]|\\.)
                       re.IGNORECASE)
 
 
+#: A keyword DSN (``host=db dbname=pooler ...``) begins with one of libpq's connection keywords.
+_DSN = re.compile(r"^\s*(?:host|hostaddr|port|dbname|user|password|passfile|service|sslmode|"
+                  r"connect_timeout|application_name|options|target_session_attrs)\s*=")
+
+
 def is_postgres(spec: str | None) -> bool:
-    """Whether a ``--journal`` value names a PostgreSQL database rather than a SQLite file."""
-    return spec is not None and spec.lower().startswith(SCHEMES)
+    """Whether a ``--journal`` value names a PostgreSQL database (a URI or a keyword DSN) rather
+    than a SQLite file."""
+    return spec is not None and (spec.lower().startswith(SCHEMES) or _DSN.match(spec) is not None)
 
 
 def masked(text: str) -> str:
@@ -102,3 +109,10 @@ class DbText:
 def shown(spec: str) -> str:
     """``spec`` as messages show it: a URL or DSN without its password."""
     return DbText(spec).shown
+
+
+def argument(spec: str) -> str:
+    """``spec`` as a command a message tells to run gives it: shown, and quoted for the shell when
+    it holds a space (a keyword DSN)."""
+    text = shown(spec)
+    return shlex.quote(text) if any(c.isspace() for c in text) else text

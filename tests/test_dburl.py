@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pooler.dburl import DbText, is_postgres, masked, passwords
+from pooler.dburl import DbText, argument, is_postgres, masked, passwords
 
 MASKED = {
     "postgresql://ops:Sekr3t@db.example:5432/pooler":
@@ -68,8 +68,16 @@ def test_libpqs_error_text_about_a_url_is_masked(url: str) -> None:
     assert DbText(url).error(caught.value) == LIBPQ[url]
 
 
-def test_a_journal_value_is_postgres_by_its_scheme_in_any_case() -> None:
+def test_a_journal_value_is_postgres_by_its_scheme_or_as_a_keyword_dsn() -> None:
     assert is_postgres("postgresql://h/db")
     assert is_postgres("POSTGRES://h/db")
+    assert is_postgres("host=db.example dbname=pooler")
+    assert is_postgres("dbname=pooler")
     assert not is_postgres("journal.sqlite")
+    assert not is_postgres("state/host.sqlite")
     assert not is_postgres(None)
+
+
+def test_a_command_a_message_tells_to_run_names_the_journal_masked_and_quoted_for_the_shell() -> None:
+    assert argument("postgresql://ops:Sekr3t@h/db") == "postgresql://ops:***@h/db"
+    assert argument("host=h password=Sekr3t dbname=d") == "'host=h password=*** dbname=d'"

@@ -22,7 +22,7 @@ PIECES = ("Qx7v", "Kp93mZ")
 #: Each spelling: the URL (for a fresh database ``{db}`` on ``{port}``), and what the messages say
 #: went wrong, ``{shown}`` the URL as messages show it.
 NO_JOURNAL = ("the database {shown} holds no pooler journal yet - create it with: pooler journal "
-              "upgrade --journal {shown}")
+              "upgrade --journal {argument}")
 SPELLINGS: dict[str, tuple[str, str, str]] = {
     "user info": ("postgresql://postgres:" + PASSWORD + "@127.0.0.1:{port}/{db}",
                   "postgresql://postgres:***@127.0.0.1:{port}/{db}", NO_JOURNAL),
@@ -31,6 +31,12 @@ SPELLINGS: dict[str, tuple[str, str, str]] = {
     "&password= in the query": (
         "postgresql://postgres@127.0.0.1:{port}/{db}?connect_timeout=5&password=" + PASSWORD,
         "postgresql://postgres@127.0.0.1:{port}/{db}?connect_timeout=5&password=***", NO_JOURNAL),
+    "password= in a keyword DSN": (
+        "host=127.0.0.1 port={port} dbname={db} user=postgres password=" + PASSWORD,
+        "host=127.0.0.1 port={port} dbname={db} user=postgres password=***", NO_JOURNAL),
+    "password='...' quoted in a keyword DSN": (
+        "host=127.0.0.1 port={port} password='Qx7v Kp93mZ' dbname={db} user=postgres",
+        "host=127.0.0.1 port={port} password=*** dbname={db} user=postgres", NO_JOURNAL),
     "a typo in the host": (
         "postgresql://postgres:" + PASSWORD + "@[127.0.0.1:{port}/{db}",
         "postgresql://postgres:***@[127.0.0.1:{port}/{db}",
@@ -57,7 +63,8 @@ class Spelled:
         url, shown, told = SPELLINGS[name]
         self.url = url.format(port=port, db=db)
         self.shown = shown.format(port=port, db=db)
-        self.told = told.format(shown=self.shown)
+        self.argument = f"'{self.shown}'" if " " in self.shown else self.shown
+        self.told = told.format(shown=self.shown, argument=self.argument)
         self.db = db
 
 
@@ -121,7 +128,7 @@ def in_show(spelled: Spelled, store: Store, tmp_path: Path) -> str:
 
 def in_journal_upgrade(spelled: Spelled, store: Store, tmp_path: Path) -> str:
     proc = pooler("journal", "upgrade", "--journal", spelled.url)
-    if spelled.told == NO_JOURNAL.format(shown=spelled.shown):
+    if spelled.told == NO_JOURNAL.format(shown=spelled.shown, argument=spelled.argument):
         # A database libpq reaches: the journal is made, and the message names it.
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith(f"created the journal {spelled.shown} (schema version ")

@@ -41,10 +41,17 @@ class Lease:
         self._stop = threading.Event()
         self._conn = connect(url)
         began = time.monotonic()
-        self._conn.execute(
-            "INSERT INTO runners (id, task, host, pid, lease_until) "
-            "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
-            (self.id, task, socket.gethostname(), os.getpid(), seconds))
+        import psycopg  # noqa: PLC0415
+
+        try:
+            self._conn.execute(
+                "INSERT INTO runners (id, task, host, pid, lease_until) "
+                "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
+                (self.id, task, socket.gethostname(), os.getpid(), seconds))
+        except psycopg.Error as exc:
+            self._conn.close()
+            text = DbText(url)
+            raise JournalError(f"the journal {text.shown} failed: {text.error(exc)}") from None
         self._deadline = began + seconds - self.margin
         self._thread = threading.Thread(target=self._beat, name="pooler-lease", daemon=True)
         self._thread.start()

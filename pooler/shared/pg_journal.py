@@ -37,8 +37,13 @@ class PgJournal:
         self.text = DbText(url)
         self.conn = connect(url)
         self._lock = threading.Lock()
+        import psycopg  # noqa: PLC0415
+
         try:
             check_version(self.conn, url)
+        except psycopg.Error as exc:
+            self.conn.close()
+            raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
         except BaseException:
             self.conn.close()
             raise

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pooler.dburl import DbText, shown
+from pooler.dburl import DbText, argument, shown
 from pooler.errors import JournalError
 from pooler.run.migrations import Migration, read_migrations
 
@@ -67,11 +67,11 @@ def check_version(conn: psycopg.Connection[Any], url: str) -> None:
     """Refuse a database whose journal is missing, of another version, or lacking what its version
     promises (its tables and functions, looked up in the catalog once per open)."""
     found = version_of(conn)
-    upgrade_it = (f"upgrade it with: pooler journal upgrade --journal {shown(url)} (stop every runner "
+    upgrade_it = (f"upgrade it with: pooler journal upgrade --journal {argument(url)} (stop every runner "
                   "of it first)")
     if found is None:
         raise JournalError(f"the database {shown(url)} holds no pooler journal yet - create it "
-                           f"with: pooler journal upgrade --journal {shown(url)}")
+                           f"with: pooler journal upgrade --journal {argument(url)}")
     if found < SCHEMA_VERSION:
         raise JournalError(f"the journal {shown(url)} has schema version {found}, this pooler "
                            f"needs {SCHEMA_VERSION} - {upgrade_it}")
