@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -152,17 +152,3 @@ def in_order(problems: Iterable[Problem], main: str) -> list[Problem]:
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: (p.file != main, p.file or "", p.line or 0, p.column or 0,
                                          p.step or 0))
-
-
-@dataclass
-class ProblemList:
-    """Collects problems so a check reports all of them at once."""
-
-    items: list[Problem] = field(default_factory=list)
-
-    def add(self, problem: Problem) -> None:
-        self.items.append(problem)
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise CheckFailed(self.items)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from pooler.cli.commands import COMMANDS
-from pooler.cli.commands.common import Context, render_error
+from pooler.cli.commands.common import Context, mask_journal, render_error
 from pooler.cli.outcome import outcome_document
 from pooler.errors import JournalError, LockedError, PoolerError, Problem, StoreError
 from pooler.exits import ExitStatus
@@ -110,6 +110,7 @@ def main(
     ns: argparse.Namespace | None = None
     try:
         ns = build_parser(first if first in COMMANDS else None).parse_args(args)
+        mask_journal(getattr(ns, "journal", None), ctx)
         status = int(ns.handler(ns, ctx))
     except PoolerError as error:
         ctx.note(render_error(error))

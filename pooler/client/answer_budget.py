@@ -85,6 +85,9 @@ class Hold:
 def share_malloc_arenas() -> None:
     """Let the threads of a run share two malloc arenas (glibc), once per process.
 
+    A setting of the whole process: the commands that run calls side by side (``pooler run``,
+    ``pooler mcp``) call it at their start, never a library constructor.
+
     glibc gives each thread that allocates at the same time as another an arena of its own and
     keeps what was freed in it: sixteen threads that each read a big answer in turn would keep
     sixteen answers' worth of memory, whatever the budget let them hold at once.  Python threads

@@ -38,7 +38,7 @@ from urllib3.connectionpool import ConnectionPool
 from urllib3.exceptions import HTTPError
 
 from pooler.client import answer_kinds as kinds
-from pooler.client.answer_budget import AnswerBudget, Hold, share_malloc_arenas
+from pooler.client.answer_budget import AnswerBudget, Hold
 from pooler.client.deadline import Watch, Watchdog, watched
 from pooler.client.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
 from pooler.client.transport import connect_failure, is_timeout, tls_reason
@@ -209,7 +209,6 @@ class ToolRunClient:
         #: leaves its first characters behind.
         self.redactor = redactor if redactor is not None else Redactor()
         self.budget = AnswerBudget(max_answers_in_flight)
-        share_malloc_arenas()
         self._watchdog = Watchdog()
         self._session = requests.Session()
         adapter = _OneStoreAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)

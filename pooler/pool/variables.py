@@ -90,11 +90,6 @@ def scan(text: str) -> list[Piece]:
     return [p for p in pieces if p.text or p.name is not None or p.error]
 
 
-def has_template(text: str) -> bool:
-    """Whether a string holds a ``${`` (or ``$${``) that ``substitute`` would change."""
-    return OPEN in text
-
-
 def placeholders(value: Any) -> Iterator[tuple[JsonPath, str]]:
     """Every ``${...}`` name in ``value`` (strings at any depth), with the path of its string.
 

@@ -26,7 +26,6 @@ from pooler.run.journal_records import (
     DONE,
     KEYED_SQL,
     RECORD_SQL,
-    SCHEMA,
     STANDING_OF_SQL,
     CallId,
     CallRecord,
@@ -40,7 +39,7 @@ from pooler.run.journal_records import (
     split_entry,
     whole_record,
 )
-from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, migrate, run_row
+from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, run_row
 from pooler.statuses import LANDED
 
 
@@ -67,9 +66,8 @@ class Journal:
             self._db.execute("PRAGMA synchronous=NORMAL")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
-            self._db.executescript(f"BEGIN IMMEDIATE;\n{SCHEMA}")
-            upgrade(self._db)
-            migrate(self._db)
+            self._db.execute("BEGIN IMMEDIATE")
+            upgrade(self._db, target)
             self._db.execute("COMMIT")
         except (sqlite3.Error, JournalError) as exc:
             if self._db.in_transaction:
@@ -156,9 +154,6 @@ class Journal:
                 raise JournalError(f"the task {task_id} is already in the journal - "
                                    "give a new id, or run it again with --task to continue it.")
         raise JournalError("no free task id could be made - try again.")
-
-    def has_task(self, task_id: str) -> bool:
-        return bool(self._query("SELECT 1 FROM tasks WHERE id = ?", (task_id,)))
 
     def open_task(self, task_id: str, store: str | None = None) -> int:
         """Continue an existing task: marks it running again and returns the number of this run.

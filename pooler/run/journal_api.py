@@ -14,8 +14,6 @@ from pooler.run.journal_records import TaskRow, default_journal_path
 
 #: The environment variable that names the journal when ``--journal`` is not given.
 JOURNAL_ENV = "POOLER_JOURNAL"
-#: What a ``--journal`` value starts with when it names a PostgreSQL database.
-SCHEMES = ("postgresql://", "postgres://")
 
 
 class JournalStore(Protocol):
@@ -45,15 +43,6 @@ class JournalStore(Protocol):
 def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:
     """The journal a command uses: ``--journal``, else ``POOLER_JOURNAL``, else the default file."""
     return given or environ.get(JOURNAL_ENV) or str(default_journal_path(environ))
-
-
-def is_postgres(spec: str | None) -> bool:
-    """Whether a ``--journal`` value names a PostgreSQL database rather than a SQLite file."""
-    return spec is not None and spec.startswith(SCHEMES)
-
-
-def uses_postgres(given: str | None, environ: Mapping[str, str]) -> bool:
-    return is_postgres(journal_spec(given, environ))
 
 
 def open_sqlite(path: Path) -> JournalStore:

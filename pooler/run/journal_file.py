@@ -1,16 +1,23 @@
 """The journal's file as pooler's own: another program's SQLite file told apart before a byte is
-written to it, an older journal brought up to date, and which process on which machine makes a run.
+written to it, an older journal brought up to date by the numbered migrations in
+``sql/migrations``, and which process on which machine makes a run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sqlite3
 from pathlib import Path
 
 from pooler.errors import JournalError
+from pooler.run.migrations import read_migrations
 
+#: The journal's SQL, ``sql/migrations/NNNN_what.sql``; its version is ``PRAGMA user_version``.
+MIGRATIONS = read_migrations(Path(__file__).with_name("sql") / "migrations")
+SCHEMA_VERSION = MIGRATIONS[-1].number
+_ADD_COLUMN = re.compile(r"^(?:--[^\n]*\n)*ALTER TABLE (\w+) ADD COLUMN (\w+)", re.I)
 #: ``PRAGMA application_id`` of a pooler journal ("pool").
 APPLICATION_ID = 0x706F6F6C
 #: The tables of a journal made before it carried its application id, and columns only pooler's have.
@@ -43,11 +50,37 @@ def own_file(db: sqlite3.Connection, target: str) -> None:
                        "give a file of pooler's own with --journal.")
 
 
-def upgrade(db: sqlite3.Connection) -> None:
-    """Columns added since the journal was made: a task's store."""
-    columns = {str(r[1]) for r in db.execute("PRAGMA table_info(tasks)")}
-    if "store" not in columns:
-        db.execute("ALTER TABLE tasks ADD COLUMN store TEXT")
+def upgrade(db: sqlite3.Connection, target: str) -> None:
+    """Bring the journal to ``SCHEMA_VERSION`` inside the caller's write transaction: the
+    migrations after its ``user_version``, or, when it lacks a table or column its version
+    promises, every one again (each statement can run again on a file that has it)."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise JournalError(f"the journal {target} has schema version {version}, newer than this pooler's "
+                           f"{SCHEMA_VERSION} - run a pooler as new as the one that wrote it, or give "
+                           "another file with --journal.")
+    todo = [m for m in MIGRATIONS if m.number > version]
+    if not todo and _lacks(db):
+        todo = MIGRATIONS
+    for migration in todo:
+        for statement in migration.statements():
+            added = _ADD_COLUMN.match(statement)
+            if added and added[2] in _columns(db, added[1]):
+                continue
+            db.execute(statement)
+    if version != SCHEMA_VERSION:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _lacks(db: sqlite3.Connection) -> bool:
+    """Whether a table or an added column of the migrations is missing from the file."""
+    tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return any(t not in tables for m in MIGRATIONS for t in m.tables) or any(
+        column not in _columns(db, table) for m in MIGRATIONS for table, column in m.columns)
 
 
 def host() -> str:

@@ -1,47 +1,20 @@
 """The journal's timeline columns: when each call left and was answered, in which concurrent slot,
 in which ``serialize_on`` group, and one row per run of a task (store, batch options, steps).
 
-They were added after the first journals were written, so ``migrate`` adds them to a journal that
-lacks them; nothing else changes, and a journal without them still opens (its report falls back
-to the older ``sent_at``/``done_at`` stamps and works the slots out from the times).
-
-Schema additions (a PostgreSQL journal needs the same):
-
-- ``calls.lane INTEGER`` the slot, 0 to width - 1; NULL for a call never sent
-- ``calls.serial TEXT`` the call's ``serialize_on`` value (JSON text, masked); NULL without one
-- ``calls.sent_ms INTEGER`` when the request left, milliseconds since the epoch (UTC)
-- ``calls.done_ms INTEGER`` when its answer (or its failure) came back; NULL while unanswered
-- ``task_runs (task TEXT, run INTEGER, started_ms INTEGER, store TEXT, mode TEXT, width INTEGER,
-  serialize_on TEXT, steps TEXT, PRIMARY KEY (task, run))`` with ``steps`` a JSON list of
-  ``{"num", "name", "unit", "command", "over_rows", "key"}``
+Their columns and table are the journal's migration ``sql/migrations/0003_timeline.sql``; a
+journal without them still reads (its report falls back to the older ``sent_at``/``done_at``
+stamps and works the slots out from the times).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pooler.client.http import ToolRunClient
     from pooler.pool.model import Pool
-
-_CALL_COLUMNS = (("lane", "INTEGER"), ("serial", "TEXT"), ("sent_ms", "INTEGER"), ("done_ms", "INTEGER"))
-
-_RUNS = """
-CREATE TABLE IF NOT EXISTS task_runs (
-    task TEXT NOT NULL,
-    run INTEGER NOT NULL,
-    started_ms INTEGER NOT NULL,
-    store TEXT,
-    mode TEXT,
-    width INTEGER,
-    serialize_on TEXT,
-    steps TEXT,
-    PRIMARY KEY (task, run)
-)
-"""
 
 RECORD_RUN = ("INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, "
               "steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
@@ -50,16 +23,6 @@ RECORD_RUN = ("INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, m
 def epoch_ms() -> int:
     """Now, in whole milliseconds since the epoch."""
     return int(time.time() * 1000)
-
-
-def migrate(db: sqlite3.Connection) -> None:
-    """Add the timeline columns and the runs table to a journal written before them."""
-    have = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
-    for name, kind in _CALL_COLUMNS:
-        if name not in have:
-            db.execute(f"ALTER TABLE calls ADD COLUMN {name} {kind}")
-    db.execute(_RUNS)
-    db.execute("CREATE INDEX IF NOT EXISTS calls_task ON calls (task, run)")
 
 
 def run_row(task_id: str, run: int, facts: dict[str, Any]) -> tuple[Any, ...]:

@@ -16,10 +16,10 @@ import secrets
 import socket
 import threading
 import time
-from typing import Any
 
 from pooler.errors import JournalError
-from pooler.shared.schema import connect, safe_url
+from pooler.run.dburl import DbText
+from pooler.shared.schema import connect
 
 
 class LeaseLost(JournalError):
@@ -41,10 +41,17 @@ class Lease:
         self._stop = threading.Event()
         self._conn = connect(url)
         began = time.monotonic()
-        self._conn.execute(
-            "INSERT INTO runners (id, task, host, pid, lease_until) "
-            "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
-            (self.id, task, socket.gethostname(), os.getpid(), seconds))
+        import psycopg  # noqa: PLC0415
+
+        try:
+            self._conn.execute(
+                "INSERT INTO runners (id, task, host, pid, lease_until) "
+                "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
+                (self.id, task, socket.gethostname(), os.getpid(), seconds))
+        except psycopg.Error as exc:
+            self._conn.close()
+            text = DbText(url)
+            raise JournalError(f"the journal {text.shown} failed: {text.error(exc)}") from None
         self._deadline = began + seconds - self.margin
         self._thread = threading.Thread(target=self._beat, name="pooler-lease", daemon=True)
         self._thread.start()
@@ -74,8 +81,9 @@ class Lease:
                     "WHERE id = %s AND lease_until > now()", (self.seconds, self.id))
                 renewed = cur.rowcount == 1
             except psycopg.Error as exc:
-                self.lost = (f"the journal {safe_url(self.url)} could not be reached to renew the "
-                             f"lease: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+                text = DbText(self.url)
+                self.lost = (f"the journal {text.shown} could not be reached to renew the lease: "
+                             f"{text.error(exc)}")
                 return
             if not renewed:
                 self.lost = (f"the lease of runner {self.id} expired and its calls were taken back "
@@ -92,9 +100,3 @@ class Lease:
         with contextlib.suppress(Exception):
             self._conn.execute("DELETE FROM runners WHERE id = %s", (self.id,))
         self._conn.close()
-
-
-def expired_runners(conn: Any, task: str) -> list[str]:
-    """Runners of the task whose lease ran out (the database's clock decides)."""
-    rows = conn.execute("SELECT id FROM runners WHERE task = %s AND lease_until < now()", (task,))
-    return [r[0] for r in rows.fetchall()]

@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from pooler.errors import JournalError
+from pooler.run.dburl import DbText
 from pooler.run.journal_records import TaskRow
-from pooler.shared.schema import check_version, connect, safe_url
+from pooler.shared.schema import check_version, connect
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
@@ -32,16 +33,23 @@ class PgJournal:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        #: Every text told about this database passes through it: no password in any message.
+        self.text = DbText(url)
         self.conn = connect(url)
         self._lock = threading.Lock()
+        import psycopg  # noqa: PLC0415
+
         try:
             check_version(self.conn, url)
+        except psycopg.Error as exc:
+            self.conn.close()
+            raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
         except BaseException:
             self.conn.close()
             raise
 
     def where(self) -> str:
-        return safe_url(self.url)
+        return self.text.shown
 
     def close(self) -> None:
         with self._lock:
@@ -62,7 +70,7 @@ class PgJournal:
                 cur = self.conn.execute(sql, tuple(args))
                 return list(cur.fetchall()) if cur.description is not None else []
             except psycopg.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
+                raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
 
     # What runs and show read
 
@@ -125,14 +133,10 @@ class PgJournal:
                 # The planner needs to know how many calls there are to pick the indexes.
                 self.conn.execute("ANALYZE work")
             except psycopg.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
+                raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
             return True
 
     def join(self, task_id: str) -> None:
         """One more runner of the task: it runs again (a task that had finished is reopened)."""
         self.query("UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %s",
                    (task_id,))
-
-
-def _line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,134 +1,27 @@
 """The journal's tables on PostgreSQL: their version, and the one command that creates or upgrades
-them (``pooler journal upgrade``).  A runner refuses a journal of another version."""
+them (``pooler journal upgrade``) from the numbered migrations in ``sql/migrations``.  A journal
+of another version, or one lacking a table or function its version promises, is refused when it
+is opened, before anything is planned."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pooler.errors import JournalError
+from pooler.run.dburl import DbText, argument, shown
+from pooler.run.migrations import Migration, read_migrations
 
 if TYPE_CHECKING:
     import psycopg
 
-#: The version of the tables below; ``upgrade`` brings an older journal to it.
-SCHEMA_VERSION = 1
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS pooler_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS tasks (
-    id TEXT PRIMARY KEY,
-    pool_file TEXT NOT NULL,
-    started TEXT NOT NULL,
-    finished TEXT,
-    status TEXT NOT NULL DEFAULT 'running',
-    runs INTEGER NOT NULL DEFAULT 1,
-    total INTEGER, succeeded INTEGER, failed INTEGER, skipped INTEGER, not_run INTEGER,
-    answer TEXT,
-    created TIMESTAMPTZ NOT NULL DEFAULT now(),
-    shared JSONB,
-    halted TEXT
-);
-CREATE INDEX IF NOT EXISTS tasks_pool ON tasks (pool_file, started);
-CREATE TABLE IF NOT EXISTS runners (
-    id TEXT PRIMARY KEY,
-    task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    started TIMESTAMPTZ NOT NULL DEFAULT now(),
-    lease_until TIMESTAMPTZ NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runners_task ON runners (task);
--- Entries, details and rows are JSON (not JSONB): the answer keeps the order of their keys.
-CREATE TABLE IF NOT EXISTS work (
-    task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-    num INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    kind TEXT NOT NULL DEFAULT 'call',
-    row_first INTEGER,
-    row_last INTEGER,
-    size INTEGER NOT NULL DEFAULT 1,
-    data JSON,
-    deps INTEGER[] NOT NULL DEFAULT '{}',
-    serial TEXT,
-    state TEXT NOT NULL DEFAULT 'ready',
-    runner TEXT,
-    round INTEGER NOT NULL DEFAULT 1,
-    doubted TEXT,
-    key_text TEXT,
-    step_id TEXT,
-    status TEXT,
-    entry JSON,
-    detail JSON,
-    doubt TEXT,
-    sent_at TIMESTAMPTZ,
-    done_at TIMESTAMPTZ,
-    PRIMARY KEY (task, num, idx)
-);
-CREATE INDEX IF NOT EXISTS work_open ON work (task, state, num, idx) WHERE state <> 'done';
-CREATE INDEX IF NOT EXISTS work_busy ON work (task) WHERE state IN ('claimed', 'sent');
-CREATE INDEX IF NOT EXISTS work_serial ON work (task, serial, num, idx) WHERE serial IS NOT NULL;
--- A claim: under the task's advisory lock (so the count of calls in flight is exact when it is
--- weighed against the cap), the first ready calls in file order whose steps referred to have
--- completed and whose serialize_on value has no earlier call not done.  A function, so the lock
--- and the claim (each statement with a fresh snapshot) cost one round trip.
-CREATE OR REPLACE FUNCTION pooler_claim(p_task TEXT, p_runner TEXT, p_limit INTEGER, p_cap INTEGER)
-RETURNS SETOF work LANGUAGE plpgsql AS $$
-DECLARE
-    v_halted TEXT;
-    v_busy INTEGER;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext(p_task));
-    SELECT halted INTO v_halted FROM tasks WHERE id = p_task;
-    IF NOT FOUND OR v_halted IS NOT NULL THEN
-        RETURN;
-    END IF;
-    SELECT count(*) INTO v_busy FROM work WHERE task = p_task AND state IN ('claimed', 'sent');
-    IF p_cap - v_busy <= 0 THEN
-        RETURN;
-    END IF;
-    RETURN QUERY
-    UPDATE work SET state = 'claimed', runner = p_runner
-    WHERE ctid = ANY(ARRAY(
-        SELECT w.ctid FROM work w WHERE w.task = p_task AND w.state = 'ready'
-          AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
-               AND d.num = ANY(w.deps) AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
-          AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task
-               AND s.serial = w.serial AND (s.num, s.idx) < (w.num, w.idx) AND s.state <> 'done'))
-        ORDER BY w.num, w.idx LIMIT least(p_limit, p_cap - v_busy) FOR UPDATE SKIP LOCKED))
-    RETURNING *;
-END $$;
--- A call's outcome, recorded only while this runner still holds it: whether it was.
-CREATE OR REPLACE FUNCTION pooler_done(p_task TEXT, p_runner TEXT, p_num INTEGER, p_idx INTEGER,
-    p_status TEXT, p_entry JSON, p_detail JSON, p_doubt TEXT, p_key TEXT, p_step_id TEXT)
-RETURNS BOOLEAN LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE work SET state = 'done', status = p_status, entry = p_entry, detail = p_detail, doubt = p_doubt,
-        key_text = p_key, step_id = p_step_id, done_at = clock_timestamp()
-    WHERE task = p_task AND num = p_num AND idx = p_idx AND runner = p_runner
-      AND state IN ('claimed', 'sent');
-    RETURN FOUND;
-END $$;
-CREATE TABLE IF NOT EXISTS table_rows (
-    task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
-    num INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    prefix TEXT NOT NULL,
-    into_job TEXT,
-    rows JSON NOT NULL,
-    PRIMARY KEY (task, num, idx, name)
-);
-"""
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password replaced by ``***``: it is printed in messages."""
-    head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    auth, _, host = rest.partition("@")
-    user, colon, _ = auth.partition(":")
-    return f"{head}://{user}{':***' if colon else ''}@{host}"
+#: The journal's SQL: ``migrations/NNNN_what.sql``, applied in the order of their numbers.
+MIGRATIONS_DIR = Path(__file__).with_name("sql") / "migrations"
+MIGRATIONS = read_migrations(MIGRATIONS_DIR)
+#: The schema version this pooler needs: the number of the last migration, so it changes whenever
+#: the schema does.  ``pooler journal upgrade`` brings an older journal to it.
+SCHEMA_VERSION = MIGRATIONS[-1].number
 
 
 def _driver() -> Any:
@@ -145,12 +38,9 @@ def connect(url: str) -> psycopg.Connection[Any]:
     try:
         conn: psycopg.Connection[Any] = driver.connect(url, autocommit=True, connect_timeout=10)
     except driver.Error as exc:
-        raise JournalError(f"cannot reach the journal {safe_url(url)}: {_first_line(exc)}") from None
+        text = DbText(url)
+        raise JournalError(f"cannot reach the journal {text.shown}: {text.error(exc)}") from None
     return conn
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def version_of(conn: psycopg.Connection[Any]) -> int | None:
@@ -162,31 +52,82 @@ def version_of(conn: psycopg.Connection[Any]) -> int | None:
     return int(row[0]) if row else None
 
 
+def absent(conn: psycopg.Connection[Any]) -> set[str]:
+    """The tables and functions of the migrations the database lacks, from its catalog in one
+    round trip."""
+    row = conn.execute(
+        "SELECT ARRAY(SELECT t FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NULL) || "
+        "ARRAY(SELECT f FROM unnest(%s::text[]) f WHERE NOT EXISTS (SELECT 1 FROM pg_proc p "
+        "WHERE p.proname = f AND p.pronamespace = ANY(current_schemas(false)::regnamespace[])))",
+        ([t for m in MIGRATIONS for t in m.tables], [f for m in MIGRATIONS for f in m.functions])).fetchone()
+    return set(row[0]) if row else set()
+
+
 def check_version(conn: psycopg.Connection[Any], url: str) -> None:
-    """Refuse a database whose journal is missing or of another version."""
+    """Refuse a database whose journal is missing, of another version, or lacking what its version
+    promises (its tables and functions, looked up in the catalog once per open)."""
     found = version_of(conn)
-    if found == SCHEMA_VERSION:
-        return
+    upgrade_it = (f"upgrade it with: pooler journal upgrade --journal {argument(url)} (stop every runner "
+                  "of it first)")
     if found is None:
-        raise JournalError(f"the database {safe_url(url)} holds no pooler journal yet - create it "
-                           f"with: pooler journal upgrade --journal {safe_url(url)}")
+        raise JournalError(f"the database {shown(url)} holds no pooler journal yet - create it "
+                           f"with: pooler journal upgrade --journal {argument(url)}")
     if found < SCHEMA_VERSION:
-        raise JournalError(f"the journal {safe_url(url)} has schema version {found}, this pooler "
-                           f"needs {SCHEMA_VERSION} - upgrade it with: pooler journal upgrade --journal "
-                           f"{safe_url(url)} (stop every runner of it first)")
-    raise JournalError(f"the journal {safe_url(url)} has schema version {found}, newer than this "
-                       f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that upgraded it")
+        raise JournalError(f"the journal {shown(url)} has schema version {found}, this pooler "
+                           f"needs {SCHEMA_VERSION} - {upgrade_it}")
+    if found > SCHEMA_VERSION:
+        raise JournalError(f"the journal {shown(url)} has schema version {found}, newer than this "
+                           f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that upgraded it")
+    gone = absent(conn)
+    if gone:
+        names = [f"{name}()" if name in m.functions else name for m in MIGRATIONS
+                 for name in (*m.tables, *m.functions) if name in gone]
+        raise JournalError(f"the journal {shown(url)} has schema version {found} but lacks "
+                           f"{', '.join(names)} - {upgrade_it}")
 
 
-def upgrade(url: str) -> tuple[int | None, int]:
-    """Create the journal's tables, or bring older ones to ``SCHEMA_VERSION``: (before, after)."""
-    with connect(url) as conn, conn.transaction():
-        # Two upgrades at once would race on CREATE: one waits for the other.
-        conn.execute("SELECT pg_advisory_xact_lock(7446001)")
-        before = version_of(conn)
-        if before is not None and before > SCHEMA_VERSION:
-            check_version(conn, url)
-        conn.execute(_TABLES)
-        conn.execute("INSERT INTO pooler_meta (name, value) VALUES ('schema_version', %s) "
-                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
-    return before, SCHEMA_VERSION
+@dataclass(frozen=True)
+class Upgraded:
+    """What ``upgrade`` did: the version before (None: no journal), after, and the tables and
+    functions a journal lacking them had made again."""
+
+    before: int | None
+    after: int
+    remade: tuple[str, ...] = ()
+
+
+def upgrade(url: str, migrations: list[Migration] | None = None) -> Upgraded:
+    """Create the journal, or bring an older one to the last migration's version.
+
+    Each migration the journal has not had runs in a transaction of its own, which also records
+    the version it reaches, so an upgrade stopped half-way leaves a journal of the version it says.
+    A journal that lacks what its version promises has the migrations of what it lacks run again
+    (each can run again: IF NOT EXISTS, OR REPLACE).
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    last = migrations[-1].number
+    with connect(url) as conn:
+        try:
+            # Two upgrades at once would race on CREATE: one waits for the other (the lock is the
+            # connection's, let go when it closes).
+            conn.execute("SELECT pg_advisory_lock(7446001)")
+            before = version_of(conn)
+            if before is not None and before > last:
+                check_version(conn, url)
+            done = before or 0
+            gone = absent(conn) if before else set()
+            for migration in migrations:
+                lacks = gone & {*migration.tables, *migration.functions}
+                if migration.number <= done and not lacks:
+                    continue
+                with conn.transaction():
+                    conn.execute(migration.sql)
+                    conn.execute("INSERT INTO pooler_meta (name, value) VALUES ('schema_version', %s) "
+                                 "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                                 (str(max(done, migration.number)),))
+        except _driver().Error as exc:
+            text = DbText(url)
+            raise JournalError(f"the upgrade of the journal {text.shown} failed: {text.error(exc)}") from None
+    remade = tuple(f"{name}()" if name in m.functions else name for m in migrations if m.number <= done
+                   for name in (*m.tables, *m.functions) if name in gone)
+    return Upgraded(before, last, remade)

@@ -81,8 +81,7 @@ class WorkStore:
                 raise self._failed(exc) from None
 
     def _failed(self, exc: Exception) -> JournalError:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return JournalError(f"the journal {self.journal.where()} failed: {first}")
+        return JournalError(f"the journal {self.journal.where()} failed: {self.journal.text.error(exc)}")
 
     def claim(self, limit: int, cap: int, on_doubt: DoubtPolicy, on_blocked: BlockedPolicy, *,
               tidy: bool = True) -> list[WorkRow]:
@@ -274,10 +273,3 @@ class WorkStore:
                                           "AND name = %s ORDER BY idx", (self.task, num, name)):
             rows.extend(part)
         return names, rows
-
-
-def all_work(journal: PgJournal, task: str) -> list[tuple[Any, ...]]:
-    """Every call of the task in file order: num, idx, kind, size, state, status, entry, doubt,
-    doubted, step_id, row_first."""
-    return journal.query("SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, "
-                         "row_first FROM work WHERE task = %s ORDER BY num, idx", (task,))

@@ -58,6 +58,16 @@ class Context:
         self.stderr.flush()
 
 
+def mask_journal(given: str | None, ctx: Context) -> None:
+    """The journal's passwords (``--journal``, else ``POOLER_JOURNAL``) join the redactor, so a
+    message that quotes the URL, or libpq's text of a piece of it, shows ``***``."""
+    from pooler.run.dburl import passwords  # noqa: PLC0415
+    from pooler.run.journal_api import JOURNAL_ENV  # noqa: PLC0415
+
+    for secret in passwords(given or ctx.environ.get(JOURNAL_ENV)):
+        ctx.redactor.add(secret)
+
+
 def render_error(error: PoolerError) -> str:
     """Every problem with its caret line; a bare message gets the program's name in front."""
     problems = list(error.problems())

@@ -10,8 +10,8 @@ from typing import Any
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback
 from pooler.errors import JournalError, UsageError
-from pooler.run.journal_api import is_postgres, journal_spec
-from pooler.shared.schema import safe_url
+from pooler.run.dburl import is_postgres, shown
+from pooler.run.journal_api import journal_spec
 
 
 def _add_url(parser: argparse.ArgumentParser) -> None:
@@ -55,13 +55,17 @@ def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
     from pooler.shared.schema import upgrade  # noqa: PLC0415
 
     url = _url(args, ctx)
-    before, after = upgrade(url)
-    if before is None:
-        ctx.stdout.write(f"created the journal {safe_url(url)} (schema version {after})\n")
-    elif before == after:
-        ctx.stdout.write(f"the journal {safe_url(url)} is at schema version {after} already\n")
+    done = upgrade(url)
+    if done.before is None:
+        ctx.stdout.write(f"created the journal {shown(url)} (schema version {done.after})\n")
+    elif done.remade:
+        ctx.stdout.write(f"repaired the journal {shown(url)} at schema version {done.after}: made "
+                         f"{', '.join(done.remade)} again\n")
+    elif done.before == done.after:
+        ctx.stdout.write(f"the journal {shown(url)} is at schema version {done.after} already\n")
     else:
-        ctx.stdout.write(f"upgraded the journal {safe_url(url)} from schema version {before} to {after}\n")
+        ctx.stdout.write(f"upgraded the journal {shown(url)} from schema version {done.before} to "
+                         f"{done.after}\n")
     return 0
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import anyio
 
-from pooler.cli.commands.common import Context, add_store_options, make_client
+from pooler.cli.commands.common import Context, add_store_options, make_client, mask_journal
+from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
@@ -22,7 +23,8 @@ from pooler.mcp.arguments import check_task
 from pooler.mcp.http import Listen, bind, endpoint, parse_listen
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.server import PoolerTools, serve, serve_over_http, session_task
-from pooler.run.journal_api import JOURNAL_ENV, is_postgres
+from pooler.run.dburl import is_postgres
+from pooler.run.journal_api import JOURNAL_ENV
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +64,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler mcp: %(message)s")
     # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
     ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
+    mask_journal(args.journal, ctx)
+    # tool_pool runs calls side by side, as ``pooler run`` does (see there).
+    share_malloc_arenas()
     try:
         if args.http_token_file is not None and args.http is None:
             raise UsageError("--http-token-file goes with --http HOST:PORT - over stdio the client "

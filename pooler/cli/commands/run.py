@@ -32,16 +32,18 @@ from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
 from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool, Step
 from pooler.redact import short_warning
+from pooler.run.dburl import is_postgres
 from pooler.run.events import NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.journal import Journal
-from pooler.run.journal_api import is_postgres, journal_spec
+from pooler.run.journal_api import journal_spec
 from pooler.run.lock import OutLock, PoolLock, lock_dir
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
@@ -155,6 +157,10 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     plan = prepare(args, ctx)
     if args.dry_run:
         return show_plan(plan, args, ctx)
+    # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
+    # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
+    # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
+    share_malloc_arenas()
     variables = plan.variables
     assert variables is not None
     check_run_files(args)

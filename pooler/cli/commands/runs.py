@@ -16,8 +16,9 @@ from pooler.cli.render import STYLE, answer_lines, console_for, plural, results_
 from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
 from pooler.report.html import write_report
+from pooler.run.dburl import is_postgres
 from pooler.run.journal import Journal
-from pooler.run.journal_api import JournalStore, is_postgres, journal_spec, open_sqlite
+from pooler.run.journal_api import JournalStore, journal_spec, open_sqlite
 from pooler.run.journal_records import TaskRow
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told

@@ -1,0 +1,102 @@
+"""The SQLite journal's schema: numbered migrations in ``pooler/run/sql/migrations``, its version in
+``PRAGMA user_version``, an older file brought up to date when it is opened (whatever columns it
+already had), and a newer one refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from helpers import pooler
+from test_keys_tasks import OLD_SCHEMA
+
+from pooler.run.journal import Journal
+from pooler.run.journal_file import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+#: Every column a journal of the last version has, as the migrations make them.
+COLUMNS = {
+    "tasks": ["id", "pool_file", "started", "finished", "status", "runs", "total", "succeeded", "failed",
+              "skipped", "not_run", "answer", "store"],
+    "calls": ["id", "task", "run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
+              "done_at", "result", "detail", "lane", "serial", "sent_ms", "done_ms"],
+    "runs": ["task", "run", "host", "pid"],
+    "task_runs": ["task", "run", "started_ms", "store", "mode", "width", "serialize_on", "steps"],
+}
+
+
+def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
+    db = sqlite3.connect(path)
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return version, {t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+    finally:
+        db.close()
+
+
+def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
+    assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql"]
+    assert SCHEMA_VERSION == 3
+
+
+def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:
+    Journal(tmp_path / "j.sqlite").close()
+    assert shape(tmp_path / "j.sqlite") == (3, COLUMNS)
+
+
+def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(OLD_SCHEMA)
+    db.execute("INSERT INTO tasks (id, pool_file, started) VALUES ('T', '/p.yaml', 'then')")
+    db.commit()
+    db.close()
+    with Journal(path) as journal:
+        row = journal.task("T")
+    assert row is not None
+    assert (row.id, row.store) == ("T", None)
+    assert shape(path) == (3, COLUMNS)
+
+
+def test_a_journal_that_added_its_columns_before_it_recorded_a_version_opens_as_it_is(tmp_path: Path) -> None:
+    # The journals of earlier pooler versions: every column there, and user_version 0.
+    path = tmp_path / "j.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for migration in MIGRATIONS:
+        db.executescript(migration.sql)
+    db.execute("INSERT INTO calls (task, run, num, status, lane) VALUES ('T', 1, 1, 'completed', 3)")
+    db.commit()
+    assert db.execute("PRAGMA user_version").fetchone() == (0,)
+    db.close()
+    Journal(path).close()
+    assert shape(path) == (3, COLUMNS)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT task, lane FROM calls").fetchall() == [("T", 3)]
+    db.close()
+
+
+def test_a_journal_lacking_a_table_its_version_promises_has_it_made_again(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    Journal(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE task_runs")
+    db.commit()
+    db.close()
+    Journal(path).close()
+    assert shape(path) == (3, COLUMNS)
+
+
+def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    Journal(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 9")
+    db.close()
+    before = path.read_bytes()
+    listed = pooler("runs", "--journal", str(path))
+    assert listed.returncode == 2
+    assert listed.stderr == (f"pooler: the journal {path} has schema version 9, newer than this pooler's 3 - "
+                             "run a pooler as new as the one that wrote it, or give another file with "
+                             "--journal.\n")
+    assert path.read_bytes() == before
