@@ -186,7 +186,8 @@ def inspector(version: str) -> list[str]:
     """The command that runs that Inspector's CLI; skips (or fails, when required) without it."""
     modules = NODE_DIR / "node_modules"
     cli = modules / INSPECTORS[version] / "cli" / "build" / "cli.js"
-    node = modules / ".bin" / "node"
+    # The binary of npm's node package (its .bin link is made by an install script npm may hold back).
+    node = modules / "node" / "bin" / "node"
     if not cli.is_file() or not node.is_file():
         why = f"the MCP Inspector {version} is not installed in {NODE_DIR} - {INSTALL}"
         if os.environ.get(REQUIRE_INSPECTOR) == "1":
