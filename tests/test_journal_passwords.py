@@ -181,7 +181,9 @@ PLACES: dict[str, Callable[[Spelled, Store, Path], str]] = {
 }
 
 
-@pytest.mark.parametrize("place", PLACES)
+# The MCP server is met as a client meets it: a process of its own.
+@pytest.mark.parametrize("place", [pytest.param(p, marks=pytest.mark.process) if p == "the MCP server" else p
+                                   for p in PLACES])
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_no_journal_password_reaches_a_message(spelling: str, place: str, store: Store, pg_url: str,
                                                tmp_path: Path) -> None:
