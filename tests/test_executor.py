@@ -206,6 +206,11 @@ def test_the_reporter_hears_every_event(store: Store, tmp_path: Path) -> None:
     assert recorder.events[0] == ("pool_started", answer["task"], 4)
     assert recorder.of("step_started") == [("step_started", 1, 1), ("step_started", 2, 2),
                                            ("step_started", 3, 3)]
+    # Each call that left tells its answer's kind and its tries, before its status is counted.
+    assert recorder.of("call_ended") == [("call_ended", 1, 1, "done", 1), ("call_ended", 2, 2, "done", 1),
+                                         ("call_ended", 3, 3, "refused", 1)]
+    assert recorder.events.index(("call_ended", 3, 3, "refused", 1)) < recorder.events.index(
+        ("step_finished", 3, "failed"))
     assert recorder.of("step_finished") == [("step_finished", 1, "completed"),
                                             ("step_finished", 2, "completed"),
                                             ("step_finished", 3, "failed")]

@@ -29,6 +29,7 @@ from rich.text import Text
 
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
+from pooler.run.events import CallEnd
 
 #: Statuses a person running with ``--quiet`` still wants to see.
 TROUBLE = frozenset({"failed", "in_doubt"})
@@ -191,6 +192,9 @@ class PlainReporter:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         with self._lock:
             self.done += 1
@@ -263,6 +267,9 @@ class LiveReporter:
                 label = self.redactor.text(f"{step.label} {step.unit}.{step.command}")
                 self.progress.update(self._calls, description=f"calls  {label}")
 
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         with self._lock:
             self._done += 1
@@ -321,6 +328,10 @@ class FanOut:
     def step_started(self, step: Step, call: int) -> None:
         for r in self.reporters:
             r.step_started(step, call)
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.call_ended(step, end, result)
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         for r in self.reporters:

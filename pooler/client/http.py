@@ -25,7 +25,7 @@ import re
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -186,13 +186,18 @@ class ToolRunClient:
                  read_timeout: float = 60.0, verify: bool = True, pool_size: int = 16,
                  max_answer_bytes: int = MAX_ANSWER_BYTES,
                  max_answers_in_flight: int = MAX_ANSWERS_IN_FLIGHT,
-                 redactor: Redactor | None = None) -> None:
+                 redactor: Redactor | None = None, name: str | None = None) -> None:
         parts = urlsplit(store.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(
                 f"the store's address {store!r} is not an http(s) URL - write it like http://127.0.0.1:8080"
             )
         self.store = store.strip().rstrip("/")
+        #: The store's name from the config file, when it was named.
+        self.name = name
+        #: Headers that belong to the call the current thread sends (a trace's ``traceparent``),
+        #: asked for before each request; None: none.
+        self.call_headers: Callable[[], Mapping[str, str]] | None = None
         self._shown = _display_url(self.store)
         self._safe = self._shown.rstrip("/")
         if token is not None:
@@ -231,6 +236,15 @@ class ToolRunClient:
 
     def __repr__(self) -> str:
         return f"ToolRunClient(store={self._shown!r})"
+
+    @property
+    def label(self) -> str:
+        """What metrics and traces call the store: its configured name, else its host and port
+        (never a user, a password or a path)."""
+        if self.name:
+            return self.name
+        parts = urlsplit(self.store)
+        return parts.netloc.rsplit("@", 1)[-1] or self._safe
 
     @property
     def shown_url(self) -> str:
@@ -294,6 +308,8 @@ class ToolRunClient:
         request = self._prepared(endpoint).copy()
         request.prepare_body(body, None)
         request.headers.update(headers)
+        if self.call_headers is not None:
+            request.headers.update(self.call_headers())
         failure: StoreError | None = None
         watch = self._watchdog.start(self.read_timeout)
         hold: Hold | None = None

@@ -41,7 +41,7 @@ from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
-from pooler.run.events import Reporter
+from pooler.run.events import CallEnd, Reporter
 from pooler.run.journal_api import JOURNAL_ENV
 from pooler.shared.schema import is_postgres
 
@@ -115,6 +115,9 @@ class Progress:
         self._send(0, f"task {task_id}: {total} calls")
 
     def step_started(self, step: Step, call: int) -> None:
+        return None
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
         return None
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:

@@ -6,9 +6,22 @@ records, a library user passes ``NullReporter`` or their own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pooler.pool.model import Pool, Step
+
+
+@dataclass(frozen=True)
+class CallEnd:
+    """What a call that left tells beside its entry, for metrics and traces."""
+
+    #: Its number in the run, as ``step_started`` gave it.
+    number: int
+    #: The kind of answer it met (``answer_kinds``: done, refused, crashed, reset, timeout...).
+    kind: str
+    #: The requests sent for it: more than 1 when it was tried again.
+    attempts: int
 
 
 class Reporter(Protocol):
@@ -19,6 +32,10 @@ class Reporter(Protocol):
 
     def step_started(self, step: Step, call: int) -> None:
         """A call leaves; ``call`` is its 1-based number in the run."""
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        """A call that left (``step_started``) has its answer or has lost it; called on the thread
+        that sent it, before ``step_finished``."""
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         """A call has its one status; ``result`` is its entry in the answer's ``steps``."""
@@ -41,6 +58,9 @@ class NullReporter:
         return None
 
     def step_started(self, step: Step, call: int) -> None:
+        return None
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
         return None
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:

@@ -1,0 +1,1 @@
+"""What a run shows to monitoring: a Prometheus metrics file and OpenTelemetry traces."""
