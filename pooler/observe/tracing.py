@@ -207,7 +207,8 @@ class TraceReporter:
         parent = self._step(step)
         span = self.tracer.start_span(self._text(f"call {step.unit}.{step.command}"),
                                       context=trace.set_span_in_context(parent),
-                                      attributes={"pooler.call": call, "pooler.unit": self._text(step.unit),
+                                      attributes={"pooler.call": call, "pooler.step": step.num,
+                                                  "pooler.unit": self._text(step.unit),
                                                   "pooler.command": self._text(step.command)})
         with self._lock:
             self._calls[call] = span
