@@ -27,7 +27,7 @@ from helpers import ROOT, STORE_TOKEN, Store, pooler
 from poolkit import make_pool, run, step
 from prometheus_client.parser import text_string_to_metric_families
 
-from pooler.observe.metrics import MetricsReporter
+from pooler.report.metrics import MetricsReporter
 
 TEST = "MELBIS_AGENT_TEST"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"

@@ -31,10 +31,12 @@ from mcp.shared.exceptions import MCPError
 
 import pooler
 from pooler.cli.commands.common import Context, add_store_options, make_client
+from pooler.cli.commands.monitoring import add_monitoring_options, start_tracing
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
 from pooler.exits import ExitStatus
 from pooler.mcp.arguments import check_task
+from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.schemas import TOOLS
 from pooler.mcp.tool_pool import PoolRuns
@@ -63,13 +65,20 @@ class PoolerTools:
     """The three tools, synchronous: each call gives an ``Outcome`` and never raises a PoolerError."""
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
-                 journal: str | None = None) -> None:
+                 journal: str | None = None, *, watch: ToolWatch | None = None) -> None:
         self.redactor = redactor
+        self.watch = watch
         self.calls = StoreCalls(client, out)
         self.pools = PoolRuns(client, out, task, redactor, journal=journal)
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
              stop: threading.Event | None = None) -> Outcome:
+        if self.watch is None:
+            return self._call(name, arguments, reporter, stop)
+        return self.watch.call(name, lambda heard: self._call(name, arguments, heard, stop), reporter)
+
+    def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None,
+              stop: threading.Event | None) -> Outcome:
         try:
             if name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
@@ -89,6 +98,8 @@ class PoolerTools:
         """Waits for a pool still finishing its calls in flight, then lets go of the journal."""
         self.pools.close()
         self.calls.client.close()
+        if self.watch is not None:
+            self.watch.close()
 
 
 class Progress:
@@ -189,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--journal", metavar="URL",
                         help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
                              "<out>/.pooler/journal.sqlite")
+    add_monitoring_options(parser, what="server")
     return parser
 
 
@@ -203,6 +215,7 @@ def main(argv: list[str]) -> int:
         task = session_task()
         if args.task is not None:
             task = check_task(args.task, task)
+        tracing = start_tracing(args, ctx)
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
         return ExitStatus.REFUSED
@@ -211,7 +224,14 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
                          "journal lives in <out>/.pooler/journal.sqlite\n")
         return ExitStatus.REFUSED
-    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec)
+    if tracing is not None:
+        client.call_headers = tracing.headers
+    watch = None
+    if tracing is not None or args.metrics_file:
+        watch = ToolWatch(ctx.redactor, client.label, metrics_file=args.metrics_file, tracing=tracing,
+                          warn=ctx.note)
+    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
+                        watch=watch)
     try:
         anyio.run(serve, tools)
     except KeyboardInterrupt:

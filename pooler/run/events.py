@@ -6,6 +6,7 @@ records, a library user passes ``NullReporter`` or their own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,3 +75,43 @@ class NullReporter:
 
     def pool_finished(self, answer: dict[str, Any]) -> None:
         return None
+
+
+class FanOut:
+    """Passes every event on to several reporters (the screen and the ``--log`` file)."""
+
+    def __init__(self, reporters: Sequence[Any]) -> None:
+        self.reporters = list(reporters)
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        for r in self.reporters:
+            r.pool_started(pool, task_id, total)
+
+    def step_started(self, step: Step, call: int) -> None:
+        for r in self.reporters:
+            r.step_started(step, call)
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.call_ended(step, end, result)
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.step_finished(step, result)
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        for r in self.reporters:
+            r.rows_progress(step, done, total)
+
+    def calls_planned(self, total: int) -> None:
+        for r in self.reporters:
+            r.calls_planned(total)
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.pool_finished(answer)
+
+    def notice(self, text: str) -> None:
+        for r in self.reporters:
+            if hasattr(r, "notice"):
+                r.notice(text)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
-from pooler.observe.metrics import MetricsReporter
-from pooler.observe.promfile import check_target
+from pooler.report.metrics import MetricsReporter
+from pooler.report.promfile import check_target
 
 if TYPE_CHECKING:
     from pooler.client.http import ToolRunClient
-    from pooler.observe.tracing import TraceReporter, Tracing
+    from pooler.report.tracing import TraceReporter, Tracing
 
 OTEL_MISSING = ("--trace: OpenTelemetry is not installed - install pooler with its otel extra "
                 "(pip install 'pooler[otel]'), or run without --trace")
@@ -39,7 +39,7 @@ def start_tracing(args: argparse.Namespace, ctx: Context) -> Tracing | None:
     if not getattr(args, "trace", False):
         return None
     try:
-        from pooler.observe.tracing import Tracing  # noqa: PLC0415 - only --trace loads OpenTelemetry
+        from pooler.report.tracing import Tracing  # noqa: PLC0415 - only --trace loads OpenTelemetry
     except ImportError:
         raise UsageError(OTEL_MISSING) from None
     return Tracing(ctx.environ, ctx.note)
@@ -63,11 +63,11 @@ class Monitoring:
                                            runner=path.stem if runner else None)
             self.reporters.append(self.metrics)
         if tracing is not None:
-            from pooler.observe.tracing import TraceReporter  # noqa: PLC0415
+            from pooler.report.tracing import TraceReporter  # noqa: PLC0415
 
             self.trace = TraceReporter(tracing, ctx.redactor, store=client.label)
             self.reporters.append(self.trace)
-            client.call_headers = self.trace.headers
+            client.call_headers = tracing.headers
 
     def __enter__(self) -> Monitoring:
         return self

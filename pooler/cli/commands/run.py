@@ -32,14 +32,14 @@ from pooler.cli.commands.run_files import add_run_files, check_run_files, write_
 from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
-from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.cli.render import make_reporter, plural
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool, Step
 from pooler.redact import short_warning
-from pooler.run.events import NullReporter
+from pooler.run.events import FanOut, NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.journal import Journal
 from pooler.run.journal_api import journal_spec

@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
 from pooler.cli.commands.monitoring import Monitoring
 from pooler.cli.outcome import outcome_document
-from pooler.cli.render import FanOut, make_reporter
+from pooler.cli.render import make_reporter
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.model import Pool
 from pooler.pool.variables import Variables
+from pooler.run.events import FanOut
 from pooler.run.executor import RunConfig, StopSignal
 
 if TYPE_CHECKING:
-    from pooler.observe.tracing import Tracing
+    from pooler.report.tracing import Tracing
 
 #: Seconds a runner's lease lasts without renewal, unless --lease says otherwise.
 DEFAULT_LEASE = 120.0

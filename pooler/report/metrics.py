@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pooler.observe.promfile import Family, read_value, render, write_atomic
+from pooler.report.promfile import Family, read_value, render, write_atomic
 from pooler.pool.model import Pool, Step
 from pooler.run.events import CallEnd
 from pooler.statuses import FINAL, CallStatus
@@ -39,8 +39,9 @@ class MetricsReporter:
 
     def __init__(self, path: Path, *, pool: str, store: str, runner: str | None = None,
                  interval: float = INTERVAL, warn: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, server: bool = False) -> None:
         self.path = path
+        self.server = server
         self.labels = {"pool": pool, "store": store}
         if runner is not None:
             self.labels["runner"] = runner
@@ -64,16 +65,25 @@ class MetricsReporter:
         self.buckets = [0] * len(BUCKETS)
         self.answers = 0
         self.answer_seconds = 0.0
+        self._base: tuple[dict[str, int], dict[str, int], int] = (dict(self.calls), dict(self.rows), 0)
 
     # The run's events (from the executor's threads)
 
-    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+    def start(self) -> None:
+        """The run (or the server) starts: the first file, and the timer."""
         with self._lock:
+            if self.started is not None:
+                return
             self.started = self.clock()
-            self.planned = total
         self.write()
         self._timer = threading.Thread(target=self._tick, name="pooler-metrics", daemon=True)
         self._timer.start()
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        with self._lock:
+            self._base = (dict(self.calls), dict(self.rows), self.in_doubt)
+            self.planned = total
+        self.start()
 
     def step_started(self, step: Step, call: int) -> None:
         return None
@@ -113,24 +123,38 @@ class MetricsReporter:
             self.planned = total
 
     def pool_finished(self, answer: dict[str, Any]) -> None:
-        """The answer's counts replace the running ones: it also counts the calls never started."""
+        """The answer's counts replace the running ones: it also counts the calls never started.
+
+        A server's file (``server=True``) adds each pool's counts to the earlier ones and ends only
+        when the server does.
+        """
+        calls_base, rows_base, doubt_base = self._base
         with self._lock:
             in_doubt = int(answer.get("calls_in_doubt") or 0)
-            self.calls = {"completed": int(answer.get("succeeded") or 0),
-                          "failed": int(answer.get("failed") or 0) - in_doubt,
-                          "in_doubt": in_doubt, "skipped": int(answer.get("skipped") or 0),
-                          "not_run": int(answer.get("not_run") or 0)}
-            self.in_doubt = in_doubt
+            calls = {"completed": int(answer.get("succeeded") or 0),
+                     "failed": int(answer.get("failed") or 0) - in_doubt,
+                     "in_doubt": in_doubt, "skipped": int(answer.get("skipped") or 0),
+                     "not_run": int(answer.get("not_run") or 0)}
+            self.calls = {s: calls_base[s] + calls[s] for s in STATUSES}
+            self.in_doubt = doubt_base + in_doubt
             self.planned = int(answer.get("total") or self.planned)
-            rows = dict.fromkeys(STATUSES, 0)
+            rows = dict(rows_base)
             for entry in answer.get("steps") or []:
                 counted = entry.get("rows") if isinstance(entry, dict) else None
                 if isinstance(counted, dict):
                     for status in STATUSES:
                         rows[status] += int(counted.get(status) or 0)
             self.rows = rows
-            self._end(bool(answer.get("result")))
-        self._finish()
+            now = self.clock()
+            if not self.server:
+                self.ended = now
+            self.success = bool(answer.get("result"))
+            if self.success:
+                self.last_success = now
+        if self.server:
+            self.write()
+        else:
+            self._finish()
 
     # The file
 
@@ -147,7 +171,9 @@ class MetricsReporter:
         with self._lock:
             done = self.started is None or self._final
             if not done and self.ended is None:
-                self._end(False)
+                self.ended = self.clock()
+                if self.success is None:
+                    self.success = False
         if done:
             self._stop_timer()
             return
@@ -163,12 +189,6 @@ class MetricsReporter:
         timer, self._timer = self._timer, None
         if timer is not None and timer is not threading.current_thread():
             timer.join()
-
-    def _end(self, success: bool) -> None:
-        self.ended = self.clock()
-        self.success = success
-        if success:
-            self.last_success = self.ended
 
     def _tick(self) -> None:
         while not self._stop.wait(self.interval):

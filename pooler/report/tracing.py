@@ -120,6 +120,19 @@ class Tracing:
         logging.getLogger("opentelemetry").addHandler(logging.NullHandler())
         logging.getLogger("opentelemetry").propagate = False
         self.tracer = self.provider.get_tracer("pooler", pooler.__version__)
+        self._local = threading.local()
+
+    def enter(self, span: Span | None) -> Span | None:
+        """``span`` is what the current thread's requests belong to; the one it replaces comes back."""
+        before: Span | None = getattr(self._local, "span", None)
+        self._local.span = span
+        return before
+
+    def headers(self) -> dict[str, str]:
+        """The ``traceparent`` of the span the current thread's request belongs to (for
+        ``ToolRunClient.call_headers``), or none."""
+        span: Span | None = getattr(self._local, "span", None)
+        return traceparent(span) if span is not None else {}
 
     def flush(self) -> None:
         """Send what is buffered, waiting at most ``FLUSH_SECONDS``."""
@@ -158,13 +171,13 @@ def traceparent(span: Span) -> dict[str, str]:
 class TraceReporter:
     """A run as spans: the run, a span per step under it, a span per call under its step.
 
-    ``parent`` puts the run under another span (a tool call of ``pooler mcp``).  ``headers`` is
-    what the client sends with each request (``ToolRunClient.call_headers``): the ``traceparent``
-    of the call the current thread is sending.
+    ``parent`` puts the run under another span (a tool call of ``pooler mcp``).  While a call is
+    sent, its span is the thread's (``Tracing.enter``), so its requests carry its ``traceparent``.
     """
 
     def __init__(self, tracing: Tracing, redactor: Redactor, *, store: str, parent: Span | None = None,
                  name: str = "pooler run") -> None:
+        self.tracing = tracing
         self.tracer = tracing.tracer
         self.redactor = redactor
         self.store = store
@@ -174,14 +187,11 @@ class TraceReporter:
         self._lock = threading.Lock()
         self._steps: dict[int, Span] = {}
         self._calls: dict[int, Span] = {}
-        self._local = threading.local()
+        #: What each call's thread belonged to before the call: given back when it ends.
+        self._before: dict[int, Span | None] = {}
 
     def _text(self, value: Any) -> str:
         return self.redactor.text(str(value))
-
-    def headers(self) -> dict[str, str]:
-        span: Span | None = getattr(self._local, "span", None) or self.parent
-        return traceparent(span) if span is not None else {}
 
     def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
         context = trace.set_span_in_context(self.parent) if self.parent is not None else None
@@ -210,14 +220,16 @@ class TraceReporter:
                                       attributes={"pooler.call": call, "pooler.step": step.num,
                                                   "pooler.unit": self._text(step.unit),
                                                   "pooler.command": self._text(step.command)})
+        before = self.tracing.enter(span)
         with self._lock:
             self._calls[call] = span
-        self._local.span = span
+            self._before[call] = before
 
     def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
         with self._lock:
             span = self._calls.pop(end.number, None)
-        self._local.span = None
+            before = self._before.pop(end.number, None)
+        self.tracing.enter(before)
         if span is None:
             return
         status = str(result.get("status"))
