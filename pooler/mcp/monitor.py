@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pooler.mcp.outcome import Outcome
-from pooler.report.metrics import MetricsReporter
 from pooler.redact import Redactor
+from pooler.report.metrics import MetricsReporter
 from pooler.run.events import FanOut, Reporter
 
 if TYPE_CHECKING:

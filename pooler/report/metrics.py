@@ -20,8 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pooler.report.promfile import Family, read_value, render, write_atomic
 from pooler.pool.model import Pool, Step
+from pooler.report.promfile import Family, read_value, render, write_atomic
 from pooler.run.events import CallEnd
 from pooler.statuses import FINAL, CallStatus
 
