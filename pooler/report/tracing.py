@@ -32,7 +32,6 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from opentelemetry.trace import Span, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import pooler
 from pooler.errors import UsageError
@@ -43,7 +42,10 @@ from pooler.run.events import CallEnd
 #: The longest the end of a run waits for the collector to take its spans.
 FLUSH_SECONDS = 3.0
 EXPORTERS = ("otlp", "console", "none")
-_PROPAGATOR = TraceContextTextMapPropagator()
+#: Spans go in large batches: an export encodes on the SDK's thread, and each export that runs while
+#: calls go takes the interpreter from them for a while.  The queue holds 8 batches, enough for
+#: a fast store's calls while one batch is sent.
+BATCH_SPANS = 2048
 
 
 class _Guarded(SpanExporter):
@@ -115,7 +117,10 @@ class Tracing:
                 where = _shown(str(getattr(inner, "_endpoint", "") or "the OTLP endpoint"))
             guarded = _Guarded(inner, where, warn)
             self.exporters.append(guarded)
-            self.provider.add_span_processor(BatchSpanProcessor(guarded))
+            self.provider.add_span_processor(BatchSpanProcessor(
+                guarded, max_export_batch_size=_batch(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", BATCH_SPANS),
+                max_queue_size=_batch(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 8 * BATCH_SPANS),
+                schedule_delay_millis=_batch(environ, "OTEL_BSP_SCHEDULE_DELAY", 10000)))
         # The SDK's exporters log every failed try; the one warning above says it once.
         logging.getLogger("opentelemetry").addHandler(logging.NullHandler())
         logging.getLogger("opentelemetry").propagate = False
@@ -126,13 +131,15 @@ class Tracing:
         """``span`` is what the current thread's requests belong to; the one it replaces comes back."""
         before: Span | None = getattr(self._local, "span", None)
         self._local.span = span
+        # Made once per span, not once per request (a call tried again sends it again).
+        self._local.header = traceparent(span) if span is not None else {}
         return before
 
     def headers(self) -> dict[str, str]:
         """The ``traceparent`` of the span the current thread's request belongs to (for
         ``ToolRunClient.call_headers``), or none."""
-        span: Span | None = getattr(self._local, "span", None)
-        return traceparent(span) if span is not None else {}
+        found: dict[str, str] = getattr(self._local, "header", {})
+        return found
 
     def flush(self) -> None:
         """Send what is buffered, waiting at most ``FLUSH_SECONDS``."""
@@ -155,6 +162,11 @@ class Tracing:
             self.provider.shutdown()
 
 
+def _batch(environ: Mapping[str, str], name: str, default: int) -> int | None:
+    """pooler's batching, unless the standard variable asks for another (then the SDK reads it)."""
+    return None if environ.get(name) else default
+
+
 def _shown(url: str) -> str:
     """An endpoint as a message shows it: never with a user or password."""
     scheme, sep, rest = url.partition("://")
@@ -163,9 +175,10 @@ def _shown(url: str) -> str:
 
 
 def traceparent(span: Span) -> dict[str, str]:
-    carrier: dict[str, str] = {}
-    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
-    return carrier
+    """The W3C Trace Context header of ``span``: version, trace id, span id, flags."""
+    context = span.get_span_context()
+    flags = int(context.trace_flags)
+    return {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"}
 
 
 class TraceReporter:
