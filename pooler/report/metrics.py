@@ -130,21 +130,10 @@ class MetricsReporter:
         """
         calls_base, rows_base, doubt_base = self._base
         with self._lock:
-            in_doubt = int(answer.get("calls_in_doubt") or 0)
-            calls = {"completed": int(answer.get("succeeded") or 0),
-                     "failed": int(answer.get("failed") or 0) - in_doubt,
-                     "in_doubt": in_doubt, "skipped": int(answer.get("skipped") or 0),
-                     "not_run": int(answer.get("not_run") or 0)}
-            self.calls = {s: calls_base[s] + calls[s] for s in STATUSES}
-            self.in_doubt = doubt_base + in_doubt
-            self.planned = int(answer.get("total") or self.planned)
-            rows = dict(rows_base)
-            for entry in answer.get("steps") or []:
-                counted = entry.get("rows") if isinstance(entry, dict) else None
-                if isinstance(counted, dict):
-                    for status in STATUSES:
-                        rows[status] += int(counted.get(status) or 0)
-            self.rows = rows
+            # A runner of a shared task gets the whole task's answer: its file counts its own calls,
+            # as they were told, so the runners' files add up to the task.
+            if "runner" not in self.labels:
+                self._count_answer(answer, calls_base, rows_base, doubt_base)
             now = self.clock()
             if not self.server:
                 self.ended = now
@@ -155,6 +144,24 @@ class MetricsReporter:
             self.write()
         else:
             self._finish()
+
+    def _count_answer(self, answer: dict[str, Any], calls_base: dict[str, int], rows_base: dict[str, int],
+                      doubt_base: int) -> None:
+        in_doubt = int(answer.get("calls_in_doubt") or 0)
+        calls = {"completed": int(answer.get("succeeded") or 0),
+                 "failed": int(answer.get("failed") or 0) - in_doubt,
+                 "in_doubt": in_doubt, "skipped": int(answer.get("skipped") or 0),
+                 "not_run": int(answer.get("not_run") or 0)}
+        self.calls = {s: calls_base[s] + calls[s] for s in STATUSES}
+        self.in_doubt = doubt_base + in_doubt
+        self.planned = int(answer.get("total") or self.planned)
+        rows = dict(rows_base)
+        for entry in answer.get("steps") or []:
+            counted = entry.get("rows") if isinstance(entry, dict) else None
+            if isinstance(counted, dict):
+                for status in STATUSES:
+                    rows[status] += int(counted.get(status) or 0)
+        self.rows = rows
 
     # The file
 
