@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 import requests
 from helpers import ROOT, STORE_TOKEN, Store, pooler
-from poolkit import make_pool, run, step
+from poolkit import Recorder, make_pool, run, step
 from prometheus_client.parser import text_string_to_metric_families
 
 from pooler.report.metrics import MetricsReporter
+from pooler.run.events import FanOut
 
 TEST = "MELBIS_AGENT_TEST"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
@@ -306,3 +307,23 @@ def test_node_exporter_serves_the_metrics_of_a_run_with_completed_failed_and_in_
     assert value(got, "pooler_last_success_timestamp_seconds") == 0
     assert value(got, "node_textfile_mtime_seconds") == pytest.approx(
         (folder / "nightly.prom").stat().st_mtime, abs=1)
+
+
+def test_a_metrics_file_that_can_no_longer_be_written_is_told_once_and_the_run_goes_on(
+        store: Store, tmp_path: Path) -> None:
+    folder = tmp_path / "textfile"
+    folder.mkdir()
+    told: list[str] = []
+    reporter = MetricsReporter(folder / "n.prom", pool="n", store="s", warn=told.append)
+    pool = make_pool(tmp_path, [step(TEST, "CmdEcho"), step(TEST, "CmdEcho")])
+
+    def gone(step: Any, result: dict[str, Any]) -> None:
+        # The folder disappears under the run (unmounted, removed by a cleanup job).
+        shutil.rmtree(folder, ignore_errors=True)
+
+    with reporter:
+        answer = run(pool, store, tmp_path / "out", reporter=FanOut([reporter, Recorder(on_finish=gone)]))
+        reporter.write()
+    assert answer["status"] == "completed"
+    assert told == [f"pooler: WARNING: --metrics-file {folder / 'n.prom'} could not be written (No such file "
+                    "or directory); the run goes on without it"]
