@@ -325,5 +325,5 @@ def test_a_metrics_file_that_can_no_longer_be_written_is_told_once_and_the_run_g
         answer = run(pool, store, tmp_path / "out", reporter=FanOut([reporter, Recorder(on_finish=gone)]))
         reporter.write()
     assert answer["status"] == "completed"
-    assert told == [f"pooler: WARNING: --metrics-file {folder / 'n.prom'} could not be written (No such file "
-                    "or directory); the run goes on without it"]
+    assert told == [(f"pooler: WARNING: --metrics-file {folder / 'n.prom'} could not be written (No such "
+                     "file or directory); the run goes on without it")]
