@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from helpers import ROOT, Store
+from helpers import ROOT, Store, pooler
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from test_metrics_file import samples_of, value
@@ -78,3 +78,15 @@ def test_each_tool_call_of_pooler_mcp_is_one_trace_and_the_metrics_file_counts_i
     heads = {f"00-{c.trace_id.hex()}-{c.span_id.hex()}" for c in calls}
     assert {op["traceparent"].rsplit("-", 1)[0] for op in ops[1:]} <= heads
     assert len(ops) == 4  # CmdFail runs, and refuses
+
+
+def test_pooler_mcp_refuses_a_metrics_file_it_could_not_write_before_it_serves(
+        store: Store, tmp_path: Path) -> None:
+    where = tmp_path / "nowhere" / "mcp.prom"
+    done = pooler("mcp", "--store", store.url, "--out", str(tmp_path / "out"), "--metrics-file", str(where),
+                  env={"POOLER_TOKEN": store.token}, stdin="")
+    assert done.returncode == 2
+    assert done.stderr == (f"pooler mcp: --metrics-file {where}: the folder {where.parent} does not exist - "
+                           "create it (node_exporter's --collector.textfile.directory), or name a file in a "
+                           "folder that exists\n")
+    assert done.stdout == ""
