@@ -77,6 +77,30 @@ class NullReporter:
         return None
 
 
+class _Before:
+    """A reporter written before ``call_ended`` existed: told every other event, that one dropped."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
+
+def listener(reporter: Reporter | None) -> Reporter:
+    """The reporter a run tells its events to: ``NullReporter`` for none, and one that lacks an
+    event added since it was written gets that event as a no-op."""
+    if reporter is None:
+        return NullReporter()
+    if not hasattr(reporter, "call_ended"):
+        found: Reporter = _Before(reporter)
+        return found
+    return reporter
+
+
 class FanOut:
     """Passes every event on to several reporters (the screen and the ``--log`` file)."""
 
