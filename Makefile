@@ -37,11 +37,13 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
 # The parts that lean on a dependency's API (the client on requests, the MCP server on mcp, the
-# report on jinja2, the shared journal on psycopg, checks on jsonschema) against the lowest versions
+# report on jinja2, the shared journal on psycopg, checks on jsonschema, traces on the OpenTelemetry
+# SDK, the metrics tests on prometheus_client's parser) against the lowest versions
 # pyproject.toml allows (.ci/lowest.txt), in a venv of their own.
 LOWEST := .venv-lowest
 LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_mcp.py tests/test_mcp_http.py \
-	tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py
+	tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py \
+	tests/test_traces.py tests/test_mcp_observe.py tests/test_metrics_file.py
 test-lowest:
 	$(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,12 +234,15 @@ def trip_seconds(answer: dict[str, Any]) -> float | None:
 
 
 def run_pool(w: Work, st: Store, pool: Path, calls: int, *, label: str = "pooler",
-             peak_memory: bool = False) -> Sample:
-    """``pooler run POOL --json`` with a fresh --out, --journal and task; checks every call completed."""
+             peak_memory: bool = False, extra: Sequence[str] = ()) -> Sample:
+    """``pooler run POOL --json`` with a fresh --out, --journal and task; checks every call completed.
+
+    ``extra`` are more flags; ``{folder}`` in one is the run's own folder.
+    """
     folder = w.fresh(label)
     cmd = [*pooler_cmd(), "run", str(pool), "--store", st.url, "--token-file", str(w.token_file),
            "--out", str(folder / "out"), "--journal", str(folder / "journal.db"),
-           "--task", f"bench-{folder.name}", "--json"]
+           "--task", f"bench-{folder.name}", "--json", *(a.replace("{folder}", str(folder)) for a in extra)]
     sample, out_path, _ = run_process(cmd, w, label=label, peak_memory=peak_memory, store=st)
     answer = read_answer(out_path)
     expect_run(answer, calls)

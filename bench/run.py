@@ -15,6 +15,7 @@ import big_imports
 import big_tables
 import check_speed
 import journal_cost
+import monitoring_cost
 import overhead
 import scaling
 import shared_runners
@@ -28,6 +29,7 @@ CASES: dict[str, Case] = {
     "newman": versus_newman.case,
     "scaling": scaling.case,
     "journal": journal_cost.case,
+    "monitoring": monitoring_cost.case,
     "startup": startup.case,
     "check": check_speed.case,
     "tables": big_tables.case,

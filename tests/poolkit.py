@@ -11,6 +11,7 @@ from helpers import STORE_TOKEN, Store
 
 from pooler.client.http import ToolRunClient
 from pooler.pool.model import ForEach, Options, Pool, Retry, Step
+from pooler.run.events import CallEnd
 from pooler.run.executor import RunConfig, run_pool
 from pooler.run.journal import Journal
 
@@ -72,6 +73,10 @@ class Recorder:
             self.running += 1
             self.most = max(self.most, self.running)
             self.events.append(("step_started", step.num, call))
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        with self.lock:
+            self.events.append(("call_ended", step.num, end.number, end.kind, end.attempts))
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         with self.lock:

@@ -206,10 +206,48 @@ def test_the_reporter_hears_every_event(store: Store, tmp_path: Path) -> None:
     assert recorder.events[0] == ("pool_started", answer["task"], 4)
     assert recorder.of("step_started") == [("step_started", 1, 1), ("step_started", 2, 2),
                                            ("step_started", 3, 3)]
+    # Each call that left tells its answer's kind and its tries, before its status is counted.
+    assert recorder.of("call_ended") == [("call_ended", 1, 1, "done", 1), ("call_ended", 2, 2, "done", 1),
+                                         ("call_ended", 3, 3, "refused", 1)]
+    assert recorder.events.index(("call_ended", 3, 3, "refused", 1)) < recorder.events.index(
+        ("step_finished", 3, "failed"))
     assert recorder.of("step_finished") == [("step_finished", 1, "completed"),
                                             ("step_finished", 2, "completed"),
                                             ("step_finished", 3, "failed")]
     assert recorder.events[-1] == ("pool_finished", "partial")
+
+
+def test_a_reporter_written_before_call_ended_existed_still_hears_the_rest(
+        store: Store, tmp_path: Path) -> None:
+    class Older:
+        """The events a reporter had before call_ended was added."""
+
+        def __init__(self) -> None:
+            self.finished: list[str] = []
+
+        def pool_started(self, pool: Any, task_id: str, total: int) -> None:
+            return None
+
+        def step_started(self, step: Any, call: int) -> None:
+            return None
+
+        def step_finished(self, step: Any, result: dict[str, Any]) -> None:
+            self.finished.append(result["status"])
+
+        def rows_progress(self, step: Any, done: int, total: int | None) -> None:
+            return None
+
+        def calls_planned(self, total: int) -> None:
+            return None
+
+        def pool_finished(self, answer: dict[str, Any]) -> None:
+            return None
+
+    older = Older()
+    pool = make_pool(tmp_path, [echo(), step(TEST, "CmdFail")])
+    answer = run(pool, store, tmp_path / "out", reporter=older)
+    assert answer["status"] == "partial"
+    assert older.finished == ["completed", "failed"]
 
 
 def test_a_store_that_cannot_be_reached_is_tried_three_times_then_fails(tmp_path: Path) -> None:

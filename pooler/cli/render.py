@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -29,6 +29,7 @@ from rich.text import Text
 
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
+from pooler.run.events import CallEnd, FanOut
 
 #: Statuses a person running with ``--quiet`` still wants to see.
 TROUBLE = frozenset({"failed", "in_doubt"})
@@ -191,6 +192,9 @@ class PlainReporter:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         with self._lock:
             self.done += 1
@@ -263,6 +267,9 @@ class LiveReporter:
                 label = self.redactor.text(f"{step.label} {step.unit}.{step.command}")
                 self.progress.update(self._calls, description=f"calls  {label}")
 
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         with self._lock:
             self._done += 1
@@ -306,42 +313,6 @@ class LiveReporter:
             if not self.quiet or not answer.get("result"):
                 style = STYLE.get(status_of_pool(answer), "bold")
                 self.console.print(Text(self.redactor.text(summary_line(answer, self.pool)), style=style))
-
-
-class FanOut:
-    """Passes every event on to several reporters (the screen and the ``--log`` file)."""
-
-    def __init__(self, reporters: Sequence[Any]) -> None:
-        self.reporters = list(reporters)
-
-    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
-        for r in self.reporters:
-            r.pool_started(pool, task_id, total)
-
-    def step_started(self, step: Step, call: int) -> None:
-        for r in self.reporters:
-            r.step_started(step, call)
-
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
-        for r in self.reporters:
-            r.step_finished(step, result)
-
-    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
-        for r in self.reporters:
-            r.rows_progress(step, done, total)
-
-    def calls_planned(self, total: int) -> None:
-        for r in self.reporters:
-            r.calls_planned(total)
-
-    def pool_finished(self, answer: dict[str, Any]) -> None:
-        for r in self.reporters:
-            r.pool_finished(answer)
-
-    def notice(self, text: str) -> None:
-        for r in self.reporters:
-            if hasattr(r, "notice"):
-                r.notice(text)
 
 
 def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:

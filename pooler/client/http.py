@@ -19,13 +19,11 @@ retries are off (``max_retries=0``), so nothing is ever sent twice behind the ca
 from __future__ import annotations
 
 import json
-import mimetypes
 import os
 import re
 import time
-import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +38,7 @@ from urllib3.exceptions import HTTPError
 from pooler.client import answer_kinds as kinds
 from pooler.client.answer_budget import AnswerBudget, Hold
 from pooler.client.deadline import Watch, Watchdog, watched
+from pooler.client.multipart import MultipartBody
 from pooler.client.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
 from pooler.client.transport import connect_failure, is_timeout, tls_reason
 from pooler.errors import InputError, StoreError, UsageError
@@ -115,63 +114,6 @@ class _OneStoreAdapter(HTTPAdapter):
         return pool
 
 
-class _MultipartBody:
-    """A multipart/form-data body read from disk as it is sent, with a known length."""
-
-    def __init__(self, request_json: bytes, files: Sequence[tuple[IO[bytes], int, Path]]) -> None:
-        self.boundary = uuid.uuid4().hex
-        head = f"--{self.boundary}\r\n".encode()
-        self._parts: list[bytes | tuple[IO[bytes], int, Path]] = [
-            head + b'Content-Disposition: form-data; name="request"\r\n'
-            b"Content-Type: application/json; charset=utf-8\r\n\r\n" + request_json + b"\r\n"
-        ]
-        for num, (fh, size, path) in enumerate(files, start=1):
-            ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-            disposition = f'form-data; name="data_{num}"; filename="{_quote_name(path.name)}"'
-            self._parts.append(
-                head + f"Content-Disposition: {disposition}\r\nContent-Type: {ctype}\r\n\r\n".encode()
-            )
-            self._parts.append((fh, size, path))
-            self._parts.append(b"\r\n")
-        self._parts.append(f"--{self.boundary}--\r\n".encode())
-        self._length = sum(p[1] if isinstance(p, tuple) else len(p) for p in self._parts)
-        self._index = 0
-        self._offset = 0
-
-    def __len__(self) -> int:
-        return self._length
-
-    def read(self, size: int = -1) -> bytes:
-        want = size if size and size > 0 else self._length
-        out = bytearray()
-        while len(out) < want and self._index < len(self._parts):
-            part = self._parts[self._index]
-            if isinstance(part, bytes):
-                piece = part[self._offset:self._offset + want - len(out)]
-            else:
-                fh, total, path = part
-                try:
-                    piece = fh.read(min(want - len(out), total - self._offset))
-                except OSError as exc:
-                    # Not an OSError: urllib3 would take it for a dropped connection.
-                    raise InputError(f"{path} could not be read while it was sent: {exc.strerror}") from None
-                if not piece and total > self._offset:
-                    raise InputError(f"{path} got shorter while it was sent - send it once it is whole.")
-            out += piece
-            self._offset += len(piece)
-            size_now = len(part) if isinstance(part, bytes) else part[1]
-            if self._offset >= size_now:
-                self._index += 1
-                self._offset = 0
-        return bytes(out)
-
-
-def _quote_name(name: str) -> str:
-    # A quoted-string (RFC 7578): backslash and quote escaped, line breaks (never in a header) as spaces.
-    escaped = name.replace("\\", "\\\\").replace('"', '\\"')
-    return escaped.replace("\r", " ").replace("\n", " ")
-
-
 def _display_url(url: str) -> str:
     """The store's URL as messages show it: with a trailing slash and never a password."""
     parts = urlsplit(url)
@@ -186,13 +128,18 @@ class ToolRunClient:
                  read_timeout: float = 60.0, verify: bool = True, pool_size: int = 16,
                  max_answer_bytes: int = MAX_ANSWER_BYTES,
                  max_answers_in_flight: int = MAX_ANSWERS_IN_FLIGHT,
-                 redactor: Redactor | None = None) -> None:
+                 redactor: Redactor | None = None, name: str | None = None) -> None:
         parts = urlsplit(store.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(
                 f"the store's address {store!r} is not an http(s) URL - write it like http://127.0.0.1:8080"
             )
         self.store = store.strip().rstrip("/")
+        #: The store's name from the config file, when it was named.
+        self.name = name
+        #: Headers that belong to the call the current thread sends (a trace's ``traceparent``),
+        #: asked for before each request; None: none.
+        self.call_headers: Callable[[], Mapping[str, str]] | None = None
         self._shown = _display_url(self.store)
         self._safe = self._shown.rstrip("/")
         if token is not None:
@@ -230,6 +177,15 @@ class ToolRunClient:
 
     def __repr__(self) -> str:
         return f"ToolRunClient(store={self._shown!r})"
+
+    @property
+    def label(self) -> str:
+        """What metrics and traces call the store: its configured name, else its host and port
+        (never a user, a password or a path)."""
+        if self.name:
+            return self.name
+        parts = urlsplit(self.store)
+        return parts.netloc.rsplit("@", 1)[-1] or self._safe
 
     @property
     def shown_url(self) -> str:
@@ -276,7 +232,7 @@ class ToolRunClient:
                 opened.append(_open_attachment(att.path))
             request["files"] = [{"part": f"data_{n}", **{k: v for k, v in att.entry.items() if k != "part"}}
                                 for n, att in enumerate(files, start=1)]
-            stream = _MultipartBody(_json_bytes(request), opened)
+            stream = MultipartBody(_json_bytes(request), opened)
             headers["Content-Type"] = f"multipart/form-data; boundary={stream.boundary}"
             return self._post("tool_run", stream, headers)
         finally:
@@ -288,11 +244,13 @@ class ToolRunClient:
         body = json.dumps({} if unit is None else {"unit": unit}).encode()
         return self._post("tool_list", body, {"Content-Type": "application/json"})
 
-    def _post(self, endpoint: str, body: bytes | _MultipartBody, headers: dict[str, str]) -> Reply:
+    def _post(self, endpoint: str, body: bytes | MultipartBody, headers: dict[str, str]) -> Reply:
         started = time.monotonic()
         request = self._prepared(endpoint).copy()
         request.prepare_body(body, None)
         request.headers.update(headers)
+        if self.call_headers is not None:
+            request.headers.update(self.call_headers())
         failure: StoreError | None = None
         watch = self._watchdog.start(self.read_timeout)
         hold: Hold | None = None

@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
 from pooler.mcp.http import Listen, serve_http
+from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
@@ -42,7 +43,7 @@ from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
-from pooler.run.events import Reporter
+from pooler.run.events import CallEnd, Reporter
 from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
@@ -64,8 +65,9 @@ class PoolerTools:
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
                  journal: str | None = None, *, pinned: bool = False,
-                 plan_ttl: float = DEFAULT_TTL) -> None:
+                 plan_ttl: float = DEFAULT_TTL, watch: ToolWatch | None = None) -> None:
         self.redactor = redactor
+        self.watch = watch
         self.calls = StoreCalls(client, out)
         self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
         #: The operator named the task (``--task``): every session shares it.
@@ -85,6 +87,13 @@ class PoolerTools:
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
              stop: threading.Event | None = None, session: str | None = None) -> Outcome:
+        if self.watch is None:
+            return self._call(name, arguments, reporter, stop, session)
+        return self.watch.call(name, lambda heard: self._call(name, arguments, heard, stop, session),
+                               reporter)
+
+    def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None,
+              stop: threading.Event | None, session: str | None) -> Outcome:
         try:
             if name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
@@ -105,6 +114,8 @@ class PoolerTools:
         """Waits for a pool still finishing its calls in flight, then lets go of the journal."""
         self.pools.close()
         self.calls.client.close()
+        if self.watch is not None:
+            self.watch.close()
 
 
 class Progress:
@@ -131,6 +142,9 @@ class Progress:
         self._send(0, f"task {task_id}: {total} calls")
 
     def step_started(self, step: Step, call: int) -> None:
+        return None
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
         return None
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, serial_value
-from pooler.run.events import Reporter
+from pooler.run.events import CallEnd, Reporter
 from pooler.run.journal import Journal
 from pooler.run.journal_records import CallId, CallRecord
 from pooler.run.journal_timeline import epoch_ms
@@ -203,11 +203,13 @@ class CallRunner:
             if exc.sent:
                 entry["step_id"] = ready.ids.step_id
             entry = self.redactor.value({**entry, "result": False, "message": exc.message})
+            self.reporter.call_ended(step, CallEnd(ready.number, kind.name, ready.attempts), entry)
             self._done(ready, record, status, entry, sent=exc.sent, sent_ms=sent_ms)
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
                            in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
         data = reply.data
         status = reply.kind.status
+        kind = reply.kind
         tables: dict[str, Any] = {}
         note = ""
         if data.get("tables"):
@@ -215,7 +217,8 @@ class CallRunner:
                 tables = self._write_tables(call, data["tables"], _job_call(ready))
             except RowsTooDeepError as exc:
                 # What the store answered cannot be read: as for any answer too deep, in doubt.
-                status = kinds.TOO_DEEP.status
+                kind = kinds.TOO_DEEP
+                status = kind.status
                 note = f" {exc.message[:1].upper()}{exc.message[1:]}; {IN_DOUBT}."
             except (PoolerError, OSError) as exc:
                 status = "failed" if status == "completed" else status
@@ -230,6 +233,7 @@ class CallRunner:
             entry["sent_again"] = ready.doubted or ready.ids.step_id
         entry = self.redactor.value(entry)
         reply.release()
+        self.reporter.call_ended(step, CallEnd(ready.number, kind.name, ready.attempts), entry)
         detail = data.get("detail")
         self._done(ready, record, status, entry, sent=True, sent_ms=sent_ms, retried=retried)
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
@@ -292,6 +296,7 @@ class CallRunner:
         retried = False
         while True:
             tries += 1
+            ready.attempts = tries
             try:
                 reply = self.client.tool_run(step.unit, step.command, ready.params, debug=step.debug,
                                              idempotency_key=idem, encoded=ready.body)

@@ -74,6 +74,8 @@ class Prepared:
     number: int = 0
     #: The id of the key's standing record this run read (0: none): see ``Journal.claim``.
     seen: int = 0
+    #: The requests sent for this call so far (its tries).
+    attempts: int = 0
 
 
 @dataclass

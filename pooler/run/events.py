@@ -6,9 +6,23 @@ records, a library user passes ``NullReporter`` or their own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pooler.pool.model import Pool, Step
+
+
+@dataclass(frozen=True)
+class CallEnd:
+    """What a call that left tells beside its entry, for metrics and traces."""
+
+    #: Its number in the run, as ``step_started`` gave it.
+    number: int
+    #: The kind of answer it met (``answer_kinds``: done, refused, crashed, reset, timeout...).
+    kind: str
+    #: The requests sent for it: more than 1 when it was tried again.
+    attempts: int
 
 
 class Reporter(Protocol):
@@ -19,6 +33,10 @@ class Reporter(Protocol):
 
     def step_started(self, step: Step, call: int) -> None:
         """A call leaves; ``call`` is its 1-based number in the run."""
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        """A call that left (``step_started``) has its answer or has lost it; called on the thread
+        that sent it, before ``step_finished``."""
 
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         """A call has its one status; ``result`` is its entry in the answer's ``steps``."""
@@ -43,6 +61,9 @@ class NullReporter:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
     def step_finished(self, step: Step, result: dict[str, Any]) -> None:
         return None
 
@@ -54,3 +75,67 @@ class NullReporter:
 
     def pool_finished(self, answer: dict[str, Any]) -> None:
         return None
+
+
+class _Before:
+    """A reporter written before ``call_ended`` existed: told every other event, that one dropped."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        return None
+
+
+def listener(reporter: Reporter | None) -> Reporter:
+    """The reporter a run tells its events to: ``NullReporter`` for none, and one that lacks an
+    event added since it was written gets that event as a no-op."""
+    if reporter is None:
+        return NullReporter()
+    if not hasattr(reporter, "call_ended"):
+        found: Reporter = _Before(reporter)
+        return found
+    return reporter
+
+
+class FanOut:
+    """Passes every event on to several reporters (the screen and the ``--log`` file)."""
+
+    def __init__(self, reporters: Sequence[Any]) -> None:
+        self.reporters = list(reporters)
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        for r in self.reporters:
+            r.pool_started(pool, task_id, total)
+
+    def step_started(self, step: Step, call: int) -> None:
+        for r in self.reporters:
+            r.step_started(step, call)
+
+    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.call_ended(step, end, result)
+
+    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.step_finished(step, result)
+
+    def rows_progress(self, step: Step, done: int, total: int | None) -> None:
+        for r in self.reporters:
+            r.rows_progress(step, done, total)
+
+    def calls_planned(self, total: int) -> None:
+        for r in self.reporters:
+            r.calls_planned(total)
+
+    def pool_finished(self, answer: dict[str, Any]) -> None:
+        for r in self.reporters:
+            r.pool_finished(answer)
+
+    def notice(self, text: str) -> None:
+        for r in self.reporters:
+            if hasattr(r, "notice"):
+                r.notice(text)

@@ -53,7 +53,7 @@ from pooler.redact import Redactor
 from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, StepPlan
-from pooler.run.events import NullReporter, Reporter
+from pooler.run.events import Reporter, listener
 from pooler.run.journal import Journal
 from pooler.run.journal_records import pool_identity
 from pooler.run.journal_timeline import run_facts
@@ -122,7 +122,7 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
     """
     pool = plan.pool
     started = time.monotonic()
-    reporter = reporter or NullReporter()
+    reporter = listener(reporter)
     stop = stop or threading.Event()
     own = journal is None
     journal = journal or Journal.in_memory()

@@ -21,7 +21,7 @@ from pooler.pool.compiler import compile_pool
 from pooler.pool.model import Options, Pool
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared
-from pooler.run.events import NullReporter, Reporter
+from pooler.run.events import Reporter, listener
 from pooler.run.executor import RunConfig, pool_base
 from pooler.run.journal_records import pool_identity
 from pooler.shared.answer import steps_doc, task_answer
@@ -92,7 +92,7 @@ def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: Sha
                reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
     """Run this runner's part of the task ``config.task_id``; the task's answer so far."""
     started = time.monotonic()
-    reporter = reporter or NullReporter()
+    reporter = listener(reporter)
     stop = stop or threading.Event()
     with PgJournal(shared.url) as journal:
         pool = join_task(journal, pool, config, shared)

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS files_store (
     extra TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS ops (
     id INTEGER PRIMARY KEY AUTOINCREMENT, unit TEXT NOT NULL, command TEXT NOT NULL,
-    params TEXT NOT NULL, idempotency_key TEXT, time TEXT NOT NULL);
+    params TEXT NOT NULL, idempotency_key TEXT, time TEXT NOT NULL, traceparent TEXT);
 CREATE TABLE IF NOT EXISTS idempotency (
     owner TEXT NOT NULL, key TEXT NOT NULL, status INTEGER NOT NULL, content_type TEXT NOT NULL,
     body BLOB NOT NULL, created TEXT NOT NULL, PRIMARY KEY (owner, key));
@@ -36,6 +36,19 @@ CREATE TABLE IF NOT EXISTS idempotency (
 
 #: How long a writer waits for another one before SQLite gives up; calls are short, so this is generous.
 BUSY_TIMEOUT_MS = 15000
+
+
+#: Columns added to the store's tables since their first version: a ``--db`` written by an older
+#: store gets them when it is opened, and its rows keep their values (the new column is null).
+ADDED_COLUMNS = (("ops", "traceparent", "TEXT"),)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database an older store wrote up to this store's tables."""
+    for table, column, kind in ADDED_COLUMNS:
+        have = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 class Database:
@@ -50,6 +63,7 @@ class Database:
             conn = self._open()
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(SCHEMA + "".join(extra_schemas))
+            migrate(conn)
         except (OSError, sqlite3.Error) as exc:
             raise InputError(f"cannot open the store's database {path}: {exc} - pass --db a writable file",
                              file=str(path)) from exc

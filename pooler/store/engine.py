@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -60,6 +61,8 @@ class _Call:
     token: str
     started: float
     key: str | None
+    #: The W3C ``traceparent`` the call arrived with, when it is one.
+    traceparent: str | None = None
     debug: bool = False
     unit_ms: int | None = None
     sql: tuple[int, int] | None = None
@@ -124,15 +127,20 @@ class Engine:
     # -- tool_run ----------------------------------------------------------------------------
 
     def tool_run(self, token: str | None, request: dict[str, Any], parts: Iterable[Part] | None = None,
-                 idempotency_key: str | None = None, started: float | None = None) -> Answer:
-        """One call; ``parts`` are the request's file parts, read as the files are laid out."""
+                 idempotency_key: str | None = None, started: float | None = None, *,
+                 traceparent: str | None = None) -> Answer:
+        """One call; ``parts`` are the request's file parts, read as the files are laid out.
+
+        ``traceparent`` is kept in the call's ``ops`` row when it is a valid W3C header (anything
+        else is ignored, as the Trace Context recommendation asks of a receiver).
+        """
         t0 = time.perf_counter() if started is None else started
         self._latency()
         granted = self._grants(token)
         if granted is None or token is None:
             return self.unauthorized(token)
         key = idempotency_key if self.config.idempotency else None
-        call = _Call(token, t0, key)
+        call = _Call(token, t0, key, traceparent if _valid_traceparent(traceparent) else None)
         if key is None:
             return self._run(call, granted, request, parts)
         with self.idempotency.claim(token, key) as claim:
@@ -226,7 +234,7 @@ class Engine:
         call.unit_ms = _ms(t1)
         call.sql = (sql.count, round(sql.seconds * 1000)) if call.debug else None
         if is_recorded(func):
-            self._record(conn, tool, command, fields, call.key)
+            self._record(conn, tool, command, fields, call)
         if isinstance(raw, Exception):
             return _crash(f"{where} failed: {raw}", ran=True)
         if not isinstance(raw, dict) or "result" not in raw:
@@ -260,10 +268,19 @@ class Engine:
         data["message"] = f"{message} {sentence}".lstrip()
 
     def _record(self, conn: sqlite3.Connection, tool: Tool, command: Command, fields: dict[str, Any],
-                key: str | None) -> None:
-        conn.execute("INSERT INTO ops (unit, command, params, idempotency_key, time) VALUES (?, ?, ?, ?, ?)",
-                     (tool.unit, command.name, json.dumps(fields, ensure_ascii=False, default=str), key,
-                      datetime.now(timezone.utc).isoformat(timespec="milliseconds")))
+                call: _Call) -> None:
+        conn.execute("INSERT INTO ops (unit, command, params, idempotency_key, time, traceparent) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     (tool.unit, command.name, json.dumps(fields, ensure_ascii=False, default=str), call.key,
+                      datetime.now(timezone.utc).isoformat(timespec="milliseconds"), call.traceparent))
+
+
+#: version-trace_id-parent_id-flags, lower-case hex; an id of zeros is invalid.
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def _valid_traceparent(value: str | None) -> bool:
+    return value is not None and not value.startswith("ff") and _TRACEPARENT.fullmatch(value) is not None
 
 
 def _ms(t0: float) -> int:

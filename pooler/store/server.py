@@ -240,7 +240,9 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._send(500, TEXT_TYPE, fx.crash_text(request))
             return
         key = (self.headers.get("Idempotency-Key") or "").strip() or None
-        answer = self.server.engine.tool_run(token, request, parts, key, started)
+        traceparent = (self.headers.get("traceparent") or "").strip() or None
+        answer = self.server.engine.tool_run(token, request, parts, key, started,
+                                             traceparent=traceparent)
         if reader is not None:
             reader.drain()
         self._deliver(answer, fault)

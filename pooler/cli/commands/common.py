@@ -165,8 +165,8 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True,
     if args.timeout is not None:
         options["read_timeout"] = args.timeout
     if not masking:
-        return ToolRunClient(found.url, found.token, redactor=ctx.redactor, **options)
-    return MaskingClient(found.url, found.token, redactor=ctx.redactor, **options)
+        return ToolRunClient(found.url, found.token, redactor=ctx.redactor, name=found.name, **options)
+    return MaskingClient(found.url, found.token, redactor=ctx.redactor, name=found.name, **options)
 
 
 def add_variable_options(parser: argparse.ArgumentParser) -> None:

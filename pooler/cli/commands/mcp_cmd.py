@@ -15,12 +15,14 @@ from pathlib import Path
 import anyio
 
 from pooler.cli.commands.common import Context, add_store_options, make_client, mask_journal
+from pooler.cli.commands.monitoring import add_monitoring_options, start_tracing
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.mcp.arguments import check_task
 from pooler.mcp.http import Listen, bind, endpoint, parse_listen
+from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.server import PoolerTools, serve, serve_over_http, session_task
 from pooler.run.dburl import is_postgres
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--journal", metavar="URL",
                         help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
                              "<out>/.pooler/journal.sqlite")
+    add_monitoring_options(parser, what="server")
     return parser
 
 
@@ -78,6 +81,7 @@ def main(argv: list[str]) -> int:
         task = session_task()
         if args.task is not None:
             task = check_task(args.task, task)
+        tracing = start_tracing(args, ctx)
     except PoolerError as exc:
         sys.stderr.write(f"pooler mcp: {exc.render()}\n")
         return ExitStatus.REFUSED
@@ -90,8 +94,14 @@ def main(argv: list[str]) -> int:
         return ExitStatus.REFUSED
     if listen is not None:
         ctx.redactor.add(listen.token)
+    if tracing is not None:
+        client.call_headers = tracing.headers
+    watch = None
+    if tracing is not None or args.metrics_file:
+        watch = ToolWatch(ctx.redactor, client.label, metrics_file=args.metrics_file, tracing=tracing,
+                          warn=ctx.note)
     tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
-                        pinned=args.task is not None, plan_ttl=args.plan_ttl)
+                        pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch)
     try:
         if listen is None:
             anyio.run(serve, tools)

@@ -27,11 +27,12 @@ from pooler.cli.commands.common import (
     variable_inputs,
 )
 from pooler.cli.commands.dry_run import show_plan
+from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
 from pooler.cli.commands.run_files import add_run_files, check_run_files, write_run_files
 from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
-from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.cli.render import make_reporter, plural
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
@@ -40,7 +41,7 @@ from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool, Step
 from pooler.redact import short_warning
 from pooler.run.dburl import is_postgres
-from pooler.run.events import NullReporter
+from pooler.run.events import FanOut, NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.journal import Journal
 from pooler.run.journal_api import journal_spec
@@ -96,6 +97,7 @@ def register(sub: Any) -> None:
                        help="inline every call's answer in the answer (default: on)")
     add_shared_options(parser)
     add_run_files(parser)
+    add_monitoring_options(parser)
     parser.add_argument("--quiet", action="store_true",
                         help="print only failures, in-doubt calls and the summary of a run that did not "
                              "complete")
@@ -165,21 +167,23 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     assert variables is not None
     check_run_files(args)
     check_out(Path(args.out))
+    tracing = start_tracing(args, ctx)
     spec = journal_spec(args.journal, ctx.environ)
     if is_postgres(spec):
-        return handle_shared(args, ctx, plan.pool, variables, spec)
+        return handle_shared(args, ctx, plan.pool, variables, spec, tracing=tracing)
     journal_path = Path(spec)
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
     locks = lock_dir(ctx.environ)
     with make_client(args, ctx, masking=False, need_token=True) as client, \
             PoolLock(Path(args.pool), locks), OutLock(Path(args.out), locks), \
-            Journal(journal_path) as journal, open_log(args.log) as log:
+            Journal(journal_path) as journal, open_log(args.log) as log, \
+            Monitoring(args, ctx, client, plan.pool.file, tracing) as monitoring:
         say_what_resume_does(args, plan.pool, journal, ctx)
         note_sampled(args, journal, ctx)
         sent = SentCounter()
         screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
-        reporter = FanOut([screen, sent])
+        reporter = FanOut([screen, sent, *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
                            redactor=ctx.redactor, sample=args.sample)

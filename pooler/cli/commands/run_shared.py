@@ -6,15 +6,21 @@ import argparse
 import secrets
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
+from pooler.cli.commands.monitoring import Monitoring
 from pooler.cli.outcome import outcome_document
-from pooler.cli.render import FanOut, make_reporter
+from pooler.cli.render import make_reporter
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.model import Pool
 from pooler.pool.variables import Variables
+from pooler.run.events import FanOut
 from pooler.run.executor import RunConfig, StopSignal
+
+if TYPE_CHECKING:
+    from pooler.report.tracing import Tracing
 
 #: Seconds a runner's lease lasts without renewal, unless --lease says otherwise.
 DEFAULT_LEASE = 120.0
@@ -44,17 +50,20 @@ def check_shared_options(args: argparse.Namespace, pool: Pool, read_timeout: flo
     return lease
 
 
-def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str) -> int:
+def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str,
+                  *, tracing: Tracing | None = None) -> int:
     from pooler.cli.commands.run import Interrupts, SentCounter, answered, open_log  # noqa: PLC0415
     from pooler.shared.runner import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
 
     task = args.task or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
     if not args.task:
         ctx.note(f"pooler: task {task}: more runners join it with --task {task}")
-    with make_client(args, ctx, masking=False) as client, open_log(args.log) as log:
+    with make_client(args, ctx, masking=False) as client, open_log(args.log) as log, \
+            Monitoring(args, ctx, client, pool.file, tracing, runner=True) as monitoring:
         lease = check_shared_options(args, pool, client.read_timeout)
         sent = SentCounter()
-        reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent])
+        reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent,
+                           *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample)
         stop = StopSignal()

@@ -53,7 +53,8 @@ def CmdTable(ctx: Ctx, params: Fields) -> dict[str, Any]:
 
 @not_recorded
 def CmdOps(ctx: Ctx, params: Fields) -> dict[str, Any]:
-    rows = ctx.sql.all("SELECT unit, command, params, idempotency_key, time FROM ops ORDER BY id")
+    rows = ctx.sql.all("SELECT unit, command, params, idempotency_key, time, traceparent FROM ops "
+                       "ORDER BY id")
     for row in rows:
         row["params"] = json.loads(row["params"])
     return {"result": True, "message": f"{len(rows)} commands carried out", "tables": {"ops": rows}}
