@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from helpers import ROOT, Store, pooler
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -18,6 +19,7 @@ from test_traces import attrs, otlp_receiver
 TEST = "MELBIS_AGENT_TEST"
 
 
+@pytest.mark.process
 def test_each_tool_call_of_pooler_mcp_is_one_trace_and_the_metrics_file_counts_its_pools(
         store: Store, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -84,7 +86,7 @@ def test_pooler_mcp_refuses_a_metrics_file_it_could_not_write_before_it_serves(
         store: Store, tmp_path: Path) -> None:
     where = tmp_path / "nowhere" / "mcp.prom"
     done = pooler("mcp", "--store", store.url, "--out", str(tmp_path / "out"), "--metrics-file", str(where),
-                  env={"POOLER_TOKEN": store.token}, stdin="")
+                  env={"POOLER_TOKEN": store.token})
     assert done.returncode == 2
     assert done.stderr == (f"pooler mcp: --metrics-file {where}: the folder {where.parent} does not exist - "
                            "create it (node_exporter's --collector.textfile.directory), or name a file in a "

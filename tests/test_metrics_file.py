@@ -207,6 +207,7 @@ def test_the_store_label_is_the_configured_name_of_the_store(store: Store, tmp_p
 # A killed run
 
 
+@pytest.mark.process
 def test_a_killed_run_leaves_the_previous_metrics_file_whole(store: Store, tmp_path: Path) -> None:
     metrics = tmp_path / "nightly.prom"
     good = write_pool(tmp_path, [{"unit": TEST, "command": "CmdEcho"}])

@@ -18,6 +18,7 @@ from pooler.shared.schema import upgrade
 pytestmark = pytest.mark.postgres
 
 
+@pytest.mark.process
 def test_two_runners_of_a_task_write_two_files_that_add_up_to_the_task(
         store: Store, pg_url: str, tmp_path: Path) -> None:
     upgrade(pg_url)

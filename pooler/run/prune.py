@@ -40,7 +40,9 @@ def prune(path: Path, older_than: int, *, now: float | None = None) -> Pruned:
     """Remove the tasks that ended more than ``older_than`` seconds ago, then vacuum the file."""
     # The journal writes local time as text (2026-11-30T12:00:01.123): so is the cut-off.
     moment = (time.time() if now is None else now) - older_than
-    cutoff = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(moment))
+    # To the millisecond, as the journal writes it: a task that ended within the cut-off's second
+    # is older than the cut-off or not by its milliseconds.
+    cutoff = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(moment))}.{int(moment * 1000) % 1000:03d}"
     before = _size(path)
     try:
         db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
