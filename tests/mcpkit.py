@@ -14,17 +14,17 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mcp_types as types
 import pytest
 from helpers import ROOT, Store
 from jsonschema import Draft202012Validator
-from mcp.client import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.client import ClientSession
 
 SERVER = ["-m", "pooler", "mcp"]
 
@@ -32,28 +32,43 @@ SERVER = ["-m", "pooler", "mcp"]
 CHECKED: dict[str, int] = {}
 
 
-class CheckedSession(ClientSession):
-    """The SDK's client session; every tool answer's structuredContent is validated before a test
-    sees it."""
+@cache
+def session_class() -> type[ClientSession]:
+    """``CheckedSession``: the SDK's client session; every tool answer's structuredContent is
+    validated before a test sees it. Made when first asked for, so collecting the tests does not
+    import the SDK."""
+    import mcp_types as types  # noqa: PLC0415
+    from mcp.client import ClientSession  # noqa: PLC0415
 
-    schemas: dict[str, dict[str, Any]]
+    class CheckedSession(ClientSession):
+        """The SDK's client session; every tool answer's structuredContent is validated before a test
+        sees it."""
 
-    async def initialize(self) -> Any:  # type: ignore[override]
-        found = await super().initialize()
-        self.schemas = {}
-        for tool in (await self.list_tools()).tools:
-            assert tool.output_schema is not None, f"{tool.name} declares no output schema"
-            Draft202012Validator.check_schema(tool.output_schema)
-            self.schemas[tool.name] = tool.output_schema
-        return found
+        schemas: dict[str, dict[str, Any]]
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None,  # type: ignore[override]
-                        **kw: Any) -> types.CallToolResult:
-        result = await super().call_tool(name, arguments, **kw)
-        assert isinstance(result, types.CallToolResult)
-        if result.structured_content is not None and name in self.schemas:
-            check_answer(self.schemas[name], name, result.structured_content)
-        return result
+        async def initialize(self) -> Any:  # type: ignore[override]
+            found = await super().initialize()
+            self.schemas = {}
+            for tool in (await self.list_tools()).tools:
+                assert tool.output_schema is not None, f"{tool.name} declares no output schema"
+                Draft202012Validator.check_schema(tool.output_schema)
+                self.schemas[tool.name] = tool.output_schema
+            return found
+
+        async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None,  # type: ignore[override]
+                            **kw: Any) -> types.CallToolResult:
+            result = await super().call_tool(name, arguments, **kw)
+            assert isinstance(result, types.CallToolResult)
+            if result.structured_content is not None and name in self.schemas:
+                check_answer(self.schemas[name], name, result.structured_content)
+            return result
+
+    return CheckedSession
+
+
+def checked_session(read: Any, write: Any) -> Any:
+    """A ``CheckedSession`` on the streams ``read`` and ``write``."""
+    return session_class()(read, write)
 
 
 def check_answer(schema: dict[str, Any], tool: str, answer: Any) -> None:
@@ -70,14 +85,16 @@ def token_file(store: Store, out: Path) -> Path:
 
 
 @asynccontextmanager
-async def connect(store: Store, out: Path, *extra: str) -> AsyncIterator[CheckedSession]:
+async def connect(store: Store, out: Path, *extra: str) -> AsyncIterator[Any]:
     """A pooler mcp process on stdio, initialized, speaking to ``store``."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
+
     params = StdioServerParameters(
         command=sys.executable, cwd=ROOT,
         args=[*SERVER, "--store", store.url, "--token-file", str(token_file(store, out)), "--out", str(out),
               *extra])
     with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:
-        async with stdio_client(params, errlog=err) as (read, write), CheckedSession(read, write) as session:
+        async with stdio_client(params, errlog=err) as (read, write), checked_session(read, write) as session:
             await session.initialize()
             yield session
 
@@ -140,18 +157,23 @@ def http_server(store: Store, out: Path, *extra: str, token: str | None = None) 
 
 
 @asynccontextmanager
-async def connect_http(server: HttpServer, token: str | None = None) -> AsyncIterator[CheckedSession]:
+async def connect_http(server: HttpServer, token: str | None = None) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP client on ``server``, with its bearer token."""
     headers = {"Authorization": f"Bearer {token if token is not None else server.token}"}
+    from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
+    from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: PLC0415
+
     async with (create_mcp_http_client(headers=headers) as http,
                 streamable_http_client(server.url, http_client=http) as (read, write),
-                CheckedSession(read, write) as session):
+                checked_session(read, write) as session):
         await session.initialize()
         yield session
 
 
 def answer_of(result: types.CallToolResult) -> dict[str, Any]:
     """The JSON answer: one text block, and the same object as structuredContent."""
+    import mcp_types as types  # noqa: PLC0415
+
     assert len(result.content) == 1
     block = result.content[0]
     assert isinstance(block, types.TextContent)
@@ -162,6 +184,8 @@ def answer_of(result: types.CallToolResult) -> dict[str, Any]:
 
 def text_of(result: types.CallToolResult) -> str:
     """A refusal as text: one text block, no JSON beside it, marked as an error."""
+    import mcp_types as types  # noqa: PLC0415
+
     assert result.is_error is True
     assert result.structured_content is None
     assert len(result.content) == 1

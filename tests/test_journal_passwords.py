@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler
-from mcp import types
 from test_mcp import connect, run
 
 pytestmark = pytest.mark.postgres
@@ -164,6 +163,8 @@ def in_the_mcp_server(spelled: Spelled, store: Store, tmp_path: Path) -> str:
     result = said["result"]
     assert result.is_error is True
     block = result.content[0]
+    from mcp import types  # noqa: PLC0415
+
     assert isinstance(block, types.TextContent)
     assert spelled.told in block.text
     return block.text + json.dumps(result.structured_content) + (tmp_path / "mcp-stderr.log").read_text()

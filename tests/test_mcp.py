@@ -11,14 +11,15 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 from helpers import ROOT, Store
-from mcp.client import ClientSession
-from mcp.shared.exceptions import MCPError
 from mcpkit import SERVER, answer_of, check_answer, connect, text_of
+
+if TYPE_CHECKING:
+    from mcp.client import ClientSession
 
 # Every test here talks to `pooler mcp` as an MCP client does: a server process of its own.
 pytestmark = pytest.mark.process
@@ -65,6 +66,8 @@ def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path)
     async def scenario() -> None:
         async with connect(store, out) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
+            from mcp.shared.exceptions import MCPError  # noqa: PLC0415
+
             with pytest.raises(MCPError, match=r"^Unknown tool \[tool_nope\] - this server has: tool_list, "
                                                r"tool_pool, tool_run\.$"):
                 await session.call_tool("tool_nope", {})

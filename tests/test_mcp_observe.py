@@ -11,8 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from helpers import ROOT, Store, pooler
-from mcp.client import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcpkit import checked_session
 from test_metrics_file import samples_of, value
 from test_traces import attrs, otlp_receiver
 
@@ -34,6 +33,8 @@ def test_each_tool_call_of_pooler_mcp_is_one_trace_and_the_metrics_file_counts_i
     with otlp_receiver() as receiver:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("POOLER_", "OTEL_"))}
         env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "agent-tools"})
+        from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
+
         params = StdioServerParameters(
             command=sys.executable, cwd=ROOT, env=env,
             args=["-m", "pooler", "mcp", "--store", store.url, "--token-file", str(token), "--out", str(out),
@@ -42,7 +43,7 @@ def test_each_tool_call_of_pooler_mcp_is_one_trace_and_the_metrics_file_counts_i
         async def scenario() -> None:
             with (tmp_path / "mcp-stderr.log").open("a", encoding="utf-8") as err:
                 async with stdio_client(params, errlog=err) as (read, write), \
-                        ClientSession(read, write) as session:
+                        checked_session(read, write) as session:
                     await session.initialize()
                     single = await session.call_tool("tool_run", {"unit": TEST, "command": "CmdEcho",
                                                                   "params": {"alone": True}})

@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from helpers import ROOT, Store, answer_of, pooler
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcpkit import CheckedSession
+from mcpkit import checked_session
 
 from pooler.client.answer_scan import parse
 from pooler.redact import Redactor
@@ -195,6 +193,9 @@ def test_mcp_tool_run_writes_and_masks_every_row(secret_store: Store, tmp_path: 
                                                   token_file: Path) -> None:
     rows = goods_with_secrets(secret_store, 1200)
     out = tmp_path / "out"
+    import mcp_types as types  # noqa: PLC0415
+    from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
+
     params = StdioServerParameters(command=sys.executable, cwd=ROOT, args=[
         "-m", "pooler", "mcp", "--store", secret_store.url, "--token-file", str(token_file),
         "--out", str(out)])
@@ -203,7 +204,7 @@ def test_mcp_tool_run_writes_and_masks_every_row(secret_store: Store, tmp_path: 
     async def scenario() -> None:
         with (tmp_path / "mcp-stderr.log").open("a", encoding="utf-8") as err:
             async with stdio_client(params, errlog=err) as (read, write), \
-                    CheckedSession(read, write) as session:
+                    checked_session(read, write) as session:
                 await session.initialize()
                 for arguments in ({"unit": TEST, "command": "CmdTable", "params": {"rows": 2500, "width": 9},
                                    "into": "nightly"},
