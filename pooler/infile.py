@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from pooler.errors import InputError
+from pooler.errors import InputError, UsageError
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
@@ -65,3 +65,18 @@ def token_file_warning(path: Path) -> str | None:
         return (f"pooler: WARNING: the token file {path} can be read by others (mode {mode & 0o777:o}) - "
                 f"chmod 600 {path}")
     return None
+
+
+def read_token(path: Path, option: str = "--token-file") -> str:
+    """The token in a file (given with ``option``): its first line, without surrounding blanks."""
+    try:
+        text = path.expanduser().read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such token file: {path} - write the token into it, "
+                         f"or give another with {option}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the token file {path}: {type(exc).__name__}") from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not token:
+        raise UsageError(f"the token file {path} is empty - write the token into it")
+    return token

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import InputError, UsageError, did_you_mean
-from pooler.infile import token_file_warning
+from pooler.infile import read_token, token_file_warning
 
 UNAUTHENTICATED = (
     "no token for the store {url}: give --token-file PATH, a token_file for the store in {config}, "
@@ -138,21 +138,6 @@ def _known(path: Path, key: Any, known: tuple[str, ...], where: str) -> None:
     hint = did_you_mean(word, known) or f" - the keys there: {', '.join(known)}"
     raise InputError(f"unknown key {word!r} {where}{hint}", file=str(path), line=key.start_mark.line + 1,
                      column=key.start_mark.column + 1)
-
-
-def read_token(path: Path) -> str:
-    """The token in a file: its first line, without surrounding blanks."""
-    try:
-        text = path.expanduser().read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"no such token file: {path} - write the token into it, "
-                         "or give another with --token-file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the token file {path}: {type(exc).__name__}") from None
-    token = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if not token:
-        raise UsageError(f"the token file {path} is empty - write the token into it")
-    return token
 
 
 def is_url(value: str) -> bool:

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pooler.contract.listen import is_loopback
 from pooler.errors import UsageError
-from pooler.infile import token_file_warning
+from pooler.infile import read_token, token_file_warning
 
 #: What a request without the right token is told (never the token, nor what was sent instead).
 DENIED = ("pooler mcp needs Authorization: Bearer <token> on every request - the token it printed when "
@@ -57,16 +57,7 @@ def parse_listen(value: str, token_file: str | None) -> tuple[Listen, str | None
                              "--http-token-file, so that only its holders may call the server.")
         return Listen(host, int(port_text), secrets.token_hex(16), made=True), None
     path = Path(token_file).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"no such token file: {token_file} - write the token into it, or give another "
-                         "with --http-token-file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the token file {token_file}: {type(exc).__name__}") from None
-    token = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if not token:
-        raise UsageError(f"the token file {token_file} is empty - write the token into it")
+    token = read_token(Path(token_file), "--http-token-file")
     return Listen(host, int(port_text), token, made=False), token_file_warning(path)
 
 
