@@ -1,0 +1,88 @@
+"""A task on a PostgreSQL journal (runners that share it) behaves as the same task on SQLite: the
+same pool against the same store gives the same answer, whichever journal keeps it.
+
+Each test runs on both journals (``journal`` is ``sqlite`` or ``postgresql``); the runner on
+PostgreSQL is a real ``pooler run`` process, as on a host that joins the task.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, Store, environment, pooler
+from sharedkit import token_file, write_pool
+
+from pooler.shared.schema import upgrade
+from pooler.store.faults import FaultPlan, parse_rule
+
+JOURNALS = [pytest.param("sqlite", id="sqlite"),
+            pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
+#: The store's faults: a call reset after its command ran is in doubt (seed 11 resets 6 of 30).
+FAULT = "reset:0.15"
+SEED = 11
+
+
+def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if kind == "sqlite":
+        return str(tmp_path / "journal.db")
+    url: str = request.getfixturevalue("pg_url")
+    upgrade(url)
+    return url
+
+
+def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str
+        ) -> tuple[int, dict[str, Any], str]:
+    """``pooler run`` of the task: in the test's process on SQLite, a runner process on PostgreSQL."""
+    token = token_file(out.parent / f"{out.name}-secret", store)
+    argv = ["run", str(pool), "--store", store.url, "--token-file", str(token), "--journal", journal,
+            "--task", task, "--json", "--out", str(out), *extra]
+    if journal.startswith("postgresql"):
+        proc = subprocess.run([sys.executable, "-m", "pooler", *argv], capture_output=True, text=True,
+                              env=environment(), cwd=ROOT, timeout=120, check=False)
+    else:
+        proc = pooler(*argv)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def rows_pool(folder: Path, n: int) -> Path:
+    """One keyed step over ``n`` rows, sequential: the store's seeded faults strike the same calls."""
+    data = folder / "rows.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
+    return write_pool(folder, ["stop_on_error: false", "pool:",
+                               "  - {name: echo, unit: MELBIS_AGENT_TEST, command: CmdEcho,",
+                               "     params: {n: '${row.n}'}, key: 'k-${row.n}',",
+                               "     for_each: {file: rows.jsonl}}"])
+
+
+def reset_rows(n: int) -> list[int]:
+    """The rows whose call the store resets: its fault plan drawn as it draws, one call at a time."""
+    plan = FaultPlan([parse_rule(FAULT)], seed=SEED)
+    request = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
+    return [i for i in range(n) if plan.pick(request) == "reset"]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_every_call_that_went_in_doubt_in_the_run_is_listed_as_left(journal: str, store_factory: Any,
+                                                                    request: pytest.FixtureRequest,
+                                                                    tmp_path: Path) -> None:
+    store = store_factory("--fault", FAULT, "--seed", str(SEED))
+    expected = reset_rows(30)
+    assert len(expected) >= 3
+    code, answer, err = run(rows_pool(tmp_path / "pool", 30), store, journal_of(journal, request, tmp_path),
+                            "t", tmp_path / "out")
+    assert code == 1, err
+    assert answer["calls_in_doubt"] == len(expected)
+    listed = answer["in_doubt"]
+    assert [(i["num"], i["name"], i["row"], i["key"], i["action"]) for i in listed] == [
+        (1, "echo", row, f"k-{row}", "left") for row in expected]
+    # Each names the call that went out, as the step's failures do.
+    failures = {f["row"]: f["step_id"] for f in answer["steps"][0]["failures"] if f["status"] == "in_doubt"}
+    assert {i["row"]: i["step_id"] for i in listed} == failures
+    assert all(failures.values())
