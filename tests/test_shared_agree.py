@@ -86,3 +86,71 @@ def test_every_call_that_went_in_doubt_in_the_run_is_listed_as_left(journal: str
     failures = {f["row"]: f["step_id"] for f in answer["steps"][0]["failures"] if f["status"] == "in_doubt"}
     assert {i["row"]: i["step_id"] for i in listed} == failures
     assert all(failures.values())
+
+
+def three_steps(folder: Path, n: int) -> Path:
+    """A step per row, a chunked step (3 rows a call) over the same file, and a step over the
+    table of an earlier step: every kind of step over rows a sample cuts short."""
+    data = folder / "rows.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
+    return write_pool(folder, [
+        "pool:",
+        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {each: '${row.n}'},",
+        "     key: 'e-${row.n}', for_each: {file: rows.jsonl}}",
+        "  - {name: chunks, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {tag: chunk},",
+        "     key: 'c-${row.n}', for_each: {file: rows.jsonl, chunk: 3, field: part}}",
+        f"  - {{name: source, unit: MELBIS_AGENT_TEST, command: CmdTable, params: {{rows: {n}, width: 2}}}}",
+        "  - {name: over, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {over: '${row.n}'},",
+        "     key: 'o-${row.n}', for_each: {step: source, table: rows}}",
+    ])
+
+
+def rows_sent(store: Store) -> dict[str, list[int]]:
+    """Which rows each step over rows carried to the store, in the order they arrived."""
+    sent: dict[str, list[int]] = {"each": [], "chunks": [], "over": []}
+    for op in store.ops():
+        params = op["params"]
+        if op["command"] != "CmdEcho":
+            continue
+        if "each" in params:
+            sent["each"].append(int(params["each"]))
+        elif "over" in params:
+            sent["over"].append(int(params["over"]))
+        else:
+            sent["chunks"].extend(int(row["n"]) for row in params["part"])
+    return sent
+
+
+def task_status(journal: str, task: str) -> str:
+    listed = pooler("runs", "--journal", journal, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (status,) = [t["status"] for t in json.loads(listed.stdout)["tasks"] if t["id"] == task]
+    return str(status)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_sampled_task_is_sampled_and_its_full_run_sends_every_other_row_once(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    pool = three_steps(tmp_path / "pool", 20)
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out", "--sample", "5")
+    assert code == 0, err
+    assert answer["status"] == "completed"
+    assert task_status(where, "t") == "sampled"
+    assert rows_sent(store) == {"each": [0, 1, 2, 3, 4], "chunks": [0, 1, 2, 3, 4],
+                                "over": [1, 2, 3, 4, 5]}
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 0, err
+    assert answer["status"] == "completed"
+    assert task_status(where, "t") == "completed"
+    sent = rows_sent(store)
+    # Every row reached the store once: the sampled ones in the first run, the rest in this one.
+    assert sorted(sent["each"]) == list(range(20))
+    assert sorted(sent["chunks"]) == list(range(20))
+    assert sorted(sent["over"]) == list(range(1, 21))
+    for step in (answer["steps"][0], answer["steps"][1], answer["steps"][3]):
+        rows = step["rows"]
+        assert (rows["total"], rows["completed"] + rows["skipped"]) == (20, 20), step
+        assert (rows["failed"], rows["in_doubt"], rows["not_run"]) == (0, 0, 0), step

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.shared.pg_journal import PgJournal
+from pooler.shared.pg_journal import PgJournal, Planned
 
 _ROW = ("num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, "
         "step_id")
@@ -241,6 +241,10 @@ class WorkStore:
                 for values in work:
                     copy.write_row(values)
             return True
+
+    def planned(self, num: int) -> Planned:
+        """What the plan holds of step ``num``: its rows, and the ``idx`` its next call takes."""
+        return self.journal.planned(self.task).get(num, Planned(0, 0, False))
 
     def halt(self, reason: str) -> None:
         self.journal.query("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s",
