@@ -41,7 +41,7 @@ class SharedConfig:
     """How this runner takes part, beside the executor's ``RunConfig``."""
 
     url: str
-    #: Calls this runner has in flight at most (its share of max_concurrency); None: the cap.
+    #: Calls this runner has in flight at most; None: the cap (the claim holds it to its fair share).
     width: int | None = None
     #: Seconds a lease lasts without renewal.
     lease: float = 120.0
@@ -113,7 +113,7 @@ class _Runner:
         self.parallel = opts.mode == "parallel"
         self.cap = opts.max_concurrency if self.parallel else 1
         self.width = min(shared.width or self.cap, self.cap)
-        self.lease = Lease(shared.url, self.task, shared.lease)
+        self.lease = Lease(shared.url, self.task, shared.lease, self.width)
         self.work = WorkStore(journal, self.task, self.lease.id)
         self.plans = step_plans(pool)
         self.steps = {s.num: s for s in pool.steps}
