@@ -222,6 +222,24 @@ def test_an_expired_runners_calls_are_taken_back(journal: PgJournal) -> None:
     lb.close()
 
 
+def test_a_call_taken_back_is_sent_under_a_higher_epoch(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None)])
+    la, a = runner(journal, "t")
+    (row,) = a.claim(1, 10, never, blocked)
+    first = a.gate(row, "k", "t-1-0-1", 1)
+    assert first is not None
+    expire(journal, la)
+    lb, b = runner(journal, "t")
+    (again,) = b.claim(1, 10, lambda r: None, blocked)
+    later = b.gate(again, "k", "t-1-0-1", 1)
+    assert later is not None
+    assert later > first
+    # The runner it was taken from can no longer send it.
+    assert a.gate(row, "k", "t-1-0-1", 1) is None
+    la.close()
+    lb.close()
+
+
 def test_a_runner_that_left_with_a_call_it_could_not_record_leaves_it_in_doubt(journal: PgJournal) -> None:
     plan(journal, "t", [(1, 0, [], None), (1, 1, [], None)])
     la, a = runner(journal, "t")

@@ -223,12 +223,13 @@ class _Runner:
                 self._record(row, got)
                 return
             got.doubted = row.doubted
-            if not self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round):
+            epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
+            if epoch is None:
                 self.work.release(row)
                 return
             self._number += 1
             got.number = self._number
-            self._inflight[self._pool.submit(self._send, got)] = (row, got)
+            self._inflight[self._pool.submit(self._send, got, epoch)] = (row, got)
         except JournalError as exc:
             self.broken = self._journal_gone(exc)
 
@@ -255,10 +256,10 @@ class _Runner:
                 out[step.name.lower()] = self._details[num]
         return out
 
-    def _send(self, ready: Prepared) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
+    def _send(self, ready: Prepared, epoch: int) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
         """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
         request of it left."""
-        self.gated.begin()
+        self.gated.begin(epoch)
         self.writer.begin()
         try:
             outcome = self.calls.execute(ready)

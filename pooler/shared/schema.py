@@ -66,6 +66,10 @@ CREATE TABLE IF NOT EXISTS work (
     done_at TIMESTAMPTZ,
     PRIMARY KEY (task, num, idx)
 );
+-- Version 2: the fencing epoch of the call's latest send; each send takes the next of the sequence,
+-- so a runner that takes a call back sends it under a higher epoch than the runner it took it from.
+ALTER TABLE work ADD COLUMN IF NOT EXISTS epoch BIGINT;
+CREATE SEQUENCE IF NOT EXISTS pooler_epoch;
 CREATE INDEX IF NOT EXISTS work_open ON work (task, state, num, idx) WHERE state <> 'done';
 CREATE INDEX IF NOT EXISTS work_busy ON work (task) WHERE state IN ('claimed', 'sent');
 CREATE INDEX IF NOT EXISTS work_serial ON work (task, serial, num, idx) WHERE serial IS NOT NULL;
