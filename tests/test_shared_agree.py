@@ -20,8 +20,9 @@ from sharedkit import token_file, write_pool
 from pooler.shared.schema import upgrade
 from pooler.store.faults import FaultPlan, parse_rule
 
+#: The runner on PostgreSQL is a process of its own: that case is marked so.
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
-            pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
+            pytest.param("postgresql", id="postgresql", marks=[pytest.mark.postgres, pytest.mark.process])]
 #: The store's faults: a call reset after its command ran is in doubt (seed 11 resets 6 of 30).
 FAULT = "reset:0.15"
 SEED = 11
@@ -67,7 +68,6 @@ def reset_rows(n: int) -> list[int]:
     return [i for i in range(n) if plan.pick(request) == "reset"]
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("journal", JOURNALS)
 def test_every_call_that_went_in_doubt_in_the_run_is_listed_as_left(journal: str, store_factory: Any,
                                                                     request: pytest.FixtureRequest,
@@ -129,7 +129,6 @@ def task_status(journal: str, task: str) -> str:
     return str(status)
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("journal", JOURNALS)
 def test_a_sampled_task_is_sampled_and_its_full_run_sends_every_other_row_once(
         journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
@@ -150,6 +149,9 @@ def test_a_sampled_task_is_sampled_and_its_full_run_sends_every_other_row_once(
     assert sorted(sent["each"]) == list(range(20))
     assert sorted(sent["chunks"]) == list(range(20))
     assert sorted(sent["over"]) == list(range(1, 21))
+    # The sampled chunks stay as they were cut; the chunks after them start at the first row left.
+    assert [op["idempotency_key"] for op in store.ops() if "part" in op["params"]] == [
+        "t:c-0#0-2", "t:c-3#3-4", "t:c-5#5-7", "t:c-8#8-10", "t:c-11#11-13", "t:c-14#14-16", "t:c-17#17-19"]
     for step in (answer["steps"][0], answer["steps"][1], answer["steps"][3]):
         rows = step["rows"]
         assert (rows["total"], rows["completed"] + rows["skipped"]) == (20, 20), step
