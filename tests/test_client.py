@@ -410,3 +410,54 @@ def test_fault_huge_answer_under_the_default_cap(store_factory: Callable[..., St
         reply = c.tool_run(TEST, "CmdEcho", {"a": 1})
     assert reply.result is True
     assert reply.data["detail"] == {"a": 1}
+
+
+class _Refused(Exception):
+    """What a hook raises to keep a request from leaving."""
+
+
+def test_a_hook_before_the_send_runs_once_connected_and_what_it_raises_sends_nothing() -> None:
+    accepted, received = threading.Event(), bytearray()
+    done = threading.Event()
+
+    def listen(server: socket.socket) -> None:
+        conn, _ = server.accept()
+        accepted.set()
+        with conn:
+            while chunk := conn.recv(65536):
+                received.extend(chunk)
+        done.set()
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        threading.Thread(target=listen, args=(server,), daemon=True).start()
+        seen: list[tuple[bool, int]] = []
+
+        def hook() -> None:
+            # The connection is made and not a byte of the request is written yet.
+            seen.append((accepted.wait(5), len(received)))
+            raise _Refused
+
+        with ToolRunClient(f"http://127.0.0.1:{server.getsockname()[1]}", "t") as client, \
+                pytest.raises(_Refused):
+            client.tool_run(TEST, "CmdEcho", {"a": 1}, before_send=hook)
+        assert done.wait(5)
+    assert seen == [(True, 0)]
+    assert received == b""
+
+
+def test_a_hook_that_raises_leaves_the_store_untouched_and_one_that_passes_lets_the_call_go(
+        client: ToolRunClient, store: Store) -> None:
+    calls: list[int] = []
+
+    def refuse() -> None:
+        raise _Refused
+
+    count = len(store.ops())
+    with pytest.raises(_Refused):
+        client.tool_run(TEST, "CmdEcho", {"a": 1}, before_send=refuse)
+    assert len(store.ops()) == count
+    # The client goes on as before: the next call, on the same client, is sent.
+    reply = client.tool_run(TEST, "CmdEcho", {"a": 2}, before_send=lambda: calls.append(1))
+    assert reply.result is True
+    assert calls == [1]
+    assert [op["params"] for op in store.ops()[count:]] == [{"a": 2}]

@@ -86,6 +86,24 @@ def test_a_journal_of_another_version_is_refused_with_a_message(pg_url: str, tmp
         upgrade(pg_url)
 
 
+def test_a_journal_of_version_1_is_refused_until_upgraded_with_the_runners_widths(pg_url: str) -> None:
+    upgrade(pg_url)
+    with connect(pg_url) as conn:
+        conn.execute("ALTER TABLE runners DROP COLUMN width")
+        conn.execute("UPDATE pooler_meta SET value = '1' WHERE name = 'schema_version'")
+    older = pooler("runs", "--journal", pg_url)
+    assert older.returncode == 2
+    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 1, this pooler needs 2 - "
+                            f"upgrade it with: pooler journal upgrade --journal {pg_url} (stop every runner "
+                            "of it first)\n")
+    upgraded = pooler("journal", "upgrade", "--journal", pg_url)
+    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 1 to 2\n"
+    with connect(pg_url) as conn:
+        found = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'runners' "
+                             "AND column_name = 'width'").fetchall()
+    assert found == [(1,)]
+
+
 def test_two_runners_never_claim_the_same_call(journal: PgJournal) -> None:
     plan(journal, "t", [(1, i, [], None) for i in range(30)])
     la, a = runner(journal, "t")
@@ -104,14 +122,34 @@ def test_two_runners_never_claim_the_same_call(journal: PgJournal) -> None:
 def test_the_cap_holds_across_runners(journal: PgJournal) -> None:
     plan(journal, "t", [(1, i, [], None) for i in range(10)])
     la, a = runner(journal, "t")
-    lb, b = runner(journal, "t")
     assert len(claim(a, 4, cap=5)) == 4
+    lb, b = runner(journal, "t")
+    # The cap is full: the runner that joined waits, whatever its share.
     assert len(claim(b, 4, cap=5)) == 1
     assert claim(b, 4, cap=5) == []
     finish(a, 1, 0)
+    finish(a, 1, 1)
     assert claim(b, 4, cap=5) == [(1, 5)]
+    assert claim(b, 4, cap=5) == []
     la.close()
     lb.close()
+
+
+def test_runners_hold_fair_shares_of_the_cap(journal: PgJournal) -> None:
+    """Equal parts of the cap, each up to its width; a remainder goes to the first to join."""
+    plan(journal, "t", [(1, i, [], None) for i in range(40)])
+    leases = [Lease(journal.url, "t", 30, width) for width in (None, None, None, 1)]
+    works = [WorkStore(journal, "t", held.id) for held in leases]
+    # Cap 8 among widths 8, 8, 8 and 1: the narrow one keeps its 1, the others share 7 as 3, 2, 2.
+    assert [len(claim(work, 8, cap=8)) for work in works] == [3, 2, 2, 1]
+    # A runner that holds its share gets no more while the others are alive.
+    assert claim(works[0], 8, cap=8) == []
+    # Alone, a runner takes the whole cap.
+    for held in leases[1:]:
+        expire(journal, held)
+    assert len(claim(works[0], 8, cap=8)) == 5
+    for held in leases:
+        held.close()
 
 
 def test_serialize_on_releases_equal_values_in_file_order(journal: PgJournal) -> None:
@@ -180,6 +218,24 @@ def test_an_expired_runners_calls_are_taken_back(journal: PgJournal) -> None:
                       (3, "ready", None, None)]
     # The expired runner cannot renew, send, or record any more.
     assert not a.done(rows[2], "completed", {}, None, doubt=None)
+    la.close()
+    lb.close()
+
+
+def test_a_call_taken_back_is_sent_under_a_higher_epoch(journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None)])
+    la, a = runner(journal, "t")
+    (row,) = a.claim(1, 10, never, blocked)
+    first = a.gate(row, "k", "t-1-0-1", 1)
+    assert first is not None
+    expire(journal, la)
+    lb, b = runner(journal, "t")
+    (again,) = b.claim(1, 10, lambda r: None, blocked)
+    later = b.gate(again, "k", "t-1-0-1", 1)
+    assert later is not None
+    assert later > first
+    # The runner it was taken from can no longer send it.
+    assert a.gate(row, "k", "t-1-0-1", 1) is None
     la.close()
     lb.close()
 

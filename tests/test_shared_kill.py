@@ -151,6 +151,7 @@ def test_runners_killed_and_frozen_without_keys_stop_in_doubt(store_factory: Any
 
 
 @pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.parametrize("seed", range(3, 9))
 def test_more_kill_points(store_factory: Any, pg_url: str, tmp_path: Path, seed: int) -> None:
     if seed % 2:

@@ -80,6 +80,53 @@ def test_the_cap_holds_for_the_whole_task(store: Store, url: str, tmp_path: Path
     assert max_overlap(spans) <= 4
 
 
+def echoes(folder: Path, n: int, cap: int) -> Path:
+    """A parallel pool of one keyed CmdEcho step over ``n`` rows."""
+    data = folder / "rows.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
+    return write_pool(folder, ["mode: parallel", f"max_concurrency: {cap}", "pool:",
+                               "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {n: '${row.n}'},",
+                               "     key: 'e-${row.n}', for_each: {file: rows.jsonl}}"])
+
+
+def spans_of(url: str, pid: int) -> list[tuple[Any, Any]]:
+    """When each call of the runner with process ``pid`` was sent and recorded done."""
+    return query(url, "SELECT sent_at, done_at FROM work WHERE task = 't' AND runner LIKE %s",
+                 (f"%-{pid}-%",))
+
+
+@pytest.mark.process
+def test_runners_of_the_default_width_share_a_full_cap_fairly_and_a_late_one_gets_its_share(
+        store_factory: Any, url: str, tmp_path: Path) -> None:
+    # Each call takes 150 ms at the store, so 200 calls fill a cap of 4 for seconds, however long
+    # the second runner takes to start.
+    store = store_factory("--latency-ms", "150")
+    pool = echoes(tmp_path / "pool", 200, 4)
+    first = start_runner(pool, store, url, "t", tmp_path / "out-a")
+    wait_for(lambda: query(url, "SELECT count(*) FROM work WHERE task = 't' AND state = 'done'")[0][0] >= 4)
+    late = start_runner(pool, store, url, "t", tmp_path / "out-b")
+    joined: list[Any] = []
+    wait_for(lambda: bool(joined.extend(r[0] for r in query(
+        url, "SELECT started FROM runners WHERE id LIKE %s", (f"%-{late.pid}-%",))) or joined))
+    (code_a, _, err_a), (code_b, answer, err_b) = finish(first), finish(late)
+    assert (code_a, code_b) == (0, 0), err_a + err_b
+    assert answer is not None
+    assert (answer["status"], answer["succeeded"]) == ("completed", 200)
+    assert sorted(int(op["params"]["n"]) for op in store.ops()) == list(range(200))
+    a, b = spans_of(url, first.pid), spans_of(url, late.pid)
+    assert len(a) + len(b) == 200
+    # Each carried out a fair part of the task, the late one too.
+    assert len(a) >= 50
+    assert len(b) >= 50
+    # The late runner's first call left within a few of the first runner's calls after it joined.
+    first_of_b = min(sent for sent, _ in b)
+    assert len([sent for sent, _ in a if joined[0] < sent < first_of_b]) <= 8
+    # Once both held calls, each held at most its share, half the cap.
+    assert max_overlap([s for s in a if s[0] > first_of_b]) <= 2
+    assert max_overlap(b) <= 2
+
+
 @pytest.mark.process
 def test_serialize_on_and_references_hold_across_runners(store: Store, url: str, tmp_path: Path) -> None:
     lines = ["mode: parallel", "max_concurrency: 8", "serialize_on: contract", "stop_on_error: false",

@@ -40,6 +40,7 @@ from pooler.client.answer_budget import AnswerBudget, Hold
 from pooler.client.deadline import Watch, Watchdog, watched
 from pooler.client.multipart import MultipartBody
 from pooler.client.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
+from pooler.client.sendgate import armed, gated
 from pooler.client.transport import connect_failure, is_timeout, tls_reason
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.pool.rows import open_file
@@ -107,7 +108,7 @@ class _OneStoreAdapter(HTTPAdapter):
         cls = getattr(pool, "ConnectionCls", None)
         if cls is not None and not getattr(cls, "watched", False):
             # Every call's connection is known to the deadline's watchdog (see ``deadline``).
-            cls = watched(cls)
+            cls = gated(watched(cls))
             cls.watched = True
             pool.ConnectionCls = cls  # type: ignore[attr-defined]
         self._found = ((verify, cert), pool)
@@ -213,19 +214,22 @@ class ToolRunClient:
 
     def tool_run(self, unit: str, command: str, params: dict[str, Any] | None = None, *,
                  files: Sequence[Attachment] = (), debug: bool = False,
-                 idempotency_key: str | None = None, encoded: bytes | None = None) -> Reply:
+                 idempotency_key: str | None = None, encoded: bytes | None = None,
+                 headers: Mapping[str, str] | None = None,
+                 before_send: Callable[[], None] | None = None) -> Reply:
         """One tool_run call; attachments go as multipart parts streamed from disk.
 
         ``encoded`` is the body ``encode`` made of these arguments, when the caller has it already.
+        ``headers`` go as they are; ``before_send`` runs just before the first byte (``sendgate``).
         """
         request: dict[str, Any] = {"unit": unit, "command": command, "params": params or {}, "debug": debug}
-        headers: dict[str, str] = {}
+        extra = dict(headers or {})
         if idempotency_key is not None:
-            headers["Idempotency-Key"] = quote(idempotency_key, safe=_KEY_SAFE)
+            extra["Idempotency-Key"] = quote(idempotency_key, safe=_KEY_SAFE)
         if not files:
             body = encoded if encoded is not None else _json_bytes(request)
-            headers["Content-Type"] = "application/json"
-            return self._post("tool_run", body, headers)
+            extra["Content-Type"] = "application/json"
+            return self._post("tool_run", body, extra, before_send)
         opened: list[tuple[IO[bytes], int, Path]] = []
         try:
             for att in files:
@@ -233,8 +237,8 @@ class ToolRunClient:
             request["files"] = [{"part": f"data_{n}", **{k: v for k, v in att.entry.items() if k != "part"}}
                                 for n, att in enumerate(files, start=1)]
             stream = MultipartBody(_json_bytes(request), opened)
-            headers["Content-Type"] = f"multipart/form-data; boundary={stream.boundary}"
-            return self._post("tool_run", stream, headers)
+            extra["Content-Type"] = f"multipart/form-data; boundary={stream.boundary}"
+            return self._post("tool_run", stream, extra, before_send)
         finally:
             for fh, _, _ in opened:
                 fh.close()
@@ -244,7 +248,8 @@ class ToolRunClient:
         body = json.dumps({} if unit is None else {"unit": unit}).encode()
         return self._post("tool_list", body, {"Content-Type": "application/json"})
 
-    def _post(self, endpoint: str, body: bytes | MultipartBody, headers: dict[str, str]) -> Reply:
+    def _post(self, endpoint: str, body: bytes | MultipartBody, headers: dict[str, str],
+              before_send: Callable[[], None] | None = None) -> Reply:
         started = time.monotonic()
         request = self._prepared(endpoint).copy()
         request.prepare_body(body, None)
@@ -258,9 +263,10 @@ class ToolRunClient:
             try:
                 # Straight to the adapter: Session.send's hooks, cookie jar and redirect handling are
                 # unused here and cost a third of a call's CPU time.
-                resp = self._adapter.send(request, stream=True,
-                                          timeout=(self.connect_timeout, self.read_timeout),
-                                          verify=self._verify, proxies=self._session.proxies)
+                with armed(before_send):
+                    resp = self._adapter.send(request, stream=True,
+                                              timeout=(self.connect_timeout, self.read_timeout),
+                                              verify=self._verify, proxies=self._session.proxies)
             except requests.RequestException as exc:
                 failure = self._send_failure(exc, watch)
             # Raised outside the handler: requests' exception holds the request, token header and all.

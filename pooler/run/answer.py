@@ -227,8 +227,14 @@ class Collector:
         self._keep(num, -1, tally.summary(status=status, rows_total=rows_total, whole=whole, detail=kept,
                                           trip_ms=trip_ms, why=why))
 
-    def add_in_doubt(self, entry: dict[str, Any], action: str, step_id: str | None) -> None:
-        """A call found in doubt, and what was done about it (retried, stopped, skipped)."""
+    def add_in_doubt(self, entry: dict[str, Any], action: str | None, step_id: str | None) -> None:
+        """A call found in doubt, and what was done about it (retried, stopped, skipped); with no
+        action, a call whose answer was lost in this run is listed as ``left`` (in doubt it stays),
+        whichever journal the run keeps, and any other call is not listed."""
+        if action is None:
+            if entry.get("status") != CallStatus.IN_DOUBT:
+                return
+            action = "left"
         item: dict[str, Any] = {"num": entry["num"], "name": entry["name"]}
         for extra in ("row", "rows"):
             if extra in entry:

@@ -14,7 +14,7 @@ from pathlib import Path
 _NAME = re.compile(r"^(\d{4})_\w+\.sql$")
 _TABLE = re.compile(r"^CREATE TABLE IF NOT EXISTS (\w+)", re.M | re.I)
 _FUNCTION = re.compile(r"^CREATE OR REPLACE FUNCTION (\w+)\(", re.M | re.I)
-_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+)", re.M | re.I)
+_COLUMN = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (?:IF NOT EXISTS )?(\w+)", re.M | re.I)
 
 
 @dataclass(frozen=True)

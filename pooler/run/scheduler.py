@@ -271,9 +271,7 @@ class Scheduler:
         else:
             self.collector.add(entry)
         # A call whose answer was lost in this run is named at once, not only by the next run.
-        action = outcome.in_doubt or ("left" if outcome.status == "in_doubt" else None)
-        if action is not None:
-            self.collector.add_in_doubt(entry, action, outcome.doubted or outcome.step_id)
+        self.collector.add_in_doubt(entry, outcome.in_doubt, outcome.doubted or outcome.step_id)
         self.reporter.step_finished(step, entry)
         if run.plan.over_rows:
             run.rows_done += outcome.call.size

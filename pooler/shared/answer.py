@@ -46,7 +46,8 @@ def task_answer(journal: PgJournal, task: str, shared: dict[str, Any], *, trip_m
 
 def _doubt(collector: Collector, row: tuple[Any, ...]) -> None:
     entry, doubt, doubted, step_id = row[6], row[7], row[8], row[9]
-    if doubt and entry is not None:
+    if entry is not None:
+        # A call in doubt with nothing done about it is listed too, as the run on SQLite lists it.
         collector.add_in_doubt(entry, doubt, doubted or step_id)
 
 

@@ -1,6 +1,6 @@
 """What a shared-task runner puts around the executor's ``CallRunner``: a client that lets a request
-leave only while the lease is alive, a table writer that keeps the masked rows for the journal,
-and a call log that records nothing (the work rows are the record)."""
+leave only while the lease is alive (with the call's fencing token), a table writer that keeps the
+masked rows for the journal, and a call log that records nothing (the work rows are the record)."""
 
 from __future__ import annotations
 
@@ -16,27 +16,44 @@ from pooler.run.journal_records import CallId
 from pooler.run.tables import TableWriter
 from pooler.shared.lease import Lease
 
+#: The header that carries a call's fencing token: ``<runner>:<epoch>``.
+LEASE_HEADER = "Pooler-Lease"
+
 
 class GatedClient:
-    """A ``ToolRunClient`` whose ``tool_run`` checks the lease just before each request leaves."""
+    """A ``ToolRunClient`` whose requests leave only while the lease is alive: checked as the last
+    thing before each request's first byte is written (the client's ``before_send``), after the
+    connection is made, and each request carries the call's fencing token (``Pooler-Lease``), so
+    a store that keeps the highest epoch of each key refuses a request older than one it saw."""
 
     def __init__(self, inner: Any, lease: Lease) -> None:
         self.inner = inner
         self.lease = lease
         self._local = threading.local()
 
-    def begin(self) -> None:
-        """A call starts on this thread: no request of it has left yet."""
+    def begin(self, epoch: int) -> None:
+        """A call starts on this thread under the fencing ``epoch`` its gate gave: no request of it
+        has left yet."""
         self._local.tries = 0
+        self._local.fence = f"{self.lease.id}:{epoch}"
 
     def left(self) -> bool:
         """Whether a request of this thread's call left."""
         return bool(getattr(self._local, "tries", 0))
 
-    def tool_run(self, *args: Any, **kwargs: Any) -> Reply:
+    def _last_check(self) -> None:
+        # Raised here, nothing of the request has been written; passed, it is out.
         self.lease.check()
         self._local.tries = getattr(self._local, "tries", 0) + 1
-        reply: Reply = self.inner.tool_run(*args, **kwargs)
+
+    def tool_run(self, *args: Any, **kwargs: Any) -> Reply:
+        # Checked before the request is made too: a runner past its lease does not even connect.
+        self.lease.check()
+        fence = getattr(self._local, "fence", None)
+        headers = dict(kwargs.pop("headers", None) or {})
+        if fence:
+            headers[LEASE_HEADER] = fence
+        reply: Reply = self.inner.tool_run(*args, headers=headers, before_send=self._last_check, **kwargs)
         return reply
 
     def __getattr__(self, name: str) -> Any:

@@ -27,9 +27,10 @@ class LeaseLost(JournalError):
 
 
 class Lease:
-    """Registers a runner of ``task`` and renews its lease every third of ``seconds``."""
+    """Registers a runner of ``task`` (with the calls it has in flight at most, its ``width``) and
+    renews its lease every third of ``seconds``."""
 
-    def __init__(self, url: str, task: str, seconds: float) -> None:
+    def __init__(self, url: str, task: str, seconds: float, width: int | None = None) -> None:
         self.url = url
         self.task = task
         self.seconds = seconds
@@ -45,9 +46,9 @@ class Lease:
 
         try:
             self._conn.execute(
-                "INSERT INTO runners (id, task, host, pid, lease_until) "
-                "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
-                (self.id, task, socket.gethostname(), os.getpid(), seconds))
+                "INSERT INTO runners (id, task, host, pid, lease_until, width) "
+                "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s), %s)",
+                (self.id, task, socket.gethostname(), os.getpid(), seconds, width))
         except psycopg.Error as exc:
             self._conn.close()
             text = DbText(url)

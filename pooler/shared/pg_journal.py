@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
@@ -18,6 +19,16 @@ from pooler.shared.schema import check_version, connect
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
 WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a task's plan holds of one step: its rows, the ``idx`` its next call takes, and
+    whether the placeholder of a step over a table is still there."""
+
+    rows: int
+    next_idx: int
+    placeholder: bool
 
 
 def stamp() -> str:
@@ -90,8 +101,9 @@ class PgJournal:
         found: dict[str, Any] = json.loads(rows[0][0])
         return found
 
-    def finish_task(self, task_id: str, answer: dict[str, Any]) -> None:
-        status = answer.get("status", "failed")
+    def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
+        """Record the task's answer; its status is the answer's unless given (``sampled``)."""
+        status = status or answer.get("status", "failed")
         self.query(
             "UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, "
             "skipped = %s, not_run = %s, answer = %s WHERE id = %s",
@@ -136,7 +148,54 @@ class PgJournal:
                 raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
             return True
 
+    def widen(self, task_id: str, sample: int | None,
+              more: Callable[[dict[int, Planned]], Iterable[tuple[Any, ...]]]) -> bool:
+        """A sampled task's plan widened to ``sample`` (None: every row), with the work rows
+        ``more`` makes from what the plan holds of each step; False when the plan held that much
+        already (another runner widened it first: the task's row is locked meanwhile)."""
+        import psycopg  # noqa: PLC0415
+        from psycopg.types.json import Jsonb  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                with self.conn.transaction():
+                    found = self.conn.execute("SELECT shared FROM tasks WHERE id = %s FOR UPDATE",
+                                              (task_id,)).fetchone()
+                    if found is None or not narrower(found[0].get("sample"), sample):
+                        return False
+                    planned = _planned(self.conn.execute(_PLANNED, (task_id,)).fetchall())
+                    with self.conn.cursor().copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+                        for row in more(planned):
+                            copy.write_row(row)
+                    self.conn.execute("UPDATE tasks SET shared = shared || %s WHERE id = %s",
+                                      (Jsonb({"sample": sample}), task_id))
+            except psycopg.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
+            return True
+
+    def planned(self, task_id: str) -> dict[int, Planned]:
+        """What the task's plan holds of each step, by step number."""
+        return _planned(self.query(_PLANNED, (task_id,)))
+
     def join(self, task_id: str) -> None:
         """One more runner of the task: it runs again (a task that had finished is reopened)."""
         self.query("UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %s",
                    (task_id,))
+
+
+_PLANNED = ("SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0), "
+            "coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0), bool_or(kind = 'expand') "
+            "FROM work WHERE task = %s GROUP BY num")
+
+
+def _planned(rows: Iterable[tuple[Any, ...]]) -> dict[int, Planned]:
+    return {int(num): Planned(int(held), int(nxt), bool(holder)) for num, held, nxt, holder in rows}
+
+
+def narrower(planned: int | None, asked: int | None) -> bool:
+    """Whether a plan of ``planned`` rows a step (None: all of them) holds fewer than are asked."""
+    return planned is not None and (asked is None or asked > planned)
+
+
+def _line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

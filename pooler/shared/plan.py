@@ -24,6 +24,7 @@ from pooler.pool.references import parse_ref
 from pooler.pool.rows import chunks
 from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.executor import step_plan
+from pooler.shared.pg_journal import Planned
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
 PLACEHOLDER = -1
@@ -87,23 +88,42 @@ class Planner:
             else:
                 yield (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, deps, None)
 
-    def rows_of(self, step: Step, data: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-        """The calls of a step over rows: one per row, or one per chunk."""
+    def rows_of(self, step: Step, data: Iterable[Any], *, first: int = 0, idx: int = 0
+                ) -> Iterator[tuple[Any, ...]]:
+        """The calls of a step over rows: one per row, or one per chunk.  ``data`` starts at row
+        ``first`` of the source and its calls are numbered from ``idx`` (both 0 but for the rows
+        a sampled plan did not hold); the sample counts from the source's first row."""
         plan = self.plans[step.num]
         deps = dep_nums(self.pool, plan)
         fe = step.for_each
         assert fe is not None
         source: Iterator[Any] = iter(data)
         if self.sample is not None:
-            source = islice(source, self.sample)
+            source = islice(source, max(self.sample - first, 0))
         if fe.chunk:
-            first = 0
-            for idx, part in enumerate(chunks(source, fe.chunk)):
-                yield self._row(plan, idx, (first, first + len(part) - 1, len(part)), part, deps)
+            for num, part in enumerate(chunks(source, fe.chunk), start=idx):
+                yield self._row(plan, num, (first, first + len(part) - 1, len(part)), part, deps)
                 first += len(part)
             return
-        for idx, row in enumerate(source):
-            yield self._row(plan, idx, (idx, None, 1), row, deps)
+        for num, row in enumerate(source, start=idx):
+            yield self._row(plan, num, (first, None, 1), row, deps)
+            first += 1
+
+    def rows_beyond(self, planned: Mapping[int, Planned]) -> Iterator[tuple[Any, ...]]:
+        """The work rows a sampled plan lacks, up to this planner's sample: the rows of each data
+        file after those planned, and a placeholder again for each step over a table whose calls
+        were made (it takes the table's rows after those, once its step is done)."""
+        for step in self.pool.steps:
+            fe = step.for_each
+            if fe is None:
+                continue
+            held = planned.get(step.num, Planned(0, 0, False))
+            if fe.file:
+                rows = islice(self.data[step.num].iter_rows(), held.rows, None)
+                yield from self.rows_of(step, rows, first=held.rows, idx=held.next_idx)
+            elif not held.placeholder:
+                deps = dep_nums(self.pool, self.plans[step.num])
+                yield (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, deps, None)
 
     def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
              deps: list[int]) -> tuple[Any, ...]:

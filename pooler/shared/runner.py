@@ -17,18 +17,17 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
-from pooler.pool.compiler import compile_pool
-from pooler.pool.model import Options, Pool
+from pooler.pool.model import Pool
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared
 from pooler.run.events import Reporter, listener
 from pooler.run.executor import RunConfig, pool_base
-from pooler.run.journal_records import pool_identity
-from pooler.shared.answer import steps_doc, task_answer
+from pooler.shared.answer import task_answer
 from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
+from pooler.shared.join import join_task
 from pooler.shared.lease import Lease, LeaseLost
 from pooler.shared.pg_journal import PgJournal
-from pooler.shared.plan import PLACEHOLDER, Planner, fingerprint, step_plans
+from pooler.shared.plan import PLACEHOLDER, Planner, step_plans
 from pooler.shared.work import Settled, WorkRow, WorkStore
 
 #: How long a runner with nothing to claim waits before it looks again.
@@ -42,7 +41,7 @@ class SharedConfig:
     """How this runner takes part, beside the executor's ``RunConfig``."""
 
     url: str
-    #: Calls this runner has in flight at most (its share of max_concurrency); None: the cap.
+    #: Calls this runner has in flight at most; None: the cap (the claim holds it to its fair share).
     width: int | None = None
     #: Seconds a lease lasts without renewal.
     lease: float = 120.0
@@ -56,38 +55,6 @@ class RunnerStopped(JournalError):
         self.answer = answer
 
 
-def join_task(journal: PgJournal, pool: Pool, config: RunConfig, shared: SharedConfig) -> Pool:
-    """Plan the task (first runner) or join it; the pool with the task's own options."""
-    task = config.task_id
-    assert task is not None
-    found = journal.shared(task)
-    if found is None:
-        doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
-               "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
-               "sample": config.sample, "steps": steps_doc(pool)}
-        # The runner that plans the task reads the data files, by the compile step's rules (the
-        # empty-source rule, every row's key, the delimiter and encoding, variables in the name):
-        # a problem refuses the run before the task exists and before anything is sent.
-        plan = compile_pool(pool, values=config.variables, sample=config.sample)
-        planner = Planner(pool, task, config.variables, config.sample, plan.data)
-        if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
-            return pool
-        found = journal.shared(task)
-        assert found is not None
-    if found["fingerprint"] != fingerprint(pool):
-        raise JournalError(f"the task {task} runs another pool ({found['pool_file']}): its steps differ "
-                           f"from those of {pool.file} - give this pool a task id of its own.")
-    journal.join(task)
-    options = Options(**found["options"])
-    return replace(pool, options=options)
-
-
-def _options_doc(options: Options) -> dict[str, Any]:
-    return {"mode": options.mode, "max_concurrency": options.max_concurrency,
-            "serialize_on": options.serialize_on, "stop_on_error": options.stop_on_error,
-            "include_results": options.include_results}
-
-
 def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: SharedConfig, *,
                reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
     """Run this runner's part of the task ``config.task_id``; the task's answer so far."""
@@ -95,7 +62,7 @@ def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: Sha
     reporter = listener(reporter)
     stop = stop or threading.Event()
     with PgJournal(shared.url) as journal:
-        pool = join_task(journal, pool, config, shared)
+        pool = join_task(journal, pool, config)
         kept = journal.shared(config.task_id or "") or {}
         in_doubt = kept.get("in_doubt", config.in_doubt)
         runner = _Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), shared=shared,
@@ -117,11 +84,20 @@ def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: Sha
         try:
             _, held, _ = runner.work.open_counts()
             if held == 0:
-                journal.finish_task(runner.task, answer)
+                journal.finish_task(runner.task, answer, status=_sampled(journal, runner.task, answer))
         except JournalError as exc:
             raise RunnerStopped(exc.message, answer) from None
         reporter.pool_finished(answer)
         return dict(answer)
+
+
+def _sampled(journal: PgJournal, task: str, answer: dict[str, Any]) -> str | None:
+    """``sampled`` for a task whose plan holds a sample of its rows and completed: a full run of
+    the task (``--task``) sends the rest."""
+    shared = journal.shared(task) or {}
+    if shared.get("sample") is None or not answer.get("result"):
+        return None
+    return "sampled" if any(step["over_rows"] for step in shared["steps"]) else None
 
 
 class _Runner:
@@ -137,7 +113,7 @@ class _Runner:
         self.parallel = opts.mode == "parallel"
         self.cap = opts.max_concurrency if self.parallel else 1
         self.width = min(shared.width or self.cap, self.cap)
-        self.lease = Lease(shared.url, self.task, shared.lease)
+        self.lease = Lease(shared.url, self.task, shared.lease, self.width)
         self.work = WorkStore(journal, self.task, self.lease.id)
         self.plans = step_plans(pool)
         self.steps = {s.num: s for s in pool.steps}
@@ -247,12 +223,13 @@ class _Runner:
                 self._record(row, got)
                 return
             got.doubted = row.doubted
-            if not self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round):
+            epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
+            if epoch is None:
                 self.work.release(row)
                 return
             self._number += 1
             got.number = self._number
-            self._inflight[self._pool.submit(self._send, got)] = (row, got)
+            self._inflight[self._pool.submit(self._send, got, epoch)] = (row, got)
         except JournalError as exc:
             self.broken = self._journal_gone(exc)
 
@@ -279,10 +256,10 @@ class _Runner:
                 out[step.name.lower()] = self._details[num]
         return out
 
-    def _send(self, ready: Prepared) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
+    def _send(self, ready: Prepared, epoch: int) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
         """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
         request of it left."""
-        self.gated.begin()
+        self.gated.begin(epoch)
         self.writer.begin()
         try:
             outcome = self.calls.execute(ready)
@@ -406,5 +383,10 @@ class _Runner:
             self.work.done(replace(row, idx=PLACEHOLDER), "failed", entry, None, doubt=None, halt=halt)
             return
         _, data = self.work.table(source.num, name or names[0])
-        planner = Planner(self.pool, self.task, self.config.variables, self.config.sample)
-        self.work.expand(row, list(planner.rows_of(step, data)))
+        # The task's sample as it is now (a full run may have widened it since this runner joined);
+        # the calls a sampled plan made of the table stay, and its rows after them are planned.
+        sample = (self.journal.shared(self.task) or {}).get("sample")
+        planner = Planner(self.pool, self.task, self.config.variables, sample)
+        held = self.work.planned(row.num)
+        self.work.expand(row, list(planner.rows_of(step, data[held.rows:], first=held.rows,
+                                                   idx=held.next_idx)))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.shared.pg_journal import PgJournal
+from pooler.shared.pg_journal import PgJournal, Planned
 
 _ROW = ("num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, "
         "step_id")
@@ -149,20 +149,21 @@ class WorkStore:
         if how.halt:
             db.execute("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s", (how.halt, self.task))
 
-    def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int) -> bool:
-        """``claimed → sent``, only while this runner's lease is alive and the task not halted.
+    def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int) -> int | None:
+        """``claimed → sent``, only while this runner's lease is alive and the task not halted: the
+        call's fencing epoch (higher than any earlier runner's of the call), or None.
 
         The task's row is read ``FOR SHARE``: a halt (which updates that row) either waits for this
         call to be marked sent, or is seen by it; so no call is sent after the halt was recorded.
         """
-        changed, _ = self._one(
+        changed, rows = self._one(
             "WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE) "
             "UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, "
-            "round = %s WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed' "
-            "AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL) "
-            "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())",
-            (self.task, key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner))
-        return changed == 1
+            "round = %s, epoch = nextval('pooler_epoch') WHERE task = %s AND num = %s AND idx = %s "
+            "AND runner = %s AND state = 'claimed' AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL) "
+            "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now()) RETURNING epoch",
+            (self.task, key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner), fetch=True)
+        return int(rows[0][0]) if changed == 1 else None
 
     def _one(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> tuple[int, list[Any]]:
         """One statement, committed on its own: the rows it changed, and those it gave."""
@@ -240,6 +241,10 @@ class WorkStore:
                 for values in work:
                     copy.write_row(values)
             return True
+
+    def planned(self, num: int) -> Planned:
+        """What the plan holds of step ``num``: its rows, and the ``idx`` its next call takes."""
+        return self.journal.planned(self.task).get(num, Planned(0, 0, False))
 
     def halt(self, reason: str) -> None:
         self.journal.query("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s",

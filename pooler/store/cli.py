@@ -15,6 +15,7 @@ from pooler.contract.listen import is_loopback
 from pooler.errors import PoolerError, UsageError
 from pooler.store.engine import Engine, StoreConfig
 from pooler.store.faults import KINDS, FaultPlan, parse_rule
+from pooler.store.fencing import Fences
 from pooler.store.server import StoreServer
 
 DEFAULT_DIR = Path(".pooler-store")
@@ -68,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="refuse several attachments that come to more than N KB together "
                             "(a single file passes at any size)")
     serve.add_argument("--no-idempotency", action="store_true", help="ignore the Idempotency-Key header")
+    serve.add_argument("--fence-leases", action="store_true",
+                       help="refuse (409, not carried out) a request whose Pooler-Lease epoch is older "
+                            "than one already seen for its Idempotency-Key")
     serve.add_argument("--fault", action="append", default=[], metavar="KIND:RATE",
                        help=f"inject a fault into that share of /tool_run calls; KIND is one of "
                             f"{', '.join(KINDS)} (repeatable; MELBIS_AGENT_TEST CmdOps is never faulted)")
@@ -121,7 +125,8 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     engine = Engine(config)
     try:
         server = StoreServer((args.host, args.port), engine, faults, log=log or _log,
-                             max_connections=args.max_connections, idle_timeout=args.idle_timeout)
+                             max_connections=args.max_connections, idle_timeout=args.idle_timeout,
+                             fences=Fences() if args.fence_leases else None)
     except OSError as exc:
         engine.close()
         raise OSError(exc.errno, f"cannot listen on {args.host}:{args.port}: {exc.strerror} - "

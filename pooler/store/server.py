@@ -22,6 +22,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from pooler.store import faults as fx
+from pooler.store import fencing
 from pooler.store.answers import JSON_TYPE, TEXT_TYPE
 from pooler.store.engine import Answer, Engine
 from pooler.store.files import Part
@@ -62,9 +63,11 @@ class StoreServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], engine: Engine, faults: fx.FaultPlan | None = None,
                  log: Callable[[str], None] | None = None, *, max_connections: int = 64,
-                 idle_timeout: float = 30.0) -> None:
+                 idle_timeout: float = 30.0, fences: fencing.Fences | None = None) -> None:
         self.engine = engine
         self.faults = faults
+        #: With --fence-leases: the highest fencing epoch seen for each call.
+        self.fences = fences
         self.log = log or (lambda text: None)
         self.idle_timeout = idle_timeout
         # One thread a connection, and no more than this many: the next waits to be accepted.
@@ -240,12 +243,28 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._send(500, TEXT_TYPE, fx.crash_text(request))
             return
         key = (self.headers.get("Idempotency-Key") or "").strip() or None
+        if self.server.fences is not None and self._fenced(token, key, reader):
+            return
         traceparent = (self.headers.get("traceparent") or "").strip() or None
         answer = self.server.engine.tool_run(token, request, parts, key, started,
                                              traceparent=traceparent)
         if reader is not None:
             reader.drain()
         self._deliver(answer, fault)
+
+    def _fenced(self, token: str | None, key: str | None, reader: MultipartReader | None) -> bool:
+        """Whether the request was turned away as older than one seen for its call (409)."""
+        assert self.server.fences is not None
+        try:
+            stale = self.server.fences.admit(token, key, self.headers.get(fencing.HEADER))
+        except fencing.MalformedLease as exc:
+            raise BadRequestError(400, str(exc)) from None
+        if stale is None:
+            return False
+        if reader is not None:
+            reader.drain()
+        self._send(409, JSON_TYPE, stale)
+        return True
 
     def _deliver(self, answer: Answer, fault: str | None) -> None:
         if fault == "reset":

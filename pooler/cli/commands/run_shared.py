@@ -29,8 +29,8 @@ DEFAULT_LEASE = 120.0
 def add_shared_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("runners sharing a task (with --journal postgresql://...)")
     group.add_argument("--width", type=positive_int, metavar="N",
-                       help="calls this runner has in flight at once: its share of max_concurrency "
-                            "(default: max_concurrency)")
+                       help="calls this runner has in flight at once at most (default: "
+                            "max_concurrency); the task's cap is shared fairly among its live runners")
     group.add_argument("--lease", type=positive_float, metavar="SECONDS", default=None,
                        help=f"how long this runner's calls stay its own without a heartbeat (default "
                             f"{DEFAULT_LEASE:g}); the store's read timeout must be shorter")

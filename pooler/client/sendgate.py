@@ -1,0 +1,47 @@
+"""A hook a caller gives one call, run on its thread as the last thing before the request's first
+byte is written: after the connection (and its TLS handshake) is ready, so whatever the hook
+raises stops the request with nothing of it sent.
+
+A runner that holds its calls under a lease checks the lease here: a runner frozen while it
+connected finds, on waking, that its lease ran out, and does not send.  What stays is the time
+between the hook's return and the kernel taking the bytes, which no client can close (see the
+fencing header in docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_current = threading.local()
+
+
+@contextmanager
+def armed(hook: Callable[[], None] | None) -> Iterator[None]:
+    """Run ``hook`` before the first byte of the calling thread's next request (once)."""
+    _current.hook = hook
+    try:
+        yield
+    finally:
+        _current.hook = None
+
+
+def gated(base: type[Any]) -> type[Any]:
+    """``base`` (urllib3's connection class) running the calling thread's hook before it writes."""
+
+    class Gated(base):  # type: ignore[misc]
+        def send(self, data: Any) -> None:
+            hook: Callable[[], None] | None = getattr(_current, "hook", None)
+            if hook is not None:
+                _current.hook = None
+                if self.sock is None:
+                    # A plain connection is made on the first write: made first, so the hook runs
+                    # once nothing but the bytes is left to do.
+                    self.connect()
+                hook()
+            super().send(data)
+
+    Gated.__name__ = Gated.__qualname__ = f"Gated{base.__name__}"
+    return Gated

@@ -1,0 +1,58 @@
+"""A runner joins its task: the first plans it, the others find the plan; a run that asks for more
+rows than a sampled plan holds (``--sample`` then the full run) widens it first.
+
+A plan is widened by the rows it lacks, read from the data files by the runner that asks for
+them, after the rows planned: the calls already done are never planned again, so every row
+reaches the store once, as a sample continued on SQLite does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pooler.errors import JournalError
+from pooler.pool.compiler import compile_pool
+from pooler.pool.model import Options, Pool
+from pooler.run.executor import RunConfig
+from pooler.run.journal_records import pool_identity
+from pooler.shared.answer import steps_doc
+from pooler.shared.pg_journal import PgJournal, narrower
+from pooler.shared.plan import Planner, fingerprint
+
+
+def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
+    """Plan the task (first runner) or join it; the pool with the task's own options."""
+    task = config.task_id
+    assert task is not None
+    found = journal.shared(task)
+    if found is None:
+        doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
+               "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
+               "sample": config.sample, "steps": steps_doc(pool)}
+        # The runner that plans the task reads the data files, by the compile step's rules (the
+        # empty-source rule, every row's key, the delimiter and encoding, variables in the name):
+        # a problem refuses the run before the task exists and before anything is sent.
+        plan = compile_pool(pool, values=config.variables, sample=config.sample)
+        planner = Planner(pool, task, config.variables, config.sample, plan.data)
+        if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
+            return pool
+        found = journal.shared(task)
+        assert found is not None
+    if found["fingerprint"] != fingerprint(pool):
+        raise JournalError(f"the task {task} runs another pool ({found['pool_file']}): its steps differ "
+                           f"from those of {pool.file} - give this pool a task id of its own.")
+    joined = replace(pool, options=Options(**found["options"]))
+    if narrower(found.get("sample"), config.sample):
+        # Read before the task is joined: a data file that cannot be read refuses this run alone.
+        plan = compile_pool(joined, values=config.variables, sample=config.sample)
+        planner = Planner(joined, task, config.variables, config.sample, plan.data)
+        journal.widen(task, config.sample, planner.rows_beyond)
+    journal.join(task)
+    return joined
+
+
+def _options_doc(options: Options) -> dict[str, Any]:
+    return {"mode": options.mode, "max_concurrency": options.max_concurrency,
+            "serialize_on": options.serialize_on, "stop_on_error": options.stop_on_error,
+            "include_results": options.include_results}

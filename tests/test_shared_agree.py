@@ -1,0 +1,158 @@
+"""A task on a PostgreSQL journal (runners that share it) behaves as the same task on SQLite: the
+same pool against the same store gives the same answer, whichever journal keeps it.
+
+Each test runs on both journals (``journal`` is ``sqlite`` or ``postgresql``); the runner on
+PostgreSQL is a real ``pooler run`` process, as on a host that joins the task.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, Store, environment, pooler
+from sharedkit import token_file, write_pool
+
+from pooler.shared.schema import upgrade
+from pooler.store.faults import FaultPlan, parse_rule
+
+#: The runner on PostgreSQL is a process of its own: that case is marked so.
+JOURNALS = [pytest.param("sqlite", id="sqlite"),
+            pytest.param("postgresql", id="postgresql", marks=[pytest.mark.postgres, pytest.mark.process])]
+#: The store's faults: a call reset after its command ran is in doubt (seed 11 resets 6 of 30).
+FAULT = "reset:0.15"
+SEED = 11
+
+
+def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if kind == "sqlite":
+        return str(tmp_path / "journal.db")
+    url: str = request.getfixturevalue("pg_url")
+    upgrade(url)
+    return url
+
+
+def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str
+        ) -> tuple[int, dict[str, Any], str]:
+    """``pooler run`` of the task: in the test's process on SQLite, a runner process on PostgreSQL."""
+    token = token_file(out.parent / f"{out.name}-secret", store)
+    argv = ["run", str(pool), "--store", store.url, "--token-file", str(token), "--journal", journal,
+            "--task", task, "--json", "--out", str(out), *extra]
+    if journal.startswith("postgresql"):
+        proc = subprocess.run([sys.executable, "-m", "pooler", *argv], capture_output=True, text=True,
+                              env=environment(), cwd=ROOT, timeout=120, check=False)
+    else:
+        proc = pooler(*argv)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def rows_pool(folder: Path, n: int) -> Path:
+    """One keyed step over ``n`` rows, sequential: the store's seeded faults strike the same calls."""
+    data = folder / "rows.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
+    return write_pool(folder, ["stop_on_error: false", "pool:",
+                               "  - {name: echo, unit: MELBIS_AGENT_TEST, command: CmdEcho,",
+                               "     params: {n: '${row.n}'}, key: 'k-${row.n}',",
+                               "     for_each: {file: rows.jsonl}}"])
+
+
+def reset_rows(n: int) -> list[int]:
+    """The rows whose call the store resets: its fault plan drawn as it draws, one call at a time."""
+    plan = FaultPlan([parse_rule(FAULT)], seed=SEED)
+    request = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
+    return [i for i in range(n) if plan.pick(request) == "reset"]
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_every_call_that_went_in_doubt_in_the_run_is_listed_as_left(journal: str, store_factory: Any,
+                                                                    request: pytest.FixtureRequest,
+                                                                    tmp_path: Path) -> None:
+    store = store_factory("--fault", FAULT, "--seed", str(SEED))
+    expected = reset_rows(30)
+    assert len(expected) >= 3
+    code, answer, err = run(rows_pool(tmp_path / "pool", 30), store, journal_of(journal, request, tmp_path),
+                            "t", tmp_path / "out")
+    assert code == 1, err
+    assert answer["calls_in_doubt"] == len(expected)
+    listed = answer["in_doubt"]
+    assert [(i["num"], i["name"], i["row"], i["key"], i["action"]) for i in listed] == [
+        (1, "echo", row, f"k-{row}", "left") for row in expected]
+    # Each names the call that went out, as the step's failures do.
+    failures = {f["row"]: f["step_id"] for f in answer["steps"][0]["failures"] if f["status"] == "in_doubt"}
+    assert {i["row"]: i["step_id"] for i in listed} == failures
+    assert all(failures.values())
+
+
+def three_steps(folder: Path, n: int) -> Path:
+    """A step per row, a chunked step (3 rows a call) over the same file, and a step over the
+    table of an earlier step: every kind of step over rows a sample cuts short."""
+    data = folder / "rows.jsonl"
+    folder.mkdir(parents=True, exist_ok=True)
+    data.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
+    return write_pool(folder, [
+        "pool:",
+        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {each: '${row.n}'},",
+        "     key: 'e-${row.n}', for_each: {file: rows.jsonl}}",
+        "  - {name: chunks, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {tag: chunk},",
+        "     key: 'c-${row.n}', for_each: {file: rows.jsonl, chunk: 3, field: part}}",
+        f"  - {{name: source, unit: MELBIS_AGENT_TEST, command: CmdTable, params: {{rows: {n}, width: 2}}}}",
+        "  - {name: over, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {over: '${row.n}'},",
+        "     key: 'o-${row.n}', for_each: {step: source, table: rows}}",
+    ])
+
+
+def rows_sent(store: Store) -> dict[str, list[int]]:
+    """Which rows each step over rows carried to the store, in the order they arrived."""
+    sent: dict[str, list[int]] = {"each": [], "chunks": [], "over": []}
+    for op in store.ops():
+        params = op["params"]
+        if op["command"] != "CmdEcho":
+            continue
+        if "each" in params:
+            sent["each"].append(int(params["each"]))
+        elif "over" in params:
+            sent["over"].append(int(params["over"]))
+        else:
+            sent["chunks"].extend(int(row["n"]) for row in params["part"])
+    return sent
+
+
+def task_status(journal: str, task: str) -> str:
+    listed = pooler("runs", "--journal", journal, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (status,) = [t["status"] for t in json.loads(listed.stdout)["tasks"] if t["id"] == task]
+    return str(status)
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_sampled_task_is_sampled_and_its_full_run_sends_every_other_row_once(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    pool = three_steps(tmp_path / "pool", 20)
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out", "--sample", "5")
+    assert code == 0, err
+    assert answer["status"] == "completed"
+    assert task_status(where, "t") == "sampled"
+    assert rows_sent(store) == {"each": [0, 1, 2, 3, 4], "chunks": [0, 1, 2, 3, 4],
+                                "over": [1, 2, 3, 4, 5]}
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 0, err
+    assert answer["status"] == "completed"
+    assert task_status(where, "t") == "completed"
+    sent = rows_sent(store)
+    # Every row reached the store once: the sampled ones in the first run, the rest in this one.
+    assert sorted(sent["each"]) == list(range(20))
+    assert sorted(sent["chunks"]) == list(range(20))
+    assert sorted(sent["over"]) == list(range(1, 21))
+    # The sampled chunks stay as they were cut; the chunks after them start at the first row left.
+    assert [op["idempotency_key"] for op in store.ops() if "part" in op["params"]] == [
+        "t:c-0#0-2", "t:c-3#3-4", "t:c-5#5-7", "t:c-8#8-10", "t:c-11#11-13", "t:c-14#14-16", "t:c-17#17-19"]
+    for step in (answer["steps"][0], answer["steps"][1], answer["steps"][3]):
+        rows = step["rows"]
+        assert (rows["total"], rows["completed"] + rows["skipped"]) == (20, 20), step
+        assert (rows["failed"], rows["in_doubt"], rows["not_run"]) == (0, 0, 0), step
