@@ -80,8 +80,9 @@ def check_version(conn: psycopg.Connection[Any], url: str) -> None:
                            f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that upgraded it")
     gone = absent(conn)
     if gone:
-        names = [f"{name}()" if name in m.functions else name for m in MIGRATIONS
-                 for name in (*m.tables, *m.functions) if name in gone]
+        # A function a later migration makes again (CREATE OR REPLACE) is named once.
+        names = list(dict.fromkeys(f"{name}()" if name in m.functions else name for m in MIGRATIONS
+                                   for name in (*m.tables, *m.functions) if name in gone))
         raise JournalError(f"the journal {shown(url)} has schema version {found} but lacks "
                            f"{', '.join(names)} - {upgrade_it}")
 
@@ -128,6 +129,8 @@ def upgrade(url: str, migrations: list[Migration] | None = None) -> Upgraded:
         except _driver().Error as exc:
             text = DbText(url)
             raise JournalError(f"the upgrade of the journal {text.shown} failed: {text.error(exc)}") from None
-    remade = tuple(f"{name}()" if name in m.functions else name for m in migrations if m.number <= done
-                   for name in (*m.tables, *m.functions) if name in gone)
+    # A function a later migration makes again (CREATE OR REPLACE) is named once.
+    remade = tuple(dict.fromkeys(f"{name}()" if name in m.functions else name
+                                 for m in migrations if m.number <= done
+                                 for name in (*m.tables, *m.functions) if name in gone))
     return Upgraded(before, last, remade)
