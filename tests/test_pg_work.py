@@ -86,18 +86,18 @@ def test_a_journal_of_another_version_is_refused_with_a_message(pg_url: str, tmp
         upgrade(pg_url)
 
 
-def test_a_journal_of_version_1_is_refused_until_upgraded_with_the_runners_widths(pg_url: str) -> None:
+def test_a_journal_of_version_2_is_refused_until_upgraded_with_the_runners_widths(pg_url: str) -> None:
     upgrade(pg_url)
     with connect(pg_url) as conn:
         conn.execute("ALTER TABLE runners DROP COLUMN width")
-        conn.execute("UPDATE pooler_meta SET value = '1' WHERE name = 'schema_version'")
+        conn.execute("UPDATE pooler_meta SET value = '2' WHERE name = 'schema_version'")
     older = pooler("runs", "--journal", pg_url)
     assert older.returncode == 2
-    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 1, this pooler needs 2 - "
+    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs 3 - "
                             f"upgrade it with: pooler journal upgrade --journal {pg_url} (stop every runner "
                             "of it first)\n")
     upgraded = pooler("journal", "upgrade", "--journal", pg_url)
-    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 1 to 2\n"
+    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to 3\n"
     with connect(pg_url) as conn:
         found = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'runners' "
                              "AND column_name = 'width'").fetchall()
