@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from pooler.plural import plural
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 
@@ -59,19 +60,17 @@ def where(result: dict[str, Any]) -> str:
     return ""
 
 
-def plural(count: int, word: str) -> str:
-    """``1 call``, ``2 calls``, ``1,200 rows``."""
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
-def call_line(done: int, total: int, step: Step, result: dict[str, Any]) -> str:
+def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_least: bool = False) -> str:
     """``call 2/5 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms`` (with the reason on failure).
 
     ``done``/``total`` count calls (a step over rows makes many); ``step`` is the step's number.
+    With ``at_least`` the total is ``5+``: a step over an earlier step's table is still to come,
+    and how many calls it makes is known only when it starts.
     """
     status = status_of(result)
     label = f" {step.name}" if step.name else ""
-    text = f"call {done}/{total} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
+    of = f"{total}+" if at_least else f"{total}"
+    text = f"call {done}/{of} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
     ms = trip_ms(result)
     if ms is not None:
         text += f" {ms} ms"
@@ -168,6 +167,8 @@ class PlainReporter:
         self.total = 0
         self.done = 0
         self.pool: Pool | None = None
+        #: Steps over an earlier step's table not started yet: until they start, the total is a floor.
+        self.unknown: set[int] = set()
         # Reentrant: a signal's notice arrives on the main thread, possibly while it holds the lock.
         self._lock = threading.RLock()
 
@@ -185,8 +186,11 @@ class PlainReporter:
     def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
         with self._lock:
             self.total, self.done, self.pool = total, 0, pool
+            self.unknown = {s.num for s in pool.steps if s.for_each is not None and s.for_each.step}
             if not self.quiet:
-                self._write(f"pool {pool.file} task {task_id}: {plural(total, 'call')} planned")
+                more = (", or more: a step over a table counts its calls when it starts" if self.unknown
+                        else "")
+                self._write(f"pool {pool.file} task {task_id}: {plural(total, 'call')} planned{more}")
 
     def step_started(self, step: Step, call: int) -> None:
         return None
@@ -196,10 +200,13 @@ class PlainReporter:
             self.done += 1
             status = status_of(result)
             if not self.quiet or status in TROUBLE:
-                self._write(call_line(self.done, max(self.total, self.done), step, result))
+                self._write(call_line(self.done, max(self.total, self.done), step, result,
+                                      at_least=bool(self.unknown)))
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
-        return None
+        with self._lock:
+            # Its rows are read when it starts: from here on its calls are counted in the total.
+            self.unknown.discard(step.num)
 
     def calls_planned(self, total: int) -> None:
         with self._lock:

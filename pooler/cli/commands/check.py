@@ -18,7 +18,7 @@ from pooler.cli.commands.common import (
     mask_variables,
     variable_inputs,
 )
-from pooler.errors import PoolerError, Problem, StoreError
+from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
 from pooler.pool.compiler import Inputs, compile_pool
 from pooler.pool.declared import is_declarations, load_declarations
@@ -39,7 +39,8 @@ def register(sub: Any) -> None:
                     "nothing is written to the store. Every data file's header is read and every "
                     "${row.field} checked against it; with --data every row is read too. With --var, "
                     "--vars-file or --env the variables are resolved as run resolves them. "
-                    "Exit 0 when every file is valid, 2 when not.",
+                    "Exit 0 when every file is valid, 2 when not (also when the --against store cannot be "
+                    "reached: then no file is vouched for).",
     )
     parser.add_argument("pools", metavar="POOL", nargs="+", help="the pool files to check")
     add_store_options(parser, store_flag="--against")
@@ -82,10 +83,16 @@ def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
     if is_declarations(args.store):
         return load_declarations(args.store)
     client = make_client(args, ctx)
-    reply = client.tool_list()
+    try:
+        reply = client.tool_list()
+    except StoreError as exc:
+        raise UnvouchedError(
+            f"{exc.message} - the pools were not checked against it, so none is vouched for; to check "
+            "without the store, save its tool_list once ('pooler tools --json > shop-tools.json') and "
+            "give --against shop-tools.json") from exc
     if not reply.data.get("result") or not isinstance(reply.data.get("tools"), list):
-        raise StoreError(f"the store at {args.store} refused tool_list: {reply.data.get('message', '')}",
-                         store=str(args.store), sent=True)
+        raise UnvouchedError(f"the store at {args.store} refused tool_list: {reply.data.get('message', '')} "
+                             "- the pools were not checked against it, so none is vouched for")
     tools: list[dict[str, Any]] = reply.data["tools"]
     return tools
 

@@ -31,9 +31,10 @@ from pooler.cli.commands.run_files import add_run_files, check_run_files, write_
 from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
-from pooler.cli.render import FanOut, make_reporter, plural
+from pooler.cli.render import FanOut, make_reporter
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
+from pooler.plural import plural
 from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool, Step
