@@ -139,7 +139,9 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
     for where, name in templates:
         message = _template_problem(pool, step, where, name)
         if message is not None:
-            yield step.problem(message, *where)
+            # The caret under the ${...} itself, not the start of the string that holds it.
+            spot = re.compile(r"\$\{\s*" + re.escape(name) + r"\s*\}") if name and OPEN not in name else None
+            yield step.problem(message, *where, within=spot)
     if step.for_each is not None:
         yield from _check_for_each(pool, step, named)
 

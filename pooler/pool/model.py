@@ -6,6 +6,7 @@ The loader builds these from YAML or JSON and records where every value stood in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -46,16 +47,25 @@ class Source:
                 return found
         return None
 
-    def problem(self, message: str, path: JsonPath = (), *, step: int | None = None) -> Problem:
-        """A problem that points at ``path`` in this file, with the line's text for the caret."""
+    def problem(self, message: str, path: JsonPath = (), *, step: int | None = None,
+                within: re.Pattern[str] | None = None) -> Problem:
+        """A problem that points at ``path`` in this file, with the line's text for the caret.
+
+        With ``within``, the caret goes to the first match of it in the value's line from the
+        value on (``${skuu}`` inside a longer string), or stays at the value's start.
+        """
         where = self.pos(path)
         line = where.line if where else None
         text = self.lines[line - 1] if line and 0 < line <= len(self.lines) else None
+        column = where.column if where else None
+        if within is not None and text is not None and column is not None:
+            found = within.search(text, column - 1)
+            column = found.start() + 1 if found else column
         return Problem(
             message,
             file=self.file,
             line=line,
-            column=where.column if where else None,
+            column=column,
             step=step,
             path=format_path(path),
             source_line=text,
@@ -158,11 +168,12 @@ class Step:
         """How the step is named to a person: its name, or its number."""
         return self.name or f"#{self.num}"
 
-    def problem(self, message: str, *sub: str | int) -> Problem:
-        """A problem pointing into this step (``sub`` is a path below the step)."""
+    def problem(self, message: str, *sub: str | int, within: re.Pattern[str] | None = None) -> Problem:
+        """A problem pointing into this step (``sub`` is a path below the step; ``within`` as for
+        ``Source.problem``)."""
         if self.source is None:
             return Problem(message, step=self.num)
-        return self.source.problem(message, (*self.path, *sub), step=self.num)
+        return self.source.problem(message, (*self.path, *sub), step=self.num, within=within)
 
 
 @dataclass

@@ -238,7 +238,7 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
     return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
-                    params=plan_params(step.params, known), deps=deps,
+                    params=plan_params(step.params, known, step), deps=deps,
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)
 
