@@ -139,6 +139,9 @@ class ForEach:
     delimiter: str | None = None
     #: The file's text encoding (utf-8 by default).
     encoding: str | None = None
+    #: CSV only: the decimal separator its numbers are written with ("." or ","); given, a value
+    #: that is wholly a number and fills a whole ``${row.x}`` is sent as that number.
+    decimal: str | None = None
     #: An empty source is fine: without it, a source with no rows fails the run (an empty feed
     #: must not pass for a nightly import that completed).
     allow_empty: bool = False

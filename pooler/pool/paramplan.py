@@ -22,9 +22,11 @@ from pooler.pool.variables import Piece, compile_template, fill_pieces
 @dataclass(frozen=True)
 class _Template:
     pieces: tuple[Piece, ...]
+    #: The step's ``for_each.decimal``: a whole ``${row.x}`` that is wholly a number becomes it.
+    decimal: str | None = None
 
     def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
-        return fill_pieces(self.pieces, scope)
+        return fill_pieces(self.pieces, scope, self.decimal)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def _compile(value: Any, known: Collection[str], step: Step | None = None, where
             return _Reference(parsed[0], parsed[1], at)
         text = unescape(value)
         pieces = compile_template(text)
-        return text if pieces is None else _Template(pieces)
+        decimal = step.for_each.decimal if step is not None and step.for_each is not None else None
+        return text if pieces is None else _Template(pieces, decimal)
     if isinstance(value, dict):
         compiled = {k: _compile(v, known, step, (*where, str(k))) for k, v in value.items()}
         filled = tuple((k, v) for k, v in compiled.items() if isinstance(v, _NODES))

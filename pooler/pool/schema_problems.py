@@ -197,7 +197,9 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
     if kind == "enum":
         choices = [str(c) for c in error.validator_value]
         hint = did_you_mean(str(value), choices) if isinstance(value, str) else ""
-        return f"{what} must be one of {', '.join(choices)}, not {kind_of(value)}{hint or '.'}"
+        # A choice that is not a word (the decimal ".") is quoted, or the list reads as punctuation.
+        shown = [c if c.isidentifier() else json.dumps(c) for c in choices]
+        return f"{what} must be one of {', '.join(shown)}, not {kind_of(value)}{hint or '.'}"
     if kind == "minimum":
         return f"{what} must be at least {error.validator_value}, not {kind_of(value)}."
     if kind == "maximum":
