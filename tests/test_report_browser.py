@@ -13,7 +13,6 @@ import random
 import re
 import shutil
 import sqlite3
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from itertools import pairwise
@@ -23,6 +22,7 @@ from typing import Any, ClassVar
 import pytest
 from browser import Browser, Elements
 from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
+from junit_schema import jenkins_junit
 
 from pooler.run.journal import Journal
 
@@ -72,7 +72,7 @@ def test_a_small_completed_pool(store: Store, tmp_path: Path, browser: Browser) 
     assert page.having("td", "table-name")
     assert "goods" in text
     assert "step4.MELBIS_AGENT_STORE.CmdList.goods.jsonl" in text
-    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = jenkins_junit(tmp_path / "junit.xml")
     assert suite.get("tests") == "4"
     assert suite.get("failures") == "0"
     assert [c.get("name") for c in suite.iter("testcase")] == [
@@ -170,7 +170,7 @@ def test_a_failed_run_with_calls_in_doubt(store_factory: Any, tmp_path: Path, br
     assert len(page.having("tr", "failure")) == lost
     assert page.having("span", "badge", id="status")
     assert f"{8 - lost} completed, 0 failed, {lost} in doubt" in text
-    case = next(ET.parse(tmp_path / "junit.xml").getroot().iter("testcase"))
+    case = next(jenkins_junit(tmp_path / "junit.xml").iter("testcase"))
     failure = case.find("failure")
     assert failure is not None
     assert failure.get("type") == "in_doubt"
