@@ -162,7 +162,8 @@ def test_a_failed_run_with_calls_in_doubt(store_factory: Any, tmp_path: Path, br
     page = Elements(got.dom)
     text = " ".join(page.all_text().split())
     assert f"{lost} calls in doubt" in text
-    assert f"pooler run {ORDERS} --task {answer['task']} --in-doubt skip" in text
+    assert (f"pooler run {ORDERS} --task {answer['task']} --store {store.url} --out {tmp_path / 'out'} "
+            f"--journal {tmp_path / 'journal.sqlite'} --in-doubt skip") in text
     assert page.elements.index(("section", {"class": "doubt", "id": "in-doubt"})) < \
         page.elements.index(("section", {"class": "run", "id": "run-1"}))
     assert len([b for b in bars(page) if b["class"] == "tip bar in_doubt"]) == lost
@@ -227,7 +228,8 @@ def make_big_journal(path: Path, task: str, *, calls: int, width: int, failed: i
                    (task, "/srv/pools/import.yaml", "2026-12-01T02:00:00.000"))
         steps = json.dumps([{"num": 1, "name": "goods", "unit": "MELBIS_AGENT_STORE", "command": "CmdAdd",
                              "over_rows": True, "key": "goods-${row.sku}"}])
-        db.execute("INSERT INTO task_runs VALUES (?, 1, ?, 'http://127.0.0.1:8080', 'parallel', ?, NULL, ?)",
+        db.execute("INSERT INTO task_runs VALUES (?, 1, ?, 'http://127.0.0.1:8080', 'parallel', ?, NULL, ?, "
+                   "NULL)",
                    (task, start, width, steps))
         db.executemany("INSERT INTO calls (task, run, num, row, key, step_id, status, sent_at, done_at, "
                        "result, lane, sent_ms, done_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)

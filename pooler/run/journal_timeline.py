@@ -12,8 +12,9 @@ Schema additions (a PostgreSQL journal needs the same):
 - ``calls.sent_ms INTEGER`` when the request left, milliseconds since the epoch (UTC)
 - ``calls.done_ms INTEGER`` when its answer (or its failure) came back; NULL while unanswered
 - ``task_runs (task TEXT, run INTEGER, started_ms INTEGER, store TEXT, mode TEXT, width INTEGER,
-  serialize_on TEXT, steps TEXT, PRIMARY KEY (task, run))`` with ``steps`` a JSON list of
-  ``{"num", "name", "unit", "command", "over_rows", "key"}``
+  serialize_on TEXT, steps TEXT, again TEXT, PRIMARY KEY (task, run))`` with ``steps`` a JSON list
+  of ``{"num", "name", "unit", "command", "over_rows", "key"}`` and ``again`` a JSON list of the
+  options that name where the run went (``--store`` as given, ``--out``, ``--journal``)
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ CREATE TABLE IF NOT EXISTS task_runs (
     width INTEGER,
     serialize_on TEXT,
     steps TEXT,
+    again TEXT,
     PRIMARY KEY (task, run)
 )
 """
 
 RECORD_RUN = ("INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, "
-              "steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+              "steps, again) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def epoch_ms() -> int:
@@ -59,6 +61,8 @@ def migrate(db: sqlite3.Connection) -> None:
         if name not in have:
             db.execute(f"ALTER TABLE calls ADD COLUMN {name} {kind}")
     db.execute(_RUNS)
+    if "again" not in {row[1] for row in db.execute("PRAGMA table_info(task_runs)")}:
+        db.execute("ALTER TABLE task_runs ADD COLUMN again TEXT")
     db.execute("CREATE INDEX IF NOT EXISTS calls_task ON calls (task, run)")
 
 
@@ -66,14 +70,17 @@ def run_row(task_id: str, run: int, facts: dict[str, Any]) -> tuple[Any, ...]:
     """The ``task_runs`` row of ``Journal.record_run``'s facts."""
     return (task_id, run, epoch_ms(), facts.get("store"), facts.get("mode"), facts.get("width"),
             facts.get("serialize_on"),
-            json.dumps(facts.get("steps") or [], ensure_ascii=False, separators=(",", ":")))
+            json.dumps(facts.get("steps") or [], ensure_ascii=False, separators=(",", ":")),
+            json.dumps(list(facts.get("again") or ()), ensure_ascii=False) if facts.get("again") else None)
 
 
-def run_facts(pool: Pool, client: ToolRunClient) -> dict[str, Any]:
-    """What ``Journal.record_run`` keeps of a run about to start (the caller masks it)."""
+def run_facts(pool: Pool, client: ToolRunClient, again: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What ``Journal.record_run`` keeps of a run about to start (the caller masks it): ``again``
+    is the options a command needs to run the task again as this run went."""
     options = pool.options
     parallel = options.mode == "parallel"
     return {
+        "again": list(again),
         "store": client.shown_url,
         "mode": options.mode,
         "width": options.max_concurrency if parallel else 1,
