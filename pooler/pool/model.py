@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pooler.errors import Problem
+from pooler.pool.rules import RESERVED
 
 #: A path into a loaded document: mapping keys and list indexes, from the top.
 JsonPath = tuple[str | int, ...]
@@ -20,7 +21,7 @@ Mode = Literal["sequential", "parallel"]
 MODES: tuple[str, ...] = ("sequential", "parallel")
 
 #: Names a step may not take, because ``${...}`` uses them for something else.
-RESERVED_NAMES: frozenset[str] = frozenset({"row", "rows", "env", "vars", "var", "task", "pool", "secret"})
+RESERVED_NAMES: frozenset[str] = frozenset(RESERVED)
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,11 @@ def _problems_of(error: ValidationError, source: Source) -> Iterable[Problem]:
 def _seed_covers(error: ValidationError, path: JsonPath, rest: JsonPath, in_step: bool) -> bool:
     """The spots the seed's refusals (or a meaning check) tell about in their own words."""
     kind = error.validator
+    if kind in ("not", "anyOf", "dependentRequired"):
+        # The rules the schema states for editors (reserved names, ${env.X}, params with
+        # params_source, serialize_on without parallel, chunk without field): the loader and the
+        # meaning checks tell each in their own words.
+        return True
     if not path and kind in ("oneOf", "required"):
         return True  # pool is required / pool or pool_source, not both
     if path in ((), ("pool",)) and kind == "minItems":
