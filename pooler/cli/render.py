@@ -1,4 +1,4 @@
-"""How a run looks to a person: a rich live view on a terminal, plain timestamped lines elsewhere.
+"""How a run looks to a person: a rich live view on a terminal 80 columns or wider, plain lines elsewhere.
 
 Both are ``Reporter``s the executor calls, from worker threads in parallel mode, so every event
 takes a lock. Everything shown passes through the ``Redactor`` first.
@@ -24,19 +24,22 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column
 from rich.text import Text
 
+from pooler.cli.results import STYLE, listed, results_table, status_of, trip_ms, where
 from pooler.plural import plural
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 
 #: Statuses a person running with ``--quiet`` still wants to see.
 TROUBLE = frozenset({"failed", "in_doubt"})
-STYLE = {"completed": "green", "failed": "bold red", "skipped": "cyan", "not_run": "dim",
-         "in_doubt": "bold yellow", "partial": "yellow"}
 
 Clock = Callable[[], datetime]
+#: The narrowest terminal the live view is drawn on; a narrower one gets the plain lines.
+MIN_LIVE_WIDTH = 80
+#: The progress bar's own width: the counts and times beside it keep theirs.
+BAR_WIDTH = 24
 
 
 def stamp(clock: Clock = datetime.now) -> str:
@@ -44,20 +47,8 @@ def stamp(clock: Clock = datetime.now) -> str:
     return clock().strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def trip_ms(result: dict[str, Any]) -> int | None:
-    time = result.get("time")
-    if isinstance(time, dict) and isinstance(time.get("trip"), int | float):
-        return int(time["trip"])
-    return None
 
 
-def where(result: dict[str, Any]) -> str:
-    """`` row 3`` or `` rows 0-499`` for a call of a step over rows, else ``""``."""
-    if isinstance(result.get("rows"), list) and len(result["rows"]) == 2:
-        return f" rows {result['rows'][0]}-{result['rows'][1]}"
-    if result.get("row") is not None:
-        return f" row {result['row']}"
-    return ""
 
 
 def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_least: bool = False) -> str:
@@ -89,8 +80,6 @@ def sent_again(result: dict[str, Any]) -> str:
             "Idempotency-Key has carried it out twice")
 
 
-def status_of(result: dict[str, Any]) -> str:
-    return str(result.get("status") or ("completed" if result.get("result") else "failed"))
 
 
 def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
@@ -233,15 +222,19 @@ class LiveReporter:
         self.console = console
         self.redactor = redactor
         self.quiet = quiet
+        # The counts and times keep their width; the description (the step at work) takes what is
+        # left and is cut with an ellipsis, so at 80 columns "736/3001" is never cut to "736/30…".
         self.progress = Progress(
-            TextColumn("{task.description}", style="bold", markup=False),
-            BarColumn(),
-            MofNCompleteColumn(),
-            RateColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            TextColumn("{task.description}", style="bold", markup=False,
+                       table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=5)),
+            BarColumn(bar_width=BAR_WIDTH),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            RateColumn(table_column=Column(no_wrap=True)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
             console=console,
             transient=False,
+            expand=True,
         )
         self._calls: TaskID | None = None
         self._rows: dict[int, TaskID] = {}
@@ -294,6 +287,8 @@ class LiveReporter:
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         with self._lock:
+            if self.pool is not None and len(self.pool.steps) < 2:
+                return  # the one step's rows are the calls: a second bar would repeat the first
             task = self._rows.get(step.num)
             if task is None:
                 task = self.progress.add_task(f"rows of {step.label}", total=total)
@@ -351,46 +346,8 @@ class FanOut:
                 r.notice(text)
 
 
-def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer's steps, each step over rows followed by the calls it lists as failures."""
-    out: list[dict[str, Any]] = []
-    for entry in answer.get("steps") or []:
-        out.append(entry)
-        failures = entry.get("failures")
-        if isinstance(failures, list):
-            out.extend(f for f in failures if isinstance(f, dict))
-            more = entry.get("failures_omitted")
-            if isinstance(more, int) and more > 0:
-                out.append({"num": entry.get("num"), "name": entry.get("name"), "unit": entry.get("unit"),
-                            "command": entry.get("command"), "status": status_of(entry),
-                            "message": f"{more:,} more failed or in-doubt calls: the journal has them all"})
-    return out
 
 
-def results_table(answer: dict[str, Any]) -> Table:
-    """Every step of the answer: number, name, command, status, time, and what it said."""
-    # No outer edge: at 80 columns the four characters go to the message.
-    table = Table(title="results", title_justify="left", expand=False, show_edge=False)
-    # Names are never broken across lines (MELBIS_AGENT_STORE.Cm / dAdd): the message takes the
-    # folding, and a unit too long for the screen is cut with an ellipsis rather than split.
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("name", overflow="fold", max_width=20)
-    table.add_column("unit.command", no_wrap=True, overflow="ellipsis")
-    table.add_column("status", no_wrap=True)
-    table.add_column("ms", justify="right", no_wrap=True)
-    table.add_column("message", overflow="fold", ratio=1, min_width=12)
-    for entry in listed(answer):
-        status = status_of(entry)
-        ms = trip_ms(entry)
-        table.add_row(
-            str(entry.get("num", "")),
-            str(entry.get("name") or "") + where(entry),
-            f"{entry.get('unit', '')}.{entry.get('command', '')}",
-            Text(status, style=STYLE.get(status, "")),
-            "" if ms is None else str(ms),
-            str(entry.get("message") or ""),
-        )
-    return table
 
 
 def answer_lines(answer: dict[str, Any]) -> list[str]:
@@ -423,7 +380,9 @@ def make_reporter(stream: TextIO, redactor: Redactor, *, quiet: bool = False, tt
     """The live view on a terminal, plain lines otherwise; the ``--log`` file always gets every line."""
     # --quiet wants the failures only: a progress bar would be noise, so it gets the plain lines.
     live = (stream.isatty() if tty is None else tty) and not quiet
-    screen: Any = (LiveReporter(console_for(stream, tty=True), redactor) if live
+    console = console_for(stream, tty=True) if live else None
+    # Narrower than 80 columns a bar and a table cannot show their text whole: plain lines can.
+    screen: Any = (LiveReporter(console, redactor) if console is not None and console.width >= MIN_LIVE_WIDTH
                    else PlainReporter(stream, redactor, quiet=quiet))
     if log is None:
         return screen
