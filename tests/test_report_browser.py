@@ -37,9 +37,12 @@ def browser(tmp_path: Path) -> Browser:
 
 
 def run(store: Store, tmp: Path, pool: Path, *extra: str) -> Any:
-    return pooler("run", str(pool), "--store", store.url, "--out", str(tmp / "out"), "--journal",
+    proc = pooler("run", str(pool), "--store", store.url, "--out", str(tmp / "out"), "--journal",
                   str(tmp / "journal.sqlite"), "--report", str(tmp / "report.html"), "--junit",
                   str(tmp / "junit.xml"), "--json", *extra, env={"POOLER_TOKEN": store.token})
+    if (tmp / "junit.xml").exists():
+        jenkins_junit(tmp / "junit.xml")  # every JUnit file a test makes passes Jenkins' schema
+    return proc
 
 
 def bars(page: Elements) -> list[dict[str, str]]:
