@@ -27,6 +27,7 @@ lint: $(STAMP)
 # Across every core (pytest-xdist); each worker starts its own PostgreSQL when its tests need one.
 test: lint
 	@$(BIN)/python tests/pg_server.py
+	@$(BIN)/python tests/junit_schema.py
 	$(BIN)/pytest -q -n auto
 
 # The loop while working: no pooler or store processes, no PostgreSQL, no browser.

@@ -128,6 +128,14 @@ class StoreError(PoolerError):
         self.kind = kind
 
 
+class UnvouchedError(PoolerError):
+    """A check that could not be made (its ``--against`` store out of reach): it vouches for no file.
+
+    Not a ``StoreError``: nothing was to be sent, so this is check's "not valid" (exit 2), the one
+    status besides 0 that check's exit table lists - a CI gate must not read it as a failed run.
+    """
+
+
 class LockedError(PoolerError):
     """Another run of the same pool file holds its lock."""
 

@@ -10,6 +10,8 @@ class ExitStatus(IntEnum):
 
     OK = 0
     FAILED = 1
+    #: Refused before anything was sent; for ``check``: not vouched for (invalid, or its
+    #: ``--against`` store out of reach).
     REFUSED = 2
     LOCKED = 3
     INTERNAL = 70

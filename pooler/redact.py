@@ -19,11 +19,11 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any
 
+from pooler.plural import plural
+
 MASK = "***"
 #: A secret at least this long is masked wherever it appears; a shorter one only as a whole word.
 ANYWHERE = 12
-#: A secret shorter than this is worth a warning: any word of data equal to it is masked too.
-SHORT = 8
 #: The fewest first characters of a secret that are masked at the end of a cut text.
 _PARTIAL = 3
 
@@ -47,13 +47,16 @@ def secret_texts(value: Any) -> Iterator[str]:
 
 
 def short_warning(what: str, value: Any) -> str | None:
-    """The warning for a secret too short to mask safely (``what`` names it), or None."""
-    shortest = min((len(text) for text in secret_texts(value)), default=SHORT)
-    if shortest >= SHORT:
+    """The warning for a secret too short to be masked anywhere (``what`` names it), or None.
+
+    One number decides both: a secret shorter than ``ANYWHERE`` is masked only as a whole word, so
+    it is the one worth a warning (a part of a longer word, ``Bearer%20<secret>x``, stays open)."""
+    shortest = min((len(text) for text in secret_texts(value)), default=ANYWHERE)
+    if shortest >= ANYWHERE:
         return None
-    return (f"pooler: WARNING: {what} is {shortest} character{'s' if shortest != 1 else ''} long - it is "
+    return (f"pooler: WARNING: {what} is {plural(shortest, 'character')} long - it is "
             f"masked as {MASK} only where it stands as a whole word, and so is the same word anywhere in "
-            f"the store's data; a secret of {SHORT} characters or more is masked safely.")
+            f"the store's data; a secret of {ANYWHERE} characters or more is masked wherever it appears.")
 
 
 _WORD_CHAR = re.compile(r"\w")

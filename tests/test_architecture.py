@@ -50,7 +50,7 @@ def test_the_top_level_shows_the_stages() -> None:
     assert {"pool", "run", "client", "cli", "mcp", "store", "report", "shared", "contract"} <= packages
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     # Only the public API, the entry points and the leaf modules every stage shares stay loose.
-    assert len(loose) <= 10, loose
+    assert len(loose) <= 12, loose
 
 
 @pytest.mark.parametrize("module", modules())

@@ -65,7 +65,7 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'list under pool, or name a JSON file of them with pool_source.'),
     ]),
     ('bad-env-template.yaml', [
-        ('tests/pools/bad-env-template.yaml:5:14: ${env.SHOP_TOKEN} reads the environment '
+        ('tests/pools/bad-env-template.yaml:5:15: ${env.SHOP_TOKEN} reads the environment '
          'directly, which a pool may not do - declare a variable under vars with env: SHOP_TOKEN '
          '(vars: {shop_token: {env: SHOP_TOKEN}}) and write ${shop_token}.'),
     ]),
@@ -187,11 +187,11 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'you mean attempts?'),
     ]),
     ('bad-row-in-chunk.yaml', [
-        ('tests/pools/bad-row-in-chunk.yaml:5:20: ${row.sku} in params.note of step 1: a step '
+        ('tests/pools/bad-row-in-chunk.yaml:5:21: ${row.sku} in params.note of step 1: a step '
          'with chunk sends its rows in goods, so there is no single row here.'),
     ]),
     ('bad-row-outside.yaml', [
-        ('tests/pools/bad-row-outside.yaml:4:19: ${row.sku} in params.sku of step 1: only a step '
+        ('tests/pools/bad-row-outside.yaml:4:20: ${row.sku} in params.sku of step 1: only a step '
          'with for_each has a row - give the step for_each, or use a variable.'),
     ]),
     ('bad-schema-and-meaning.yaml', [
@@ -201,7 +201,7 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'mean secret?'),
         ('tests/pools/bad-schema-and-meaning.yaml:9:23: retry.attempts of step 1 must be a whole number, '
          'not the text "3".'),
-        ('tests/pools/bad-schema-and-meaning.yaml:13:35: ${shopp} in params.name of step 2 names no '
+        ('tests/pools/bad-schema-and-meaning.yaml:13:36: ${shopp} in params.name of step 2 names no '
          'variable - did you mean shop?'),
         ("tests/pools/bad-schema-and-meaning.yaml:14:11: into is the bare name of a job - [rates+eur] "
          "holds '+'; use only letters, digits, _ and -."),
@@ -330,7 +330,7 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'letters, digits and _, not starting with a digit.'),
     ]),
     ('bad-var-undeclared.yaml', [
-        ('tests/pools/bad-var-undeclared.yaml:6:20: ${curency} in params.skey of step 1 names no '
+        ('tests/pools/bad-var-undeclared.yaml:6:21: ${curency} in params.skey of step 1 names no '
          'variable - did you mean currency?'),
     ]),
     ('bad-var-unknown-key.yaml', [

@@ -97,8 +97,8 @@ def test_templates_in_keys_are_checked(tmp_path: Path) -> None:
         "  - {unit: U, command: C, key: 'k-${}', params: {a: '${run}'}}\n"
     ))
     assert [p.headline() for p in check_pool(pool)] == [
-        f"{pool.file}:4:32: ${{rn}} in key of step 1 names no variable - did you mean run?",
-        f"{pool.file}:5:32: ${{task.id}} in key of step 2: [task] is a reserved name, not a variable.",
+        f"{pool.file}:4:35: ${{rn}} in key of step 1 names no variable - did you mean run?",
+        f"{pool.file}:5:35: ${{task.id}} in key of step 2: [task] is a reserved name, not a variable.",
         (f"{pool.file}:6:32: key of step 3 holds an empty ${{}} - write ${{name}} with the name of a "
          "variable."),
     ]

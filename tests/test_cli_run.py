@@ -206,9 +206,9 @@ def test_dry_run_shows_the_plan_and_sends_nothing(store: Store, tmp_path: Path) 
     out = proc.stdout
     assert out.startswith(f"dry run of {POOLS / 'import.yaml'}: ? calls, nothing is sent\n")
     assert "order: sequential: one call at a time, in step order; stops at the first failure" in out
-    assert re.search(r"1\. add MELBIS_AGENT_STORE\.CmdAdd: 1200 calls; rows 1200 rows of data/goods\.csv; "
+    assert re.search(r"1\. add MELBIS_AGENT_STORE\.CmdAdd: 1,200 calls; 1,200 rows of data/goods\.csv; "
                      r"key goods-\$\{row\.sku\} \(first: goods-TEA-0001\)", out), out
-    assert ("3. report MELBIS_AGENT_TEST.CmdEcho: ? calls; rows ? rows of table goods of step catalogue, "
+    assert ("3. report MELBIS_AGENT_TEST.CmdEcho: ? calls; ? rows of table goods of step catalogue, "
             "500 a call as goods; waits for catalogue (order); refs catalogue") in out
     assert store.ops() == []
     assert not (tmp_path / "out").exists()

@@ -474,7 +474,8 @@ def test_skip_counts_an_in_doubt_key_done(store_factory: Any, tmp_path: Path) ->
     assert again["in_doubt"] == [{"num": 1, "name": "two", "key": "two", "step_id": "t-1-1",
                                   "action": "skipped"}]
     # Its answer never came: the detail it would give is not known.
-    assert again["steps"][1]["message"] == "@two.b names a field the detail of that step does not have."
+    assert again["steps"][1]["message"] == ("@two.b names a field the detail of that step does not have. "
+                                            "The detail has no fields.")
     assert [op["params"] for op in ops_of(sound)] == [{"b": 2}]
 
 

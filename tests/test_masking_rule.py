@@ -103,10 +103,10 @@ def test_secrets_that_are_numbers_short_values_or_objects_are_masked(store: Stor
     # Too short to mask safely: said once, for each.
     warning = ("pooler: WARNING: the secret variable [code] is 2 characters long - it is masked as *** only "
                "where it stands as a whole word, and so is the same word anywhere in the store's data; a "
-               "secret of 8 characters or more is masked safely.")
+               "secret of 12 characters or more is masked wherever it appears.")
     assert proc.stderr.count(warning) == 1
     assert "the secret variable [login] is 7 characters long" in proc.stderr
-    assert "[pin]" not in proc.stderr
+    assert "the secret variable [pin] is 9 characters long" in proc.stderr
 
 
 def test_masking_changes_only_what_holds_the_secret_as_a_whole_word(store: Store, tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def test_a_field_the_detail_lacks_is_refused_with_the_seed_text() -> None:
     for path in ("nope", "row.nope", "items.5.id", "items.x", "id.deeper"):
         with pytest.raises(RefMissing) as caught:
             resolve({"x": [f"@Cur.{path}"]}, {"cur": DETAIL}, {"cur"})
-        assert caught.value.message == f"@Cur.{path} names a field the detail of that step does not have."
+        assert caught.value.message.startswith(
+            f"@Cur.{path} names a field the detail of that step does not have. ")
 
 
 def test_a_known_step_without_detail_is_unavailable() -> None:
@@ -159,7 +160,7 @@ def test_a_missing_field_stops_the_pool_at_that_step_before_it_is_sent(store: St
     assert answer["steps"][-1] == {"num": 2, "name": "two", "unit": TEST, "command": "CmdEcho",
                                    "status": "failed", "key": None, "result": False,
                                    "message": "@one.nope.deeper names a field the detail of that step "
-                                              "does not have."}
+                                              "does not have. The detail has a."}
     assert len(answer["steps"]) == 2
     assert [op["params"] for op in ops_of(store)] == [{"a": 1}]
     assert (answer["status"], answer["failed"], answer["not_run"]) == ("partial", 1, 1)

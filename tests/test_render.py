@@ -19,9 +19,9 @@ from pooler.cli.render import (
     call_line,
     console_for,
     make_reporter,
-    results_table,
     summary_line,
 )
+from pooler.cli.results import results_table
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 
 import pytest
 from helpers import ROOT
+from junit_schema import jenkins_junit
 
 from pooler.cli.check_report import check_json, junit_xml
 from pooler.errors import PoolerError, Problem
@@ -34,7 +34,7 @@ def results(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[Problem]]]:
 
 def test_junit_has_one_testcase_per_file_and_a_failure_per_problem(
         results: list[tuple[str, list[Problem]]]) -> None:
-    root = ET.fromstring(junit_xml(results))
+    root = jenkins_junit(junit_xml(results))
     assert root.tag == "testsuites"
     (suite,) = root.findall("testsuite")
     assert suite.attrib["name"] == "pooler check"
@@ -58,7 +58,7 @@ def test_junit_keeps_to_characters_xml_can_carry() -> None:
     problem = Problem("bad \x00 byte \x1b[31m and \ud800 here", file="x.yaml", line=1, column=2,
                       source_line="a:\x07 b")
     text = junit_xml([("x.yaml", [problem])])
-    failure = ET.fromstring(text).find("testsuite/testcase/failure")
+    failure = jenkins_junit(text).find("testsuite/testcase/failure")
     assert failure is not None
     assert failure.attrib["message"] == "x.yaml:1:2: bad   byte  [31m and   here"
     assert text.startswith('<?xml version="1.0" encoding="utf-8"?>\n')
@@ -80,6 +80,6 @@ def test_check_json_shape(results: list[tuple[str, list[Problem]]]) -> None:
 def test_all_valid_is_a_true_result() -> None:
     assert check_json([("a.yaml", []), ("b.yaml", [])]) == {"result": True, "files": [
         {"file": "a.yaml", "valid": True, "problems": []}, {"file": "b.yaml", "valid": True, "problems": []}]}
-    root = ET.fromstring(junit_xml([("a.yaml", [])]))
+    root = jenkins_junit(junit_xml([("a.yaml", [])]))
     assert root.find("testsuite") is not None
     assert root.attrib["failures"] == "0"

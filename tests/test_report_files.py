@@ -4,12 +4,12 @@ secrets, refusals, and a step over rows in JUnit."""
 from __future__ import annotations
 
 import sqlite3
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from browser import Elements
 from helpers import Store, answer_of, pooler
+from junit_schema import jenkins_junit
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
@@ -64,6 +64,7 @@ def test_the_report_and_junit_keep_secrets_masked(secret_store: Store, tmp_path:
                   "--json", env={"SHOP_SIGNATURE": SECRET})
     assert proc.returncode == 1, proc.stderr
     assert_nowhere([proc.stdout, proc.stderr], [files])
+    jenkins_junit(files / "j.xml")
     task = answer_of(proc)["task"]
     again = files / "again.html"
     assert pooler("show", task, "--journal", str(tmp_path / "journal.sqlite"), "--html",
@@ -112,7 +113,8 @@ def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path
                   str(tmp_path / "journal.sqlite"), "--no-stop-on-error", "--junit", str(junit),
                   env={"POOLER_TOKEN": store.token})
     assert proc.returncode == 1, proc.stderr
-    suite = ET.parse(junit).getroot()
+    suite = jenkins_junit(junit).find("testsuite")
+    assert suite is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
     first, each, after = suite.iter("testcase")
     assert first.find("failure") is None

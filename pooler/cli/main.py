@@ -24,7 +24,8 @@ DESCRIPTION = (
 )
 EPILOG = (
     "exit statuses: 0 done; 1 a step or call failed; 2 refused before anything was sent "
-    "(bad flags, a pool that fails its checks); 3 another run of the pool holds its lock; "
+    "(bad flags, a pool that fails its checks, a check whose --against store cannot be "
+    "reached); 3 another run of the pool holds its lock; "
     "70 internal error; 130/143 interrupted by SIGINT/SIGTERM. "
     "Run 'pooler COMMAND --help' for a command's options."
 )

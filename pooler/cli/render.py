@@ -1,4 +1,4 @@
-"""How a run looks to a person: a rich live view on a terminal, plain timestamped lines elsewhere.
+"""How a run looks to a person: a rich live view on a terminal 80 columns or wider, plain lines elsewhere.
 
 Both are ``Reporter``s the executor calls, from worker threads in parallel mode, so every event
 takes a lock. Everything shown passes through the ``Redactor`` first.
@@ -24,19 +24,23 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column
 from rich.text import Text
 
+from pooler.cli.results import STYLE, listed, results_table, status_of, trip_ms, where
+from pooler.plural import plural
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd, FanOut
 
 #: Statuses a person running with ``--quiet`` still wants to see.
 TROUBLE = frozenset({"failed", "in_doubt"})
-STYLE = {"completed": "green", "failed": "bold red", "skipped": "cyan", "not_run": "dim",
-         "in_doubt": "bold yellow", "partial": "yellow"}
 
 Clock = Callable[[], datetime]
+#: The narrowest terminal the live view is drawn on; a narrower one gets the plain lines.
+MIN_LIVE_WIDTH = 80
+#: The progress bar's own width: the counts and times beside it keep theirs.
+BAR_WIDTH = 24
 
 
 def stamp(clock: Clock = datetime.now) -> str:
@@ -44,35 +48,21 @@ def stamp(clock: Clock = datetime.now) -> str:
     return clock().strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def trip_ms(result: dict[str, Any]) -> int | None:
-    time = result.get("time")
-    if isinstance(time, dict) and isinstance(time.get("trip"), int | float):
-        return int(time["trip"])
-    return None
 
 
-def where(result: dict[str, Any]) -> str:
-    """`` row 3`` or `` rows 0-499`` for a call of a step over rows, else ``""``."""
-    if isinstance(result.get("rows"), list) and len(result["rows"]) == 2:
-        return f" rows {result['rows'][0]}-{result['rows'][1]}"
-    if result.get("row") is not None:
-        return f" row {result['row']}"
-    return ""
 
 
-def plural(count: int, word: str) -> str:
-    """``1 call``, ``2 calls``, ``1,200 rows``."""
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
-def call_line(done: int, total: int, step: Step, result: dict[str, Any]) -> str:
+def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_least: bool = False) -> str:
     """``call 2/5 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms`` (with the reason on failure).
 
     ``done``/``total`` count calls (a step over rows makes many); ``step`` is the step's number.
+    With ``at_least`` the total is ``5+``: a step over an earlier step's table is still to come,
+    and how many calls it makes is known only when it starts.
     """
     status = status_of(result)
     label = f" {step.name}" if step.name else ""
-    text = f"call {done}/{total} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
+    of = f"{total}+" if at_least else f"{total}"
+    text = f"call {done}/{of} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
     ms = trip_ms(result)
     if ms is not None:
         text += f" {ms} ms"
@@ -91,8 +81,6 @@ def sent_again(result: dict[str, Any]) -> str:
             "Idempotency-Key has carried it out twice")
 
 
-def status_of(result: dict[str, Any]) -> str:
-    return str(result.get("status") or ("completed" if result.get("result") else "failed"))
 
 
 def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
@@ -169,6 +157,8 @@ class PlainReporter:
         self.total = 0
         self.done = 0
         self.pool: Pool | None = None
+        #: Steps over an earlier step's table not started yet: until they start, the total is a floor.
+        self.unknown: set[int] = set()
         # Reentrant: a signal's notice arrives on the main thread, possibly while it holds the lock.
         self._lock = threading.RLock()
 
@@ -186,8 +176,11 @@ class PlainReporter:
     def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
         with self._lock:
             self.total, self.done, self.pool = total, 0, pool
+            self.unknown = {s.num for s in pool.steps if s.for_each is not None and s.for_each.step}
             if not self.quiet:
-                self._write(f"pool {pool.file} task {task_id}: {plural(total, 'call')} planned")
+                more = (", or more: a step over a table counts its calls when it starts" if self.unknown
+                        else "")
+                self._write(f"pool {pool.file} task {task_id}: {plural(total, 'call')} planned{more}")
 
     def step_started(self, step: Step, call: int) -> None:
         return None
@@ -200,10 +193,13 @@ class PlainReporter:
             self.done += 1
             status = status_of(result)
             if not self.quiet or status in TROUBLE:
-                self._write(call_line(self.done, max(self.total, self.done), step, result))
+                self._write(call_line(self.done, max(self.total, self.done), step, result,
+                                      at_least=bool(self.unknown)))
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
-        return None
+        with self._lock:
+            # Its rows are read when it starts: from here on its calls are counted in the total.
+            self.unknown.discard(step.num)
 
     def calls_planned(self, total: int) -> None:
         with self._lock:
@@ -230,15 +226,19 @@ class LiveReporter:
         self.console = console
         self.redactor = redactor
         self.quiet = quiet
+        # The counts and times keep their width; the description (the step at work) takes what is
+        # left and is cut with an ellipsis, so at 80 columns "736/3001" is never cut to "736/30…".
         self.progress = Progress(
-            TextColumn("{task.description}", style="bold", markup=False),
-            BarColumn(),
-            MofNCompleteColumn(),
-            RateColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            TextColumn("{task.description}", style="bold", markup=False,
+                       table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=5)),
+            BarColumn(bar_width=BAR_WIDTH),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            RateColumn(table_column=Column(no_wrap=True)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
             console=console,
             transient=False,
+            expand=True,
         )
         self._calls: TaskID | None = None
         self._rows: dict[int, TaskID] = {}
@@ -294,6 +294,8 @@ class LiveReporter:
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
         with self._lock:
+            if self.pool is not None and len(self.pool.steps) < 2:
+                return  # the one step's rows are the calls: a second bar would repeat the first
             task = self._rows.get(step.num)
             if task is None:
                 task = self.progress.add_task(f"rows of {step.label}", total=total)
@@ -315,46 +317,8 @@ class LiveReporter:
                 self.console.print(Text(self.redactor.text(summary_line(answer, self.pool)), style=style))
 
 
-def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer's steps, each step over rows followed by the calls it lists as failures."""
-    out: list[dict[str, Any]] = []
-    for entry in answer.get("steps") or []:
-        out.append(entry)
-        failures = entry.get("failures")
-        if isinstance(failures, list):
-            out.extend(f for f in failures if isinstance(f, dict))
-            more = entry.get("failures_omitted")
-            if isinstance(more, int) and more > 0:
-                out.append({"num": entry.get("num"), "name": entry.get("name"), "unit": entry.get("unit"),
-                            "command": entry.get("command"), "status": status_of(entry),
-                            "message": f"{more:,} more failed or in-doubt calls: the journal has them all"})
-    return out
 
 
-def results_table(answer: dict[str, Any]) -> Table:
-    """Every step of the answer: number, name, command, status, time, and what it said."""
-    # No outer edge: at 80 columns the four characters go to the message.
-    table = Table(title="results", title_justify="left", expand=False, show_edge=False)
-    # Names are never broken across lines (MELBIS_AGENT_STORE.Cm / dAdd): the message takes the
-    # folding, and a unit too long for the screen is cut with an ellipsis rather than split.
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("name", overflow="fold", max_width=20)
-    table.add_column("unit.command", no_wrap=True, overflow="ellipsis")
-    table.add_column("status", no_wrap=True)
-    table.add_column("ms", justify="right", no_wrap=True)
-    table.add_column("message", overflow="fold", ratio=1, min_width=12)
-    for entry in listed(answer):
-        status = status_of(entry)
-        ms = trip_ms(entry)
-        table.add_row(
-            str(entry.get("num", "")),
-            str(entry.get("name") or "") + where(entry),
-            f"{entry.get('unit', '')}.{entry.get('command', '')}",
-            Text(status, style=STYLE.get(status, "")),
-            "" if ms is None else str(ms),
-            str(entry.get("message") or ""),
-        )
-    return table
 
 
 def answer_lines(answer: dict[str, Any]) -> list[str]:
@@ -390,7 +354,9 @@ def make_reporter(stream: TextIO, redactor: Redactor, *, quiet: bool = False, tt
     """The live view on a terminal, plain lines otherwise; the ``--log`` file always gets every line."""
     # --quiet wants the failures only: a progress bar would be noise, so it gets the plain lines.
     live = (stream.isatty() if tty is None else tty) and not quiet
-    screen: Any = (LiveReporter(console_for(stream, tty=True), redactor) if live
+    console = console_for(stream, tty=True) if live else None
+    # Narrower than 80 columns a bar and a table cannot show their text whole: plain lines can.
+    screen: Any = (LiveReporter(console, redactor) if console is not None and console.width >= MIN_LIVE_WIDTH
                    else PlainReporter(stream, redactor, quiet=quiet))
     if log is None:
         return screen

@@ -19,7 +19,7 @@ from pooler.client.answer_scan import Body, parse
 from pooler.redact import Redactor
 from pooler.strictjson import deeper_than, loads
 
-#: A refusal as text keeps this much of the store's text.
+#: A store's text (a refusal as text, an error, an answer's ``message``) keeps this much.
 TEXT_LIMIT = 2000
 #: tool_run answers up to this size are decoded whole: the table scanner saves memory only on big
 #: answers and costs ten times json.loads' CPU time on the small ones every call gets.
@@ -92,6 +92,10 @@ def read_reply(status: int, headers: Mapping[str, str], content: Body, trip: int
         return _text(status, headers, content, trip, decided or kinds.UNREADABLE, wait=wait, redactor=mask)
     if doc["ok"] is True and isinstance(doc.get("data"), dict):
         data = doc["data"]
+        message = data.get("message")
+        if isinstance(message, str) and len(message) > TEXT_LIMIT:
+            # Cut here, once, so the answer, the journal, the log and the report all get the cut text.
+            data["message"] = mask.cut(message, TEXT_LIMIT)
         kind = decided or kinds.by_envelope(True, data.get("result"))
         return Reply(status, data, _int_or_none(doc.get("ms")), _int_or_none(doc.get("unit_ms")), trip,
                      doc.get("sql"), doc.get("sql_ms"), kind=kind, retry_after=wait)

@@ -60,6 +60,23 @@ def check_against(pool: Pool, tools: list[dict[str, Any]]) -> list[Problem]:
     return problems
 
 
+def field_types(pool: Pool, tools: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str, str]]]:
+    """Each step's command as the store names it and the types of its declared fields, by step
+    number: what a row's values are checked against (a step the store does not know is left out)."""
+    units = {str(t.get("unit", "")).upper(): t for t in tools if isinstance(t, dict)}
+    found: dict[int, tuple[str, dict[str, str]]] = {}
+    for step in pool.steps:
+        tool = units.get(step.unit.upper())
+        commands = [c for c in (tool or {}).get("commands", []) if isinstance(c, dict)]
+        command = next((c for c in commands if str(c.get("name", "")).lower() == step.command.lower()), None)
+        if tool is None or command is None or command.get("any_fields"):
+            continue
+        types = {str(p["name"]): str(p.get("type", "")) for p in command.get("params", [])
+                 if isinstance(p, dict) and "name" in p and p.get("type") != "files"}
+        found[step.num] = (f"{tool.get('unit')}.{command.get('name')}", types)
+    return found
+
+
 def _check_fields(step: Step, unit: str, command: Tool) -> Iterator[Problem]:
     name = str(command.get("name", ""))
     declared = {str(p["name"]): p for p in command.get("params", []) if isinstance(p, dict) and "name" in p}

@@ -20,6 +20,7 @@ from typing import Any
 from pooler.errors import PoolerError, Problem, did_you_mean, in_order
 from pooler.pool.against import check_against
 from pooler.pool.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
+from pooler.pool.numbers import DECIMALS
 from pooler.pool.positions import KEY
 from pooler.pool.references import parse_ref
 from pooler.pool.rows import BY_EXTENSION, encoding_problem
@@ -139,7 +140,9 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
     for where, name in templates:
         message = _template_problem(pool, step, where, name)
         if message is not None:
-            yield step.problem(message, *where)
+            # The caret under the ${...} itself, not the start of the string that holds it.
+            spot = re.compile(r"\$\{\s*" + re.escape(name) + r"\s*\}") if name and OPEN not in name else None
+            yield step.problem(message, *where, within=spot)
     if step.for_each is not None:
         yield from _check_for_each(pool, step, named)
 
@@ -235,6 +238,13 @@ def _check_for_each(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[
     elif each.delimiter is not None and data_format(each) not in (None, "csv"):
         yield step.problem(f"for_each.delimiter of step {n} goes with a CSV file - {each.file or 'a table'} "
                            "is not one; remove it.", "for_each", "delimiter")
+    if each.decimal is not None and each.decimal not in DECIMALS:
+        yield step.problem(f"for_each.decimal of step {n} is {each.decimal!r} - give \".\" or \",\", the "
+                           "separator the file's numbers are written with.", "for_each", "decimal")
+    elif each.decimal is not None and data_format(each) not in (None, "csv"):
+        yield step.problem(f"for_each.decimal of step {n} goes with a CSV file - {each.file or 'a table'} "
+                           "is not one, and its numbers are numbers already; remove it.",
+                           "for_each", "decimal")
     if each.encoding is not None:
         wrong = encoding_problem(each.encoding)
         if wrong is not None:

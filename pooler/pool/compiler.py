@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError, in_order
-from pooler.pool.against import check_against
+from pooler.pool.against import check_against, field_types
 from pooler.pool.checks import check_pool
 from pooler.pool.datafiles import DataFile, data_path, locate, read_whole
 from pooler.pool.keyset import Holder, KeySet
@@ -82,8 +82,10 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     # A step the loader could not read speaks through its loader problems alone.
     problems.extend(p for p in meaning if p.step not in pool.broken)
     if data_files:
+        # With the store's declarations, every value a row puts into a declared field is checked.
+        types = field_types(pool, tools) if tools is not None else {}
         data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
-                                          fields=checks)
+                                          fields=checks, types=types)
     else:
         # The files a call's params name are still read by this process, when it sends the call.
         data, data_problems = {}, [p for step in pool.steps for p in _jsonl_fields(pool, step)]
@@ -110,7 +112,8 @@ def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Probl
 
 
 def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sample: int | None,
-                fields: bool) -> tuple[dict[int, DataFile], list[Problem]]:
+                fields: bool, types: Mapping[int, tuple[str, dict[str, str]]] | None = None,
+                ) -> tuple[dict[int, DataFile], list[Problem]]:
     values = variables.values if variables is not None else None
     # Variables not given (a plain check): rows are still read, with the defaults the pool declares;
     # a key that needs a variable without one is then left unchecked.
@@ -131,7 +134,7 @@ def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sam
             if read_data:
                 # A field the header lacks is told once above, not again for every row.
                 problems.extend(read_whole(step, data, known, keys, sample, partial=values is None,
-                                           rows=not wrong))
+                                           rows=not wrong, declared=(types or {}).get(step.num)))
                 fe = step.for_each
                 if data.rows == 0 and not wrong and fe is not None and not fe.allow_empty:
                     problems.append(empty_source(step, f"the file {data.path}"))

@@ -18,7 +18,8 @@ from typing import Any
 from pooler.errors import PoolerError, Problem, did_you_mean
 from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.model import Pool, Step
-from pooler.pool.rows import chunks, format_of, iter_rows, open_file
+from pooler.pool.rows import chunks, format_of, iter_rows, numbered_rows, open_file
+from pooler.pool.rowtypes import RowTypes
 from pooler.pool.variables import OPEN, lookup, placeholders, render_key, substitute
 
 #: Rows a problem names at most, so a file with a bad column does not print a million lines.
@@ -41,6 +42,10 @@ class DataFile:
 
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         return iter_rows(self.path, self.format, delimiter=self.delimiter, encoding=self.encoding)
+
+    def numbered(self) -> Iterator[tuple[int | None, dict[str, Any]]]:
+        """The rows with the line each starts on (None in a JSON file)."""
+        return numbered_rows(self.path, self.format, delimiter=self.delimiter, encoding=self.encoding)
 
 
 def data_path(pool: Pool, name: str) -> Path:
@@ -140,11 +145,14 @@ def _delimiter_hint(data: DataFile) -> str:
 
 
 def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeySet,
-               sample: int | None, *, partial: bool = False, rows: bool = True) -> list[Problem]:
+               sample: int | None, *, partial: bool = False, rows: bool = True,
+               declared: tuple[str, dict[str, str]] | None = None) -> list[Problem]:
     """Read every row (up to ``sample``): count them, fill each row's templates and key as a call
     would, and add the keys to ``keys``.  Every problem found, each row named.  ``partial``: not
     every variable is known, so a key that needs one is not checked.  Without ``rows`` the rows'
-    templates are not filled (a field the file lacks was told already)."""
+    templates are not filled (a field the file lacks was told already).  With ``declared`` (the
+    store's name of the command and its field types), every value a row gives a declared field
+    is cast as the store would cast it."""
     each = step.for_each
     assert each is not None
     problems: list[str] = []
@@ -153,7 +161,12 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     needed = [name.split(".")[1:] for _, name in row_names(step)] if rows and each.chunk is None else []
     key = step.key if step.key is not None and not (partial and _needs_variable(step.key, values)) else None
     scope = dict(values)
-    source: Iterator[dict[str, Any]] = data.iter_rows()
+    typed = (RowTypes.of(step, data.path, declared, data.fields if data.format == "csv" else None)
+             if rows else None)
+    numbered: Iterator[tuple[int | None, dict[str, Any]]] = data.numbered()
+    if typed is not None:
+        numbered = _typed(numbered, typed, dict(values))
+    source: Iterator[dict[str, Any]] = (row for _, row in numbered)
     if sample is not None:
         source = islice(source, sample)
     count = 0
@@ -173,7 +186,16 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
         problems.append(exc.message)
     data.rows = count
     return [*(step.problem(message, "for_each", "file") for message in problems[:MAX_ROW_PROBLEMS + 1]),
-            *(step.problem(message, "key") for message in key_problems[:MAX_ROW_PROBLEMS])]
+            *(step.problem(message, "key") for message in key_problems[:MAX_ROW_PROBLEMS]),
+            *(typed.told() if typed is not None else ())]
+
+
+def _typed(rows: Iterator[tuple[int | None, dict[str, Any]]], typed: RowTypes,
+           scope: dict[str, Any]) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """The rows as they pass, each checked against the declared types on its way."""
+    for number, (line, row) in enumerate(rows, 1):
+        typed.check(row, scope, line, number)
+        yield line, row
 
 
 def _needs_variable(template: str, values: Mapping[str, Any]) -> bool:

@@ -6,11 +6,13 @@ The loader builds these from YAML or JSON and records where every value stood in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pooler.errors import Problem
+from pooler.pool.rules import RESERVED
 
 #: A path into a loaded document: mapping keys and list indexes, from the top.
 JsonPath = tuple[str | int, ...]
@@ -19,7 +21,7 @@ Mode = Literal["sequential", "parallel"]
 MODES: tuple[str, ...] = ("sequential", "parallel")
 
 #: Names a step may not take, because ``${...}`` uses them for something else.
-RESERVED_NAMES: frozenset[str] = frozenset({"row", "rows", "env", "vars", "var", "task", "pool", "secret"})
+RESERVED_NAMES: frozenset[str] = frozenset(RESERVED)
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,25 @@ class Source:
                 return found
         return None
 
-    def problem(self, message: str, path: JsonPath = (), *, step: int | None = None) -> Problem:
-        """A problem that points at ``path`` in this file, with the line's text for the caret."""
+    def problem(self, message: str, path: JsonPath = (), *, step: int | None = None,
+                within: re.Pattern[str] | None = None) -> Problem:
+        """A problem that points at ``path`` in this file, with the line's text for the caret.
+
+        With ``within``, the caret goes to the first match of it in the value's line from the
+        value on (``${skuu}`` inside a longer string), or stays at the value's start.
+        """
         where = self.pos(path)
         line = where.line if where else None
         text = self.lines[line - 1] if line and 0 < line <= len(self.lines) else None
+        column = where.column if where else None
+        if within is not None and text is not None and column is not None:
+            found = within.search(text, column - 1)
+            column = found.start() + 1 if found else column
         return Problem(
             message,
             file=self.file,
             line=line,
-            column=where.column if where else None,
+            column=column,
             step=step,
             path=format_path(path),
             source_line=text,
@@ -129,6 +140,9 @@ class ForEach:
     delimiter: str | None = None
     #: The file's text encoding (utf-8 by default).
     encoding: str | None = None
+    #: CSV only: the decimal separator its numbers are written with ("." or ","); given, a value
+    #: that is wholly a number and fills a whole ``${row.x}`` is sent as that number.
+    decimal: str | None = None
     #: An empty source is fine: without it, a source with no rows fails the run (an empty feed
     #: must not pass for a nightly import that completed).
     allow_empty: bool = False
@@ -158,11 +172,12 @@ class Step:
         """How the step is named to a person: its name, or its number."""
         return self.name or f"#{self.num}"
 
-    def problem(self, message: str, *sub: str | int) -> Problem:
-        """A problem pointing into this step (``sub`` is a path below the step)."""
+    def problem(self, message: str, *sub: str | int, within: re.Pattern[str] | None = None) -> Problem:
+        """A problem pointing into this step (``sub`` is a path below the step; ``within`` as for
+        ``Source.problem``)."""
         if self.source is None:
             return Problem(message, step=self.num)
-        return self.source.problem(message, (*self.path, *sub), step=self.num)
+        return self.source.problem(message, (*self.path, *sub), step=self.num, within=within)
 
 
 @dataclass

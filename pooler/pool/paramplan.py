@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pooler.pool.model import JsonPath, Step
 from pooler.pool.references import RefUnavailable, compiled_path, lookup, parse_ref, unescape
 from pooler.pool.variables import Piece, compile_template, fill_pieces
 
@@ -21,21 +22,25 @@ from pooler.pool.variables import Piece, compile_template, fill_pieces
 @dataclass(frozen=True)
 class _Template:
     pieces: tuple[Piece, ...]
+    #: The step's ``for_each.decimal``: a whole ``${row.x}`` that is wholly a number becomes it.
+    decimal: str | None = None
 
     def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
-        return fill_pieces(self.pieces, scope)
+        return fill_pieces(self.pieces, scope, self.decimal)
 
 
 @dataclass(frozen=True)
 class _Reference:
     name: str
     path: str
+    #: ``file:line:column`` of the reference in the pool file, for the message when it misses.
+    at: str = ""
 
     def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
         key = self.name.lower()
         if key not in details:
             raise RefUnavailable(self.name, self.path)
-        return lookup(details[key], self.name, self.path)
+        return lookup(details[key], self.name, self.path, self.at)
 
 
 @dataclass(frozen=True)
@@ -61,24 +66,26 @@ class _List:
 _NODES = (_Template, _Reference, _Mapping, _List)
 
 
-def _compile(value: Any, known: Collection[str]) -> Any:
+def _compile(value: Any, known: Collection[str], step: Step | None = None, where: JsonPath = ()) -> Any:
     """The value itself when nothing in it changes per call, else its node."""
     if isinstance(value, str):
         parsed = parse_ref(value)
         if parsed is not None and parsed[0].lower() in known:
             compiled_path(parsed[1])  # built now, once, and cached for every call
-            return _Reference(parsed[0], parsed[1])
+            at = step.problem("", "params", *where).location() if step is not None else ""
+            return _Reference(parsed[0], parsed[1], at)
         text = unescape(value)
         pieces = compile_template(text)
-        return text if pieces is None else _Template(pieces)
+        decimal = step.for_each.decimal if step is not None and step.for_each is not None else None
+        return text if pieces is None else _Template(pieces, decimal)
     if isinstance(value, dict):
-        compiled = {k: _compile(v, known) for k, v in value.items()}
+        compiled = {k: _compile(v, known, step, (*where, str(k))) for k, v in value.items()}
         filled = tuple((k, v) for k, v in compiled.items() if isinstance(v, _NODES))
         if not filled:
             return value if all(compiled[k] is value[k] for k in value) else compiled
         return _Mapping({k: v for k, v in compiled.items() if not isinstance(v, _NODES)}, filled)
     if isinstance(value, list):
-        items = [_compile(v, known) for v in value]
+        items = [_compile(v, known, step, (*where, i)) for i, v in enumerate(value)]
         if any(isinstance(v, _NODES) for v in items):
             return _List(tuple(items))
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
@@ -103,8 +110,9 @@ class ParamsPlan:
         return filled
 
 
-def plan_params(params: dict[str, Any], known: Collection[str]) -> ParamsPlan:
+def plan_params(params: dict[str, Any], known: Collection[str], step: Step | None = None) -> ParamsPlan:
     """Walk ``params`` once: ``known`` holds the lower-case names of the earlier steps, so an
-    ``@name.field`` naming none of them stays a word of data."""
-    root = _compile(params, known)
+    ``@name.field`` naming none of them stays a word of data.  With ``step``, a reference that
+    misses at run time is told at its place in the pool file."""
+    root = _compile(params, known, step)
     return ParamsPlan(root, isinstance(root, _NODES))

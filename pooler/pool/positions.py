@@ -15,6 +15,7 @@ every re-visit through an alias, so an alias bomb is refused before it is expand
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -154,11 +155,26 @@ def _yaml_error(exc: yaml.MarkedYAMLError, source: Source) -> InputError:
     text = line_text(source, where.line) if where else None
     if text is not None and where is not None and "\t" in text[: len(text) - len(text.lstrip())]:
         message = "a tab indents this line - YAML indents with spaces only; replace the tab with spaces."
+    elif text is not None and where is not None and text[where.column - 1: where.column] in RESERVED_STARTS:
+        message = _reserved_start(text[where.column - 1:])
     else:
         said = f"{exc.context}, {problem}" if exc.context else problem
         message = f"not valid YAML: {said} - fix the syntax at this spot."
     return InputError(message, file=source.file, line=where.line if where else None,
                       column=where.column if where else None, source_line=text)
+
+
+#: Characters YAML keeps for itself: a plain value cannot start with one (a reference ``@cur.id``).
+RESERVED_STARTS = frozenset("@`")
+_PLAIN_END = re.compile(r"\s+#|,\s|[,}\]]\s*$|[}\]]|\s*$")
+
+
+def _reserved_start(rest: str) -> str:
+    """The refusal of a plain value that starts with ``@`` or a backtick, with its quoted form."""
+    end = _PLAIN_END.search(rest, 1)
+    value = rest[: end.start() if end else len(rest)].rstrip()
+    return (f"a YAML value that starts with {rest[0]} must be quoted (YAML keeps {rest[0]} for itself): "
+            f"write {json.dumps(value, ensure_ascii=False)}.")
 
 
 def line_text(source: Source, line: int | None) -> str | None:

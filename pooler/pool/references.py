@@ -26,13 +26,78 @@ _REF = re.compile(r"@([^.@][^.]*)\.(.*)", re.DOTALL)
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
-class RefMissing(PoolerError):
-    """A reference names a field that the detail of its step does not have."""
+#: The most field names a message lists of a detail (a wide detail is cut with a count).
+SHOWN_FIELDS = 12
 
-    def __init__(self, name: str, path: str) -> None:
-        super().__init__(f"@{name}.{path} names a field the detail of that step does not have.")
+
+class RefMissing(PoolerError):
+    """A reference names a field that the detail of its step does not have.
+
+    The message says where the reference stands (``at``: file:line:column), which fields the
+    detail has where the path went astray, and the reference that was probably meant.
+    """
+
+    def __init__(self, name: str, path: str, *, detail: Any = None, at: str = "") -> None:
+        # The seed's sentence word for word, then what helps to fix it.
+        text = f"@{name}.{path} names a field the detail of that step does not have."
+        if detail is not None:
+            text += _what_it_has(name, path, detail)
+        super().__init__(f"{at}: {text}" if at else text)
         self.name = name
         self.ref_path = path
+
+
+def _what_it_has(name: str, path: str, detail: Any) -> str:
+    """`` The detail has id, row - did you mean @name.row.sku?``, for the level the path left."""
+    parts = path.split(".")
+    value: Any = detail
+    walked: list[str] = []
+    for part in parts:
+        if isinstance(value, dict) and part in value:
+            value, walked = value[part], [*walked, part]
+        elif isinstance(value, list) and _INDEX.fullmatch(part) and int(part) < len(value):
+            value, walked = value[int(part)], [*walked, part]
+        else:
+            break
+    where = "The detail" if not walked else f"{'.'.join(walked)} in the detail"
+    if isinstance(value, dict) and value:
+        names = [str(k) for k in value]
+        shown = ", ".join(names[:SHOWN_FIELDS])
+        more = f" and {len(names) - SHOWN_FIELDS} more" if len(names) > SHOWN_FIELDS else ""
+        text = f" {where} has {shown}{more}"
+    elif isinstance(value, list):
+        text = f" {where} is a list of {len(value)}"
+    else:
+        text = f" {where} has no fields"
+    meant = _meant(detail, parts)
+    return f"{text} - did you mean @{name}.{meant}?" if meant else f"{text}."
+
+
+def _meant(detail: Any, parts: list[str]) -> str:
+    """The path in ``detail`` most like ``parts``: one that ends in the same field (a level was
+    left out), else the closest field name at the level where the path went astray."""
+    import difflib  # noqa: PLC0415 - only a reference that misses needs it
+
+    paths = list(_paths(detail, (), 3))
+    ending = sorted((len(p), p) for p in paths if p[-len(parts):] == tuple(parts) and len(p) > len(parts))
+    if ending:
+        return ".".join(ending[0][1])
+    texts = {".".join(p): p for p in paths}
+    close = difflib.get_close_matches(".".join(parts), list(texts), n=1, cutoff=0.6)
+    return close[0] if close else ""
+
+
+def _paths(value: Any, head: tuple[str, ...], depth: int) -> Iterator[tuple[str, ...]]:
+    """Every path of fields in ``value`` to ``depth`` levels (lists by their first item only)."""
+    if depth == 0:
+        return
+    if isinstance(value, dict):
+        for key, item in list(value.items())[:200]:
+            here = (*head, str(key))
+            yield here
+            yield from _paths(item, here, depth - 1)
+    elif isinstance(value, list) and value:
+        yield from _paths(value[0], (*head, "0"), depth - 1)
 
 
 class RefUnavailable(PoolerError):
@@ -104,8 +169,8 @@ def refs_to(params: Any, known: Collection[str]) -> list[Ref]:
     return [ref for ref in _walk_refs(params, ()) if ref.key in known]
 
 
-def lookup(detail: Any, name: str, path: str) -> Any:
-    """The value at ``path`` in ``detail``; ``RefMissing`` when there is none.
+def lookup(detail: Any, name: str, path: str, at: str = "") -> Any:
+    """The value at ``path`` in ``detail``; ``RefMissing`` (told at ``at``) when there is none.
 
     A numeric part is an index into a list and a field name in an object (a store may send a list
     as an object keyed ``"0"``, ``"1"``...): each part is read by what it meets.
@@ -119,10 +184,10 @@ def lookup(detail: Any, name: str, path: str) -> Any:
         else:
             expression = None
         if expression is None:
-            raise RefMissing(name, path)
+            raise RefMissing(name, path, detail=detail, at=at)
         found = expression.find(value)
         if not found:
-            raise RefMissing(name, path)
+            raise RefMissing(name, path, detail=detail, at=at)
         value = found[0].value
     return value
 

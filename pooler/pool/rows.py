@@ -112,7 +112,7 @@ def loads_strict(text: str) -> Any:
     return _STRICT.decode(text)
 
 
-def _jsonl(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:
+def _jsonl(path: Path, encoding: str = UTF8) -> Iterator[tuple[int | None, dict[str, Any]]]:
     with open_file(path) as raw:
         for num, text in _text_lines(path, raw, encoding):
             if not text.strip():
@@ -132,10 +132,11 @@ def _jsonl(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:
                     f"{path} line {num} holds {json_kind(row)}, not an object of fields -"
                     ' write one {"field": value, ...} per line.'
                 )
-            yield row
+            yield num, row
 
 
-def _csv(path: Path, delimiter: str = ",", encoding: str = UTF8) -> Iterator[dict[str, Any]]:
+def _csv(path: Path, delimiter: str = ",",
+         encoding: str = UTF8) -> Iterator[tuple[int | None, dict[str, Any]]]:
     with open_file(path) as raw:
         numbered = _text_lines(path, raw, encoding)
         last = 0
@@ -170,7 +171,7 @@ def _csv(path: Path, delimiter: str = ",", encoding: str = UTF8) -> Iterator[dic
             # A short row is a row whose last values are empty, as spreadsheets write it.
             for name in header[len(record):]:
                 row[name] = ""
-            yield row
+            yield start, row
 
 
 def _header(path: Path, record: list[str], line: int) -> list[str]:
@@ -184,7 +185,7 @@ def _header(path: Path, record: list[str], line: int) -> list[str]:
     return record
 
 
-def _json(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:
+def _json(path: Path, encoding: str = UTF8) -> Iterator[tuple[int | None, dict[str, Any]]]:
     with open_file(path) as raw:
         data = raw.read(MAX_JSON_BYTES + 1)
     if len(data) > MAX_JSON_BYTES:
@@ -218,7 +219,7 @@ def _json(path: Path, encoding: str = UTF8) -> Iterator[dict[str, Any]]:
                 f"{path}: row {index + 1} of the list is {json_kind(row)}, not an object of fields -"
                 ' write every row as {"field": value, ...}.'
             )
-        yield row
+        yield None, row
 
 
 def iter_rows(path: Path, fmt: str | None = None, *, delimiter: str | None = None,
@@ -228,6 +229,12 @@ def iter_rows(path: Path, fmt: str | None = None, *, delimiter: str | None = Non
     CSV values are strings; the first line names the fields (separated by ``delimiter``, a comma
     by default).  Errors are ``InputError`` naming the file and the line.
     """
+    return (row for _, row in numbered_rows(path, fmt, delimiter=delimiter, encoding=encoding))
+
+
+def numbered_rows(path: Path, fmt: str | None = None, *, delimiter: str | None = None,
+                  encoding: str | None = None) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """``iter_rows`` with the line each row starts on (None in a JSON file, a document of its own)."""
     kind = format_of(path, fmt)
     enc = encoding or UTF8
     if kind == "csv":

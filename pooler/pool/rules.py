@@ -23,6 +23,21 @@ MAX_CONCURRENCY = 16
 #: ``serialize_on``: a dotted path into params.
 DOTTED_PATTERN = "^[^.]+(\\.[^.]+)*$"
 
+#: Names ``${...}`` uses for something else: no step and no variable may take one, whatever its
+#: case (``Row`` too).  Written as a pattern of either case, since a JSON Schema pattern has no flags.
+RESERVED = ("env", "pool", "row", "rows", "secret", "task", "var", "vars")
+RESERVED_PATTERN = "^(" + "|".join("".join(f"[{c.upper()}{c}]" for c in word) for word in RESERVED) + ")$"
+#: ``${env.NAME}`` in a string: a pool reads the environment only through a declared variable
+#: (``$${`` is a literal ``${`` and is not one).
+ENV_TEMPLATE_PATTERN = "(^|[^$])\\$\\{\\s*env\\."
+
+#: A ``${`` that is never closed (``$${`` is a literal ``${``).
+UNCLOSED_PATTERN = "(^|[^$])\\$\\{[^}]*$"
+#: A key with a ``${row...}``: each row of a step over rows has a key of its own.
+ROW_TEMPLATE_PATTERN = "\\$\\{\\s*row(\\s*\\}|\\.)"
+#: A data file's name that tells its format (``format`` may tell it instead).
+FORMAT_NAME_PATTERN = "[^/]\\.([Cc][Ss][Vv]|[Jj][Ss][Oo][Nn][Ll]?|[Nn][Dd][Jj][Ss][Oo][Nn])$"
+
 _INTO = re.compile(INTO_PATTERN)
 _INTO_FIX = "write one word with no path and no dots, like photos."
 

@@ -114,6 +114,18 @@ class _Compiler:
         if key == "oneOf":
             branches = [self.compile(b) for b in arg]
             return lambda v: sum(1 for b in branches if b(v)) == 1
+        if key in ("anyOf", "allOf"):
+            branches = [self.compile(b) for b in arg]
+            if key == "anyOf":
+                return lambda v: any(b(v) for b in branches)
+            return lambda v: all(b(v) for b in branches)
+        if key == "not":
+            inner = self.compile(arg)
+            return lambda v: not inner(v)
+        if key == "dependentRequired":
+            needs = {name: tuple(others) for name, others in arg.items()}
+            return lambda v: not isinstance(v, dict) or all(
+                all(o in v for o in others) for name, others in needs.items() if name in v)
         if key == "propertyNames":
             name = self.compile(arg)
             return lambda v: not isinstance(v, dict) or all(name(k) for k in v)

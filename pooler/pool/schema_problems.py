@@ -131,6 +131,11 @@ def _problems_of(error: ValidationError, source: Source) -> Iterable[Problem]:
 def _seed_covers(error: ValidationError, path: JsonPath, rest: JsonPath, in_step: bool) -> bool:
     """The spots the seed's refusals (or a meaning check) tell about in their own words."""
     kind = error.validator
+    if kind in ("not", "anyOf", "dependentRequired"):
+        # The rules the schema states for editors (reserved names, ${env.X}, params with
+        # params_source, serialize_on without parallel, chunk without field): the loader and the
+        # meaning checks tell each in their own words.
+        return True
     if not path and kind in ("oneOf", "required"):
         return True  # pool is required / pool or pool_source, not both
     if path in ((), ("pool",)) and kind == "minItems":
@@ -197,7 +202,9 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
     if kind == "enum":
         choices = [str(c) for c in error.validator_value]
         hint = did_you_mean(str(value), choices) if isinstance(value, str) else ""
-        return f"{what} must be one of {', '.join(choices)}, not {kind_of(value)}{hint or '.'}"
+        # A choice that is not a word (the decimal ".") is quoted, or the list reads as punctuation.
+        shown = [c if c.isidentifier() else json.dumps(c) for c in choices]
+        return f"{what} must be one of {', '.join(shown)}, not {kind_of(value)}{hint or '.'}"
     if kind == "minimum":
         return f"{what} must be at least {error.validator_value}, not {kind_of(value)}."
     if kind == "maximum":

@@ -23,6 +23,7 @@ from typing import Any
 from pooler.errors import CheckFailed, InputError, Problem, UsageError, did_you_mean
 from pooler.pool.documents import parse_text, read_document
 from pooler.pool.model import JsonPath, Pool
+from pooler.pool.numbers import read_number
 from pooler.pool.positions import KEY
 from pooler.redact import secret_texts
 
@@ -141,10 +142,18 @@ def compile_template(text: str) -> tuple[Piece, ...] | None:
     return _pieces(text) if OPEN in text else None
 
 
-def fill_pieces(pieces: tuple[Piece, ...], scope: Mapping[str, Any]) -> Any:
-    """A scanned template filled from ``scope``: one whole ``${...}`` keeps its value's type."""
+def fill_pieces(pieces: tuple[Piece, ...], scope: Mapping[str, Any], decimal: str | None = None) -> Any:
+    """A scanned template filled from ``scope``: one whole ``${...}`` keeps its value's type.
+
+    With ``decimal`` (the step's ``for_each.decimal``), a whole ``${row...}`` whose text is wholly
+    a number written with that separator is that number; inside longer text it stays as written.
+    """
     if len(pieces) == 1 and pieces[0].name is not None:
-        return lookup(pieces[0].name, scope)
+        found = lookup(pieces[0].name, scope)
+        if decimal is not None and isinstance(found, str) and pieces[0].name.startswith("row."):
+            number = read_number(found, decimal)
+            return found if number is None else number
+        return found
     out: list[str] = []
     for piece in pieces:
         if piece.error is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import shlex
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from pooler.run.journal_records import TaskRow
 #: whose answer was never recorded (the run was killed): in doubt too.
 SENT_STATUSES = ("completed", "failed", "in_doubt", "sent")
 FAILURES_SHOWN = 100
+#: Failed calls the top of the page lists (the in-doubt ones are all listed: each needs a look).
+TROUBLE_SHOWN = 50
 SLOWEST_SHOWN = 10
 
 _CALLS = ("SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, "
@@ -111,6 +114,11 @@ class ReportData:
     in_doubt: list[CallRow]
     tables: list[dict[str, Any]]
     counts: dict[str, int]
+    #: The latest run's failed calls (the first ``TROUBLE_SHOWN``), for the top of the page.
+    failed: list[CallRow] = field(default_factory=list)
+    failed_more: int = 0
+    #: The options to run the task again as its latest run went, shell-quoted (``--store shop --out ...``).
+    again: str = ""
 
 
 def load_report(journal: Journal, task_id: str) -> ReportData | None:
@@ -119,8 +127,8 @@ def load_report(journal: Journal, task_id: str) -> ReportData | None:
     if task is None:
         return None
     facts = {int(r[0]): r[1:] for r in journal.cursor(
-        "SELECT run, store, mode, width, serialize_on, steps FROM task_runs WHERE task = ? ORDER BY run",
-        (task_id,))}
+        "SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = ? "
+        "ORDER BY run", (task_id,))}
     by_run: dict[int, list[CallRow]] = defaultdict(list)
     for r in journal.cursor(_CALLS, (task_id,)):
         sent, done = r[10], r[11]
@@ -140,7 +148,9 @@ def load_report(journal: Journal, task_id: str) -> ReportData | None:
         runs.append(run)
     last = runs[0].calls if runs else []
     in_doubt = [c for c in last if c.status in ("in_doubt", "sent")]
-    named = list(in_doubt)
+    failed_all = [c for c in last if c.status == "failed"]
+    failed = failed_all[:TROUBLE_SHOWN]
+    named = [*in_doubt, *failed]
     for run in runs:
         run.steps = [_stats(steps[num], calls, answer if run is runs[0] else None)
                      for num, calls in _by_step(run.calls, steps).items()]
@@ -150,7 +160,10 @@ def load_report(journal: Journal, task_id: str) -> ReportData | None:
     _read_entries(journal, named)
     store = next((str(f[0]) for _, f in sorted(facts.items(), reverse=True) if f[0]), None)
     tables = _tables(answer, journal, task_id, last)
-    return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last))
+    latest = facts.get(max(facts)) if facts else None
+    again = shlex.join(json.loads(latest[5])) if latest is not None and latest[5] else ""
+    return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
+                      len(failed_all) - len(failed), again)
 
 
 def _stamp(text: str | None) -> int | None:

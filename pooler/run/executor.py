@@ -83,6 +83,9 @@ class RunConfig:
     #: again keeps the rows of the calls it skips).  True for a caller whose every run is a new
     #: pool under one task, as the MCP server's tool_pool calls are.
     clear_tables: bool | None = None
+    #: The command-line options that name where the run went (``--store`` as given, ``--out``,
+    #: ``--journal``), kept with the run so the report's commands run as written.
+    again: tuple[str, ...] = ()
 
 
 class StopSignal(threading.Event):
@@ -133,7 +136,7 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         base = pool_base(pool)
         runs = _step_runs(plan, keep_tables=rerun and not clear)
         task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
-        journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client)))
+        journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client, config.again)))
         writer = TableWriter(config.out)
         if clear:
             writer.clear_step_tables()
@@ -238,7 +241,7 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
     return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
-                    params=plan_params(step.params, known), deps=deps,
+                    params=plan_params(step.params, known, step), deps=deps,
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)
 

@@ -1,7 +1,8 @@
 """The journal's timeline columns: when each call left and was answered, in which concurrent slot,
 in which ``serialize_on`` group, and one row per run of a task (store, batch options, steps).
 
-Their columns and table are the journal's migration ``sql/migrations/0003_timeline.sql``; a
+Their columns and table are the journal's migrations ``sql/migrations/0003_timeline.sql`` and
+``0004_run_again.sql`` (the options each run went with, for the commands a report suggests); a
 journal without them still reads (its report falls back to the older ``sent_at``/``done_at``
 stamps and works the slots out from the times).
 """
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from pooler.pool.model import Pool
 
 RECORD_RUN = ("INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, "
-              "steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+              "steps, again) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def epoch_ms() -> int:
@@ -29,14 +30,17 @@ def run_row(task_id: str, run: int, facts: dict[str, Any]) -> tuple[Any, ...]:
     """The ``task_runs`` row of ``Journal.record_run``'s facts."""
     return (task_id, run, epoch_ms(), facts.get("store"), facts.get("mode"), facts.get("width"),
             facts.get("serialize_on"),
-            json.dumps(facts.get("steps") or [], ensure_ascii=False, separators=(",", ":")))
+            json.dumps(facts.get("steps") or [], ensure_ascii=False, separators=(",", ":")),
+            json.dumps(list(facts.get("again") or ()), ensure_ascii=False) if facts.get("again") else None)
 
 
-def run_facts(pool: Pool, client: ToolRunClient) -> dict[str, Any]:
-    """What ``Journal.record_run`` keeps of a run about to start (the caller masks it)."""
+def run_facts(pool: Pool, client: ToolRunClient, again: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What ``Journal.record_run`` keeps of a run about to start (the caller masks it): ``again``
+    is the options a command needs to run the task again as this run went."""
     options = pool.options
     parallel = options.mode == "parallel"
     return {
+        "again": list(again),
         "store": client.shown_url,
         "mode": options.mode,
         "width": options.max_concurrency if parallel else 1,

@@ -71,7 +71,7 @@ class Planner:
         self.data = dict(data or {})
         self.plans = step_plans(pool)
         #: Every step's params with templates only: a reference stays its text (its step has not run).
-        self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, ()) for s in pool.steps}
+        self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, (), s) for s in pool.steps}
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
 

@@ -109,6 +109,7 @@ def show(answer: dict[str, Any], ctx: Context) -> None:
     from rich.text import Text  # noqa: PLC0415
 
     from pooler.cli.render import console_for  # noqa: PLC0415
+    from pooler.plural import plural  # noqa: PLC0415
 
     console = console_for(ctx.stdout, environ=ctx.environ)
     verdict = ("done", "green") if answer["result"] else ("refused", "bold red")
@@ -116,8 +117,10 @@ def show(answer: dict[str, Any], ctx: Context) -> None:
     if answer["detail"]:
         console.print_json(json.dumps(ctx.redactor.value(answer["detail"]), ensure_ascii=False))
     for name, table in answer["tables"].items():
-        extra = f", job {table['job']} ({table.get('job_rows')} rows)" if table.get("job") else ""
-        console.print(f"table {name}: {table.get('rows')} rows -> {table.get('file')}{extra}")
+        rows = plural(int(table.get("rows") or 0), "row")
+        job_rows = plural(int(table.get("job_rows") or 0), "row")
+        extra = f", job {table['job']} ({job_rows})" if table.get("job") else ""
+        console.print(f"table {name}: {rows} -> {table.get('file')}{extra}")
     for entry in answer["files"]:
         console.print(f"file: {json.dumps(entry, ensure_ascii=False)}")
     time = answer.get("time") or {}

@@ -18,11 +18,12 @@ from pooler.cli.commands.common import (
     mask_variables,
     variable_inputs,
 )
-from pooler.errors import PoolerError, Problem, StoreError
+from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
 from pooler.pool.compiler import Inputs, compile_pool
 from pooler.pool.declared import is_declarations, load_declarations
 from pooler.pool.loader import load_pool
+from pooler.pool.model import Pool
 from pooler.redact import Redactor
 
 
@@ -39,7 +40,8 @@ def register(sub: Any) -> None:
                     "nothing is written to the store. Every data file's header is read and every "
                     "${row.field} checked against it; with --data every row is read too. With --var, "
                     "--vars-file or --env the variables are resolved as run resolves them. "
-                    "Exit 0 when every file is valid, 2 when not.",
+                    "Exit 0 when every file is valid, 2 when not (also when the --against store cannot be "
+                    "reached: then no file is vouched for).",
     )
     parser.add_argument("pools", metavar="POOL", nargs="+", help="the pool files to check")
     add_store_options(parser, store_flag="--against")
@@ -61,17 +63,35 @@ def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | N
     """Every problem of one file, from the compile step that run uses: loading, meaning, options,
     variables (with ``inputs``), data files (every row with ``data``), the store's tools when given.
     Secret variables join ``redactor``, as a run's do, so no problem shows one."""
+    return checked(path, tools, inputs, data=data, redactor=redactor)[0]
+
+
+def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None = None, *,
+            data: bool = False, redactor: Redactor | None = None) -> tuple[list[Problem], Pool | None]:
+    """``check_file``'s problems, and the pool as loaded (None when it could not be read)."""
     try:
         pool = load_pool(Path(path), partial=True)
     except PoolerError as exc:
-        return list(exc.problems())
+        return list(exc.problems()), None
     if inputs is not None and redactor is not None:
         mask_variables(pool, inputs, redactor)
     try:
         compile_pool(pool, inputs=inputs, tools=tools, read_data=data)
     except PoolerError as exc:
-        return list(exc.problems())
-    return []
+        return list(exc.problems()), pool
+    return [], pool
+
+
+def env_notice(path: str, pool: Pool) -> str | None:
+    """What run will need from the environment that a check without ``--env`` did not read."""
+    needed = [(name, var.env) for name, var in pool.variables.items() if var.env and not var.has_default]
+    if not needed:
+        return None
+    names = [f"{env} (variable {name})" for name, env in needed]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    them, are = ("it", "it is") if len(names) == 1 else ("them", "they are")
+    return (f"pooler: notice: {path}: run reads {listed} from the environment, which this check did not "
+            f"read - run refuses the pool if {are} unset; check with --env where run has {them}.")
 
 
 def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
@@ -82,10 +102,16 @@ def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
     if is_declarations(args.store):
         return load_declarations(args.store)
     client = make_client(args, ctx)
-    reply = client.tool_list()
+    try:
+        reply = client.tool_list()
+    except StoreError as exc:
+        raise UnvouchedError(
+            f"{exc.message} - the pools were not checked against it, so none is vouched for; to check "
+            "without the store, save its tool_list once ('pooler tools --json > shop-tools.json') and "
+            "give --against shop-tools.json") from exc
     if not reply.data.get("result") or not isinstance(reply.data.get("tools"), list):
-        raise StoreError(f"the store at {args.store} refused tool_list: {reply.data.get('message', '')}",
-                         store=str(args.store), sent=True)
+        raise UnvouchedError(f"the store at {args.store} refused tool_list: {reply.data.get('message', '')} "
+                             "- the pools were not checked against it, so none is vouched for")
     tools: list[dict[str, Any]] = reply.data["tools"]
     return tools
 
@@ -98,8 +124,13 @@ def same_file(first: str, second: str) -> bool:
 def handle(args: argparse.Namespace, ctx: Context) -> int:
     tools = fetch_tools(args, ctx) if args.store else None
     inputs = variable_inputs(args, ctx) if args.var or args.vars_file or args.env else None
-    results = [(path, check_file(path, tools, inputs, data=args.data, redactor=ctx.redactor))
-               for path in args.pools]
+    results, notices = [], []
+    for path in args.pools:
+        problems, pool = checked(path, tools, inputs, data=args.data, redactor=ctx.redactor)
+        results.append((path, problems))
+        notice = env_notice(path, pool) if pool is not None and inputs is None else None
+        if notice:
+            notices.append(notice)
     bad = [(path, problems) for path, problems in results if problems]
     count = sum(len(problems) for _, problems in bad)
     if args.junit:
@@ -113,6 +144,8 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             if problem.file is not None and not same_file(problem.file, path):
                 # A problem in a file the pool reads (pool_source, params_source): say which pool.
                 human.write(ctx.redactor.text(f"    (read by {path})") + "\n")
+    for notice in notices:
+        human.write(ctx.redactor.text(notice) + "\n")
     files = f"{len(results)} file" + ("s" if len(results) != 1 else "")
     if bad:
         human.write(f"{count} problem{'s' if count != 1 else ''} in {len(bad)} of {files}\n")

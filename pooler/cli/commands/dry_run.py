@@ -10,6 +10,7 @@ from rich.table import Table
 from pooler.cli.commands.common import Context
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
+from pooler.plural import plural
 from pooler.pool.compiler import Plan
 from pooler.pool.plan_document import build_plan
 
@@ -31,8 +32,7 @@ def step_cells(entry: dict[str, Any]) -> list[str]:
     if rows is None:
         data = ""
     else:
-        count = "?" if rows["count"] is None else str(rows["count"])
-        data = f"{count} {'row' if rows['count'] == 1 else 'rows'} of {rows['source']}"
+        data = ("? rows" if rows["count"] is None else plural(rows["count"], "row")) + f" of {rows['source']}"
         if rows.get("chunk"):
             data += f", {rows['chunk']} a call as {rows['field']}"
         if rows.get("problem"):
@@ -62,8 +62,8 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
         ctx.emit_json(plan)
         return ExitStatus.OK
     out = ctx.stdout
-    calls = "?" if plan["calls"] is None else plan["calls"]
-    head = [f"dry run of {plan['pool']}: {calls} {'call' if calls == 1 else 'calls'}, nothing is sent",
+    calls = "? calls" if plan["calls"] is None else plural(plan["calls"], "call")
+    head = [f"dry run of {plan['pool']}: {calls}, nothing is sent",
             f"order: {order_text(plan)}"]
     if plan["description"]:
         head.insert(1, f"about: {plan['description']}")
@@ -93,10 +93,12 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     lines.append("steps:")
     for entry in plan["steps"]:
         step = step_cells(entry)
-        text = f"  {step[0]}. {step[1] or '-'} {step[2]}: {step[3]} {'call' if step[3] == '1' else 'calls'}"
+        calls_text = "? calls" if entry["calls"] is None else plural(entry["calls"], "call")
+        text = f"  {step[0]}. {step[1] or '-'} {step[2]}: {calls_text}"
         for label, cell in zip(COLUMNS[4:], step[4:], strict=True):
             if cell:
-                text += f"; {label} {cell}"
+                # The rows cell says "rows" itself ("30,000 rows of prices.csv").
+                text += f"; {cell}" if label == "rows" else f"; {label} {cell}"
         lines.append(text)
     out.write(ctx.redactor.text("\n".join(lines)) + "\n")
     return ExitStatus.OK

@@ -10,6 +10,7 @@ from typing import Any
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback
 from pooler.errors import JournalError, UsageError
+from pooler.plural import plural
 from pooler.run.dburl import is_postgres, shown
 from pooler.run.journal_api import journal_spec
 
@@ -95,7 +96,7 @@ def handle_gather(args: argparse.Namespace, ctx: Context) -> int:
         ctx.emit_json({"task": args.task, "files": written})
         return 0
     for path, rows in written.items():
-        ctx.stdout.write(f"{path}  {rows} rows\n")
+        ctx.stdout.write(f"{path}  {plural(rows, 'row')}\n")
     if not written:
         ctx.stdout.write(f"task {args.task} gave no tables\n")
     return 0

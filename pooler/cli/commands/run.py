@@ -32,10 +32,11 @@ from pooler.cli.commands.run_files import add_run_files, check_run_files, write_
 from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
-from pooler.cli.render import make_reporter, plural
+from pooler.cli.render import make_reporter
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
+from pooler.plural import plural
 from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool, Step
@@ -155,6 +156,20 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
     return plan
 
 
+def run_again(args: argparse.Namespace, ctx: Context, url: str, journal: Path) -> tuple[str, ...]:
+    """The options that say where this run went, for the report's commands to run as written from
+    any folder after cron: ``--store`` as given (a name or a URL, never a token), and the paths."""
+    store = args.store or ctx.environ.get("POOLER_STORE") or url
+    if "@" in store.partition("://")[2].partition("/")[0]:
+        store = url  # a URL with a user or a password in it: as messages show it, without them
+    again = ["--store", store, "--out", str(Path(args.out).absolute()), "--journal", str(journal.absolute())]
+    if args.config:
+        again += ["--config", str(Path(args.config).absolute())]
+    if args.vars_file:
+        again += ["--vars-file", str(Path(args.vars_file).absolute())]
+    return tuple(again)
+
+
 def handle(args: argparse.Namespace, ctx: Context) -> int:
     plan = prepare(args, ctx)
     if args.dry_run:
@@ -186,7 +201,8 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         reporter = FanOut([screen, sent, *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
-                           redactor=ctx.redactor, sample=args.sample)
+                           redactor=ctx.redactor, sample=args.sample,
+                           again=run_again(args, ctx, client.shown_url, journal_path))
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],

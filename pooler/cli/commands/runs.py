@@ -12,9 +12,11 @@ from rich.text import Text
 
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback, positive_int
-from pooler.cli.render import STYLE, answer_lines, console_for, plural, results_table, summary_line
+from pooler.cli.render import answer_lines, console_for, summary_line
+from pooler.cli.results import STYLE, results_table
 from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
+from pooler.plural import plural
 from pooler.report.html import write_report
 from pooler.run.dburl import is_postgres
 from pooler.run.journal import Journal
