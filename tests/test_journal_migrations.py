@@ -98,6 +98,6 @@ def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path:
     listed = pooler("runs", "--journal", str(path))
     assert listed.returncode == 2
     assert listed.stderr == (f"pooler: the journal {path} has schema version 9, newer than this "
-                             f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that wrote it, or give another file with "
-                             "--journal.\n")
+                             f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that wrote it, "
+                             "or give another file with --journal.\n")
     assert path.read_bytes() == before
