@@ -188,7 +188,9 @@ def test_a_store_that_comes_up_during_the_backoff_gets_the_call(tmp_path: Path) 
     assert " pool " in first
     store = None
     try:
-        store = start_store(tmp_path / "late", "--port", str(port))
+        # A process, as a store coming up is: its start-up outlasts the run's first try, which a
+        # store on a thread of this process would not.
+        store = start_store(tmp_path / "late", "--port", str(port), process=True)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         answer = json.loads(out)
