@@ -24,15 +24,18 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Across every core (pytest-xdist); each worker starts its own PostgreSQL when its tests need one.
+# Two test workers a core (pytest-xdist): the tests wait on sockets and processes more than they
+# compute. Each worker starts its own PostgreSQL when its tests need one.
+WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
+
 test: lint
 	@$(BIN)/python tests/pg_server.py
 	@$(BIN)/python tests/junit_schema.py
-	$(BIN)/pytest -q -n auto
+	$(BIN)/pytest -q -n $(WORKERS)
 
 # The loop while working: no pooler or store processes, no PostgreSQL, no browser.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -n auto -m 'not slow and not process and not postgres and not browser'
+	$(BIN)/pytest -q -n $(WORKERS) -m 'not slow and not process and not postgres and not browser'
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

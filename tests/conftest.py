@@ -40,6 +40,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _state_of_its_own(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test keeps pooler's state (the default journal, the run locks) and config in folders of
+    its own: tests side by side never share a lock, and none writes to the home folder."""
+    base = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+
+
+@pytest.fixture(autouse=True)
 def _processes_are_marked(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that starts a process says so with ``@pytest.mark.process``: the in-process CLI and
     the store on a thread are the default, and the mark is how the rest are counted and chosen."""
