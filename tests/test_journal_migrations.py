@@ -21,6 +21,8 @@ COLUMNS = {
               "done_at", "result", "detail", "lane", "serial", "sent_ms", "done_ms"],
     "runs": ["task", "run", "host", "pid"],
     "task_runs": ["task", "run", "started_ms", "store", "mode", "width", "serialize_on", "steps"],
+    "plan_files": ["task", "num", "name", "path", "sha256", "rows", "chunk", "first_run"],
+    "plan_rows": ["task", "num", "row", "key", "data", "done"],
 }
 
 
@@ -35,13 +37,14 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 
 
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
-    assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql"]
-    assert SCHEMA_VERSION == 3
+    assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
+                                          "0004_task_plan.sql"]
+    assert SCHEMA_VERSION == 4
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:
     Journal(tmp_path / "j.sqlite").close()
-    assert shape(tmp_path / "j.sqlite") == (3, COLUMNS)
+    assert shape(tmp_path / "j.sqlite") == (4, COLUMNS)
 
 
 def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(tmp_path: Path) -> None:
@@ -55,7 +58,7 @@ def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(
         row = journal.task("T")
     assert row is not None
     assert (row.id, row.store) == ("T", None)
-    assert shape(path) == (3, COLUMNS)
+    assert shape(path) == (4, COLUMNS)
 
 
 def test_a_journal_that_added_its_columns_before_it_recorded_a_version_opens_as_it_is(tmp_path: Path) -> None:
@@ -70,7 +73,7 @@ def test_a_journal_that_added_its_columns_before_it_recorded_a_version_opens_as_
     assert db.execute("PRAGMA user_version").fetchone() == (0,)
     db.close()
     Journal(path).close()
-    assert shape(path) == (3, COLUMNS)
+    assert shape(path) == (4, COLUMNS)
     db = sqlite3.connect(path)
     assert db.execute("SELECT task, lane FROM calls").fetchall() == [("T", 3)]
     db.close()
@@ -84,7 +87,7 @@ def test_a_journal_lacking_a_table_its_version_promises_has_it_made_again(tmp_pa
     db.commit()
     db.close()
     Journal(path).close()
-    assert shape(path) == (3, COLUMNS)
+    assert shape(path) == (4, COLUMNS)
 
 
 def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
@@ -96,7 +99,7 @@ def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path:
     before = path.read_bytes()
     listed = pooler("runs", "--journal", str(path))
     assert listed.returncode == 2
-    assert listed.stderr == (f"pooler: the journal {path} has schema version 9, newer than this pooler's 3 - "
+    assert listed.stderr == (f"pooler: the journal {path} has schema version 9, newer than this pooler's 4 - "
                              "run a pooler as new as the one that wrote it, or give another file with "
                              "--journal.\n")
     assert path.read_bytes() == before

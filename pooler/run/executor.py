@@ -57,9 +57,19 @@ from pooler.run.events import Reporter, listener
 from pooler.run.journal import Journal
 from pooler.run.journal_records import pool_identity
 from pooler.run.journal_timeline import run_facts
+from pooler.run.replan import replan
 from pooler.run.scheduler import Scheduler, StepRun
 from pooler.run.storeid import store_identity
 from pooler.run.tables import TableWriter
+from pooler.run.taskplan import (
+    POOL_FILE,
+    PlannedFile,
+    changes,
+    plan_rows,
+    planned_files,
+    record_plan,
+    refuse_changed,
+)
 
 
 @dataclass
@@ -83,6 +93,9 @@ class RunConfig:
     #: again keeps the rows of the calls it skips).  True for a caller whose every run is a new
     #: pool under one task, as the MCP server's tool_pool calls are.
     clear_tables: bool | None = None
+    #: A task whose files changed since it was planned is planned again from them (see replan.py)
+    #: instead of refused.
+    replan: bool = False
 
 
 class StopSignal(threading.Event):
@@ -131,8 +144,17 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         task_id, rerun = _find_task(journal, pool, config, store)
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
-        runs = _step_runs(plan, keep_tables=rerun and not clear)
+        files = _check_plan(journal, plan, task_id, config) if rerun and task_id is not None else {}
         task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
+        values = _values(config.variables)
+        if not rerun and journal.path is not None:
+            record_plan(journal, task, plan, values, config.redactor)
+            files = planned_files(journal, task)
+        elif files and config.replan:
+            replan(journal, task, plan, values, config.redactor, run=run_no)
+            files = planned_files(journal, task)
+        runs = _step_runs(plan, keep_tables=rerun and not clear,
+                          counts={n: f.rows for n, f in files.items() if n != POOL_FILE})
         journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client)))
         writer = TableWriter(config.out)
         if clear:
@@ -147,7 +169,8 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
                             else None)
         collector = Collector(include_results=pool.options.include_results)
         reporter.pool_started(pool, task, sum(r.counted for r in runs))
-        opener = _Opener(plan, writer, config.sample, runner.recorded_span)
+        opener = _Opener(plan, writer, config.sample, runner.recorded_span,
+                         planned=lambda num: plan_rows(journal, task, num) if num in files else None)
         scheduler = Scheduler(runs, runner, collector, reporter, opener,
                               width=pool.options.max_concurrency,
                               parallel=pool.options.mode == "parallel",
@@ -197,6 +220,21 @@ def _find_task(journal: Journal, pool: Pool, config: RunConfig, store: str) -> t
     return task_id, True
 
 
+def _check_plan(journal: Journal, plan: Plan, task: str, config: RunConfig) -> dict[int, PlannedFile]:
+    """The files of the task's plan, once nothing changed since it was planned (or ``--replan``
+    plans it again): a changed file refuses the run before anything is sent."""
+    files = planned_files(journal, task)
+    if not files:
+        if config.replan:
+            raise JournalError(f"--replan: task {task} has no plan in the journal (it was planned before "
+                               "tasks recorded theirs) - run it without --replan, or start a new task.")
+        return files
+    told = changes(plan.pool, plan, files, task)
+    if told and not config.replan:
+        raise refuse_changed(told, task)
+    return files
+
+
 def _is_ours(journal: Journal, task_id: str, pool: Pool, store: str) -> bool:
     """Whether the journal holds the task; refused when it belongs to another pool or store."""
     known = journal.task(task_id)
@@ -243,8 +281,9 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
                     keep_tables=keep_tables)
 
 
-def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
-    """Every step's run, worked out once from the plan: references, dependencies, rows to come."""
+def _step_runs(plan: Plan, *, keep_tables: bool, counts: Mapping[int, int | None]) -> list[StepRun]:
+    """Every step's run, worked out once from the plan: references, dependencies, rows to come
+    (``counts``: the rows of the task's recorded plan, by step)."""
     runs: list[StepRun] = []
     known: set[str] = set()
     for step in plan.pool.steps:
@@ -252,7 +291,9 @@ def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
         run = StepRun(step_plan(step, known,
                                 keep_tables=keep_tables and fe is not None and step.key is not None))
         data = plan.data.get(step.num)
-        if data is not None:
+        if step.num in counts:
+            _count(run, counts[step.num], plan.sample)
+        elif data is not None:
             rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
             _count(run, rows, plan.sample)
         runs.append(run)
@@ -266,7 +307,11 @@ def _raise(problem: Problem) -> NoReturn:
                      step=problem.step, path=problem.path, source_line=problem.source_line)
 
 
-def _not_empty(step: Step, rows: Iterator[dict[str, Any]], source: str) -> Iterator[dict[str, Any]]:
+#: A planned row: its number, its data, and whether a new plan found it done already.
+Planned = tuple[int, dict[str, Any], bool]
+
+
+def _not_empty(step: Step, rows: Iterator[Planned], source: str) -> Iterator[Planned]:
     """The rows, or the step's failure when there are none (read lazily, as the rows are)."""
     first = next(rows, None)
     if first is None:
@@ -294,6 +339,8 @@ class _Opener:
     sample: int | None
     #: Where a chunk an earlier run of the task sent ends: see ``CallRunner.recorded_span``.
     recorded: Callable[[StepPlan, int, Any], int | None]
+    #: The rows of a step from the task's recorded plan, or None when it has none for the step.
+    planned: Callable[[int], Iterator[Planned] | None] = lambda num: None
 
     def __call__(self, run: StepRun, by_name: dict[str, StepRun]) -> Iterator[Call]:
         plan = run.plan
@@ -301,31 +348,47 @@ class _Opener:
         if fe is None:
             return iter([Call(plan)])
         data = self.compiled.data.get(plan.step.num)
-        rows: Iterator[dict[str, Any]]
-        if data is not None:
-            rows = data.iter_rows()
-        else:
-            path = self._table_of(run, by_name)
-            _count(run, count_rows(path, "jsonl"), self.sample)
-            rows = iter_rows(path, "jsonl")
+        rows: Iterator[Planned] | None = self.planned(plan.step.num)
+        source = f"the file {data.path}" if data is not None else f"the table of step {fe.step}"
+        if rows is None:
+            if data is not None:
+                read = data.iter_rows()
+            else:
+                path = self._table_of(run, by_name)
+                _count(run, count_rows(path, "jsonl"), self.sample)
+                read = iter_rows(path, "jsonl")
+            rows = ((i, row, False) for i, row in enumerate(read))
         if not fe.allow_empty:
-            rows = _not_empty(plan.step, rows, f"the file {data.path}" if data is not None else
-                              f"the table of step {fe.step}")
+            rows = _not_empty(plan.step, rows, source)
         if self.sample is not None:
             rows = islice(rows, self.sample)
         if fe.chunk:
             return self._chunked(plan, rows, fe.chunk)
-        return (Call(plan, row=i, data=row) for i, row in enumerate(rows))
+        return (Call(plan, row=i, data=row) for i, row, _ in rows)
 
-    def _chunked(self, plan: StepPlan, rows: Iterator[dict[str, Any]], size: int) -> Iterator[Call]:
-        """Chunks of ``size`` rows, but a chunk the task sent before is cut as it was then."""
-        first = 0
-        for row in rows:
-            last = self.recorded(plan, first, row)
-            want = size if last is None or last < first else last - first + 1
-            part = [row, *islice(rows, want - 1)]
-            yield Call(plan, row=first, last=first + len(part) - 1, data=part, size=len(part))
-            first += len(part)
+    def _chunked(self, plan: StepPlan, rows: Iterator[Planned], size: int) -> Iterator[Call]:
+        """Chunks of ``size`` rows, but a chunk the task sent before is cut as it was then, and a
+        chunk never reaches over a row a new plan found done (those are one skipped call a run)."""
+        item = next(rows, None)
+        while item is not None:
+            first, row, done = item
+            if done:
+                last = first
+                item = next(rows, None)
+                while item is not None and item[2] and item[0] == last + 1:
+                    last = item[0]
+                    item = next(rows, None)
+                yield Call(plan, row=first, last=last, size=last - first + 1, done=True)
+                continue
+            recorded = self.recorded(plan, first, row)
+            want = size if recorded is None or recorded < first else recorded - first + 1
+            part, last = [row], first
+            item = next(rows, None)
+            while item is not None and len(part) < want and not item[2] and item[0] == last + 1:
+                part.append(item[1])
+                last = item[0]
+                item = next(rows, None)
+            yield Call(plan, row=first, last=last, data=part, size=len(part))
 
     def _table_of(self, run: StepRun, by_name: dict[str, StepRun]) -> Path:
         step = run.plan.step

@@ -9,6 +9,7 @@ every completion is committed before anything that depends on it starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -119,6 +120,21 @@ class Journal:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+            except BaseException:
+                # A caller's block that failed (a data file broken while its plan was written).
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One write transaction on the journal's connection, for a module that keeps its own
+        tables in the journal (a task's plan): committed when the block ends, rolled back on an
+        error."""
+        return self._tx()
+
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a read-only query, read whole: keep it small (page through big tables)."""
+        return self._query(sql, args)
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> int:
         """One statement, committed on its own (autocommit: a transaction of one statement)."""
