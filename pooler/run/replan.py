@@ -28,7 +28,7 @@ from pooler.run.taskplan import PlannedFile, planned_files, record_plan
 from pooler.statuses import LANDED
 
 
-def replan(journal: Journal, task: str, plan: Plan, values: Mapping[str, Any], redactor: Redactor, *
+def replan(journal: Journal, task: str, plan: Plan, values: Mapping[str, Any], redactor: Redactor, *,
            run: int) -> None:
     """Plan the task again from the files as they are now (``run`` is the run that replans it)."""
     files = planned_files(journal, task)

@@ -192,9 +192,8 @@ def changes(pool: Pool, plan: Plan, files: Mapping[int, PlannedFile], task: str)
 
 def refuse_changed(told: list[str], task: str) -> JournalError:
     """The refusal of a run of a task whose files changed since it was planned."""
-    return JournalError(f"{'; '.join(told)} - nothing was sent. Run it with --replan to plan what "
-                        f"task {task} has not done yet from the files as they are now, restore the "
-                        "files, or start a new task.")
+    return JournalError(f"{'; '.join(told)} - run it with --replan to plan what task {task} has not "
+                        "done yet from the files as they are now, restore the files, or start a new task.")
 
 
 def gone(files: Mapping[int, PlannedFile]) -> list[str]:
