@@ -7,6 +7,7 @@ import csv
 import json
 import sqlite3
 import sys
+from pathlib import Path
 
 
 def main(source: str, target: str) -> None:
@@ -15,9 +16,10 @@ def main(source: str, target: str) -> None:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("CREATE TABLE rows (n INTEGER PRIMARY KEY, key TEXT, data TEXT)")
     db.execute("BEGIN")
-    with open(source, newline="", encoding="utf-8") as f:
+    with Path(source).open(newline="", encoding="utf-8") as f:
+        rows = enumerate(csv.DictReader(f))
         db.executemany("INSERT INTO rows VALUES (?, ?, ?)",
-                       ((n, "goods-" + row["ref"], json.dumps(row)) for n, row in enumerate(csv.DictReader(f))))
+                       ((n, "goods-" + row["ref"], json.dumps(row)) for n, row in rows))
     db.execute("COMMIT")
     db.close()
 

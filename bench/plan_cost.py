@@ -12,7 +12,20 @@ from __future__ import annotations
 
 import sys
 
-from common import BENCH, PYTHON, Sample, alternate, fmt_mb, fmt_s, median, run_pool, run_process, secs, store, work
+from common import (
+    BENCH,
+    PYTHON,
+    Sample,
+    alternate,
+    fmt_mb,
+    fmt_s,
+    median,
+    run_pool,
+    run_process,
+    secs,
+    store,
+    work,
+)
 from summary import Row, Settings, main_for
 
 ROWS = 1_000_000
@@ -43,13 +56,13 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
 
         def plain() -> Sample:
             folder = w.fresh("plain")
-            return run_process([PYTHON, str(BENCH / "plain_plan.py"), str(source), str(folder / "rows.db")], w,
-                               label="plain", peak_memory=True)[0]
+            cmd = [PYTHON, str(BENCH / "plain_plan.py"), str(source), str(folder / "rows.db")]
+            return run_process(cmd, w, label="plain", peak_memory=True)[0]
 
         def full() -> Sample:
             folder = w.fresh("full")
-            return run_process([PYTHON, str(BENCH / "plan_full.py"), str(pool), str(folder / "journal.db")], w,
-                               label="full", peak_memory=True)[0]
+            cmd = [PYTHON, str(BENCH / "plan_full.py"), str(pool), str(folder / "journal.db")]
+            return run_process(cmd, w, label="full", peak_memory=True)[0]
 
         samples = alternate({
             "pooler": lambda: run_pool(w, st, pool, 1, label="pooler", peak_memory=True,
@@ -68,8 +81,8 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
             "full_peak": [s.peak_rss for s in samples["full"]]}
     out = [
         Row(f"planning {rows:,} CSV rows into the journal", f"pooler run --sample 1 {fmt_s(took)}",
-            f"csv + sqlite script {fmt_s(floor)}", took / floor, "≤ 2.0 × the script", took / floor <= RATIO_TARGET,
-            data),
+            f"csv + sqlite script {fmt_s(floor)}", took / floor, "≤ 2.0 × the script",
+            took / floor <= RATIO_TARGET, data),
         Row(f"planning {rows:,} CSV rows, memory", f"peak RSS {fmt_mb(peak)}",
             f"limit {fmt_mb(LIMIT_BYTES)} (script {fmt_mb(plain_peak)})", peak / LIMIT_BYTES, "≤ 150 MB",
             peak <= LIMIT_BYTES, data),

@@ -62,8 +62,8 @@ def test_a_killed_import_is_counted_against_its_plan(store_factory: Any, tmp_pat
     document = json.loads(pooler("show", "night", "--journal", str(journal), "--json").stdout)
     assert document["plan"] == plan
     # Resumed, it sends only the rows not done and ends counted whole.
-    resumed = pooler("run", str(pool), "--store", store.url, "--task", "night", "--out", str(tmp_path / "out"),
-                     "--journal", str(journal), env={"POOLER_TOKEN": store.token})
+    resumed = pooler("run", str(pool), "--store", store.url, "--task", "night", "--out",
+                     str(tmp_path / "out"), "--journal", str(journal), env={"POOLER_TOKEN": store.token})
     assert resumed.returncode == 0, resumed.stderr
     after = answer_of(pooler("runs", "--journal", str(journal), "--json"))["tasks"][0]["plan"]
     assert after == {"planned": ROWS, "completed": ROWS, "failed": 0, "in_doubt": 0, "skipped": 0,
