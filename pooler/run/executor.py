@@ -33,30 +33,29 @@ Decisions the seeds leave open:
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from pooler.client.http import ToolRunClient
-from pooler.errors import InputError, JournalError, Problem
-from pooler.pool.compiler import Plan, compile_pool, empty_source
+from pooler.errors import JournalError
+from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
 from pooler.pool.references import refs_to
-from pooler.pool.rows import count_rows, iter_rows
+from pooler.pool.rows import count_rows
 from pooler.redact import Redactor
 from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
-from pooler.run.callplan import Call, StepPlan
+from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter, listener
 from pooler.run.journal import Journal
 from pooler.run.journal_records import pool_identity
 from pooler.run.journal_timeline import run_facts
+from pooler.run.opener import CallOpener, count_planned
 from pooler.run.replan import replan
 from pooler.run.scheduler import Scheduler, StepRun
 from pooler.run.storeid import store_identity
@@ -169,7 +168,7 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
                             else None)
         collector = Collector(include_results=pool.options.include_results)
         reporter.pool_started(pool, task, sum(r.counted for r in runs))
-        opener = _Opener(plan, writer, config.sample, runner.recorded_span,
+        opener = CallOpener(plan, writer, config.sample, runner.recorded_span,
                          planned=lambda num: plan_rows(journal, task, num) if num in files else None)
         scheduler = Scheduler(runs, runner, collector, reporter, opener,
                               width=pool.options.max_concurrency,
@@ -292,125 +291,11 @@ def _step_runs(plan: Plan, *, keep_tables: bool, counts: Mapping[int, int | None
                                 keep_tables=keep_tables and fe is not None and step.key is not None))
         data = plan.data.get(step.num)
         if step.num in counts:
-            _count(run, counts[step.num], plan.sample)
+            count_planned(run, counts[step.num], plan.sample)
         elif data is not None:
             rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
-            _count(run, rows, plan.sample)
+            count_planned(run, rows, plan.sample)
         runs.append(run)
         if step.name:
             known.add(step.name.lower())
     return runs
-
-
-def _raise(problem: Problem) -> NoReturn:
-    raise InputError(problem.message, file=problem.file, line=problem.line, column=problem.column,
-                     step=problem.step, path=problem.path, source_line=problem.source_line)
-
-
-#: A planned row: its number, its data, and whether a new plan found it done already.
-Planned = tuple[int, dict[str, Any], bool]
-
-
-def _not_empty(step: Step, rows: Iterator[Planned], source: str) -> Iterator[Planned]:
-    """The rows, or the step's failure when there are none (read lazily, as the rows are)."""
-    first = next(rows, None)
-    if first is None:
-        _raise(empty_source(step, source))
-    yield first
-    yield from rows
-
-
-def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
-    if rows is None:
-        return
-    if sample is not None:
-        rows = min(rows, sample)
-    run.rows_total = rows
-    chunk = run.plan.step.for_each.chunk if run.plan.step.for_each else None
-    run.planned = math.ceil(rows / chunk) if chunk else rows
-
-
-@dataclass
-class _Opener:
-    """Opens a step's calls when it starts: one call, or one per row or chunk of its data."""
-
-    compiled: Plan
-    writer: TableWriter
-    sample: int | None
-    #: Where a chunk an earlier run of the task sent ends: see ``CallRunner.recorded_span``.
-    recorded: Callable[[StepPlan, int, Any], int | None]
-    #: The rows of a step from the task's recorded plan, or None when it has none for the step.
-    planned: Callable[[int], Iterator[Planned] | None] = lambda num: None
-
-    def __call__(self, run: StepRun, by_name: dict[str, StepRun]) -> Iterator[Call]:
-        plan = run.plan
-        fe = plan.step.for_each
-        if fe is None:
-            return iter([Call(plan)])
-        data = self.compiled.data.get(plan.step.num)
-        rows: Iterator[Planned] | None = self.planned(plan.step.num)
-        source = f"the file {data.path}" if data is not None else f"the table of step {fe.step}"
-        if rows is None:
-            if data is not None:
-                read = data.iter_rows()
-            else:
-                path = self._table_of(run, by_name)
-                _count(run, count_rows(path, "jsonl"), self.sample)
-                read = iter_rows(path, "jsonl")
-            rows = ((i, row, False) for i, row in enumerate(read))
-        if not fe.allow_empty:
-            rows = _not_empty(plan.step, rows, source)
-        if self.sample is not None:
-            rows = islice(rows, self.sample)
-        if fe.chunk:
-            return self._chunked(plan, rows, fe.chunk)
-        return (Call(plan, row=i, data=row) for i, row, _ in rows)
-
-    def _chunked(self, plan: StepPlan, rows: Iterator[Planned], size: int) -> Iterator[Call]:
-        """Chunks of ``size`` rows, but a chunk the task sent before is cut as it was then, and a
-        chunk never reaches over a row a new plan found done (those are one skipped call a run)."""
-        item = next(rows, None)
-        while item is not None:
-            first, row, done = item
-            if done:
-                last = first
-                item = next(rows, None)
-                while item is not None and item[2] and item[0] == last + 1:
-                    last = item[0]
-                    item = next(rows, None)
-                yield Call(plan, row=first, last=last, size=last - first + 1, done=True)
-                continue
-            recorded = self.recorded(plan, first, row)
-            want = size if recorded is None or recorded < first else recorded - first + 1
-            part, last = [row], first
-            item = next(rows, None)
-            while item is not None and len(part) < want and not item[2] and item[0] == last + 1:
-                part.append(item[1])
-                last = item[0]
-                item = next(rows, None)
-            yield Call(plan, row=first, last=last, data=part, size=len(part))
-
-    def _table_of(self, run: StepRun, by_name: dict[str, StepRun]) -> Path:
-        step = run.plan.step
-        fe = step.for_each
-        assert fe is not None
-        assert fe.step is not None
-        source = by_name.get(fe.step.lower())
-        if source is None:
-            _raise(step.problem(f"for_each.step of step {step.num} names no earlier step: {fe.step}.",
-                                "for_each", "step"))
-        table = fe.table
-        if table is None:
-            written = sorted(source.plan.tables)
-            if len(written) != 1:
-                _raise(step.problem(
-                    f"step {step.num} reads the rows of step {source.plan.step.label}, which wrote "
-                    f"{len(written)} tables ({', '.join(written) or 'none'}) - name one with "
-                    "for_each.table.", "for_each"))
-            table = written[0]
-        path = self.writer.path_for(source.plan.prefix, table)
-        if not path.is_file():
-            _raise(step.problem(
-                f"step {step.num} reads the table {table} of step {source.plan.step.label}, which "
-                f"wrote no such table (no file {path}).", "for_each"))
-        return path
