@@ -85,6 +85,7 @@ def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row
     pool = setup(tmp_path, CHUNKED, first)
     sample = run(store, tmp_path, pool, "--sample", "10", "--task", "T")
     assert sample.returncode == 0, sample.stderr
+    assert plan_of(tmp_path) == "20 planned: 10 completed, 10 not run"
     now = [*first[:2], "N1", "N2", "N3", *first[2:]]
     write_goods(tmp_path / "goods.csv", now)
     before = len(store.ops())
@@ -109,6 +110,17 @@ def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row
     assert keys == ["T:imp-R00#0-4", "T:imp-R05#5-9", "T:imp-N1#2-4", "T:imp-R10#13-17", "T:imp-R15#18-22"]
     listed = json.loads(pooler("runs", "--journal", str(tmp_path / "journal.sqlite"), "--json").stdout)
     assert [(t["id"], t["status"]) for t in listed["tasks"]] == [("T", "completed")]
+    # The rows done under the first plan count as completed in the new one.
+    assert plan_of(tmp_path) == "23 planned: 23 completed"
+
+
+def plan_of(tmp_path: Path) -> str:
+    """What ``pooler show`` says of task T's plan."""
+    shown = pooler("show", "T", "--journal", str(tmp_path / "journal.sqlite"))
+    assert shown.returncode == 0, shown.stderr
+    last = shown.stdout.splitlines()[-1]
+    assert last.startswith("the task's plan: ")
+    return last.removeprefix("the task's plan: ")
 
 
 def test_a_later_run_takes_its_rows_from_the_plan_not_from_the_file(store: Store, tmp_path: Path) -> None:

@@ -58,17 +58,11 @@ def plan_counts(journal: Journal, task: str) -> PlanCounts | None:
         if num in files:
             was = files[num]
             planned += was.rows or 0
-            spans = _row_spans(journal, task, was)
-            done = journal.query("SELECT count(*) FROM plan_rows WHERE task = ? AND num = ? AND done = 1",
-                                 (task, num))[0][0]
-            tally["completed"] += int(done)
-            covered = int(done)
-            for size, status in spans.values():
-                tally[status] += size
-                covered += size
-            tally["not_run"] += max((was.rows or 0) - covered, 0)
+            marks = _row_marks(journal, task, was)
+            for code, name in enumerate(_ORDER_CODES):
+                tally[name] += marks.count(code)
         elif step.get("over_rows"):
-            for size, status in _row_spans(journal, task, None, num=num, first_run=first_run).values():
+            for size, status in _row_spans(journal, task, num, first_run).values():
                 tally[status] += size
                 planned += size
         else:
@@ -99,33 +93,57 @@ def _single(journal: Journal, task: str, num: int, first_run: int) -> str | None
     return found
 
 
-def _row_spans(journal: Journal, task: str, was: PlannedFile | None, *, num: int = 0,
-               first_run: int = 1) -> dict[int, tuple[int, str]]:
-    """The rows the step's records carried: first row -> (rows, status)."""
-    if was is not None:
-        num, first_run = was.num, was.first_run
-    chunk = was.chunk if was is not None else None
-    rows = was.rows if was is not None else None
+#: A row's status as one byte: a million rows are counted in a megabyte.
+_ORDER_CODES = ("not_run", "completed", "failed", "in_doubt", "skipped")
+_CODE = {name: code for code, name in enumerate(_ORDER_CODES)}
+_RECORDS_SQL = ("SELECT row, key, status, in_doubt, CASE WHEN result IS NOT NULL AND json_valid(result) "
+                "THEN json_extract(result, '$.rows[1]') END FROM calls WHERE task = ? AND num = ? "
+                "AND row IS NOT NULL AND run >= ? ORDER BY id")
+
+
+def _row_marks(journal: Journal, task: str, was: PlannedFile) -> bytearray:
+    """The status of every planned row of a step over a data file, a byte a row."""
+    rows = was.rows or 0
+    marks = bytearray(rows)
+    completed = _CODE["completed"]
+    for (row,) in journal.cursor("SELECT row FROM plan_rows WHERE task = ? AND num = ? AND done = 1",
+                                 (task, was.num)):
+        if 0 <= row < rows:
+            marks[row] = completed
+    for row, key, status, in_doubt, last in journal.cursor(_RECORDS_SQL, (task, was.num, was.first_run)):
+        told = _status(status, in_doubt)
+        if told is None or not 0 <= row < rows:
+            continue
+        size = min(_size(row, key, last, was.chunk, rows), rows - row)
+        if status == CallStatus.SKIPPED and not in_doubt and marks[row] == completed:
+            continue
+        marks[row:row + size] = bytes([_CODE[told]]) * size
+    return marks
+
+
+def _size(row: int, key: Any, last: Any, chunk: int | None, rows: int | None) -> int:
+    """The rows one record carried: its chunk's span (by its key or its entry), else one."""
+    span = chunk_span(key) if isinstance(key, str) else None
+    if span is not None:
+        return span[2] - span[1] + 1
+    if isinstance(last, int):
+        return last - row + 1
+    if chunk:
+        return min(chunk, (rows or row + chunk) - row)
+    return 1
+
+
+def _row_spans(journal: Journal, task: str, num: int, first_run: int) -> dict[int, tuple[int, str]]:
+    """The rows a step over an earlier step's table carried, as its records tell: first row ->
+    (rows, status)."""
     spans: dict[int, tuple[int, str]] = {}
-    for row, key, status, in_doubt, last in journal.query(
-            "SELECT row, key, status, in_doubt, CASE WHEN result IS NOT NULL AND json_valid(result) "
-            "THEN json_extract(result, '$.rows[1]') END FROM calls WHERE task = ? AND num = ? "
-            "AND row IS NOT NULL AND run >= ? ORDER BY id", (task, num, first_run)):
+    for row, key, status, in_doubt, last in journal.query(_RECORDS_SQL, (task, num, first_run)):
         told = _status(status, in_doubt)
         if told is None:
             continue
-        span = chunk_span(key) if isinstance(key, str) else None
-        if span is not None:
-            size = span[2] - span[1] + 1
-        elif isinstance(last, int):
-            size = last - row + 1
-        elif chunk:
-            size = min(chunk, (rows or row + chunk) - row)
-        else:
-            size = 1
         earlier = spans.get(row)
         if earlier is not None and earlier[1] == "completed" and status == CallStatus.SKIPPED \
                 and not in_doubt:
             continue
-        spans[row] = (size, told)
+        spans[row] = (_size(row, key, last, None, None), told)
     return spans
