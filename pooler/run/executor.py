@@ -33,9 +33,10 @@ Decisions the seeds leave open:
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -66,8 +67,8 @@ from pooler.run.taskplan import (
     changes,
     plan_rows,
     planned_files,
-    record_plan,
     refuse_changed,
+    write_plan,
 )
 
 
@@ -144,14 +145,21 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
         files = _check_plan(journal, plan, task_id, config) if rerun and task_id is not None else {}
-        task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
         values = _values(config.variables)
-        if not rerun and journal.path is not None:
-            record_plan(journal, task, plan, values, config.redactor)
+        # A new task is created with its plan, in one transaction: another process that finds the
+        # task finds its plan too.
+        write = None if journal.path is None else (
+            lambda db, tid: write_plan(db, tid, plan, values, config.redactor))
+        task, run_no, again = _open_task(journal, pool, task_id, rerun, store, write=write)
+        if again and not rerun:
+            # Another process created the task a moment ago: its plan is the task's.
+            files = _check_plan(journal, plan, task, config)
+        elif not again and journal.path is not None:
             files = planned_files(journal, task)
         elif files and config.replan:
             replan(journal, task, plan, values, config.redactor, run=run_no)
             files = planned_files(journal, task)
+        rerun = again
         runs = _step_runs(plan, keep_tables=rerun and not clear,
                           counts={n: f.rows for n, f in files.items() if n != POOL_FILE})
         journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client)))
@@ -251,15 +259,15 @@ def _is_ours(journal: Journal, task_id: str, pool: Pool, store: str) -> bool:
     return True
 
 
-def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool,
-               store: str) -> tuple[str, int, bool]:
+def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool, store: str, *,
+               write: Callable[[sqlite3.Connection, str], None] | None) -> tuple[str, int, bool]:
     """The task's id, the number of this run of it, and whether it ran before.
 
     A task another process created since ``_find_task`` looked is continued, not refused.
     """
     if not rerun:
         try:
-            return journal.new_task(pool.file, task_id, store), 1, False
+            return journal.new_task(pool.file, task_id, store, also=write), 1, False
         except JournalError:
             if task_id is None or not _is_ours(journal, task_id, pool, store):
                 raise

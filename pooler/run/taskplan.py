@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -75,36 +76,42 @@ def shown(pool: Pool, path: Path) -> str:
 def record_plan(journal: Journal, task: str, plan: Plan, values: Mapping[str, Any], redactor: Redactor,
                 *, first_run: int = 1, done: DoneRule | None = None) -> None:
     """Write the task's plan (replacing one it had), in one transaction."""
+    with journal.transaction() as db:
+        write_plan(db, task, plan, values, redactor, first_run=first_run, done=done)
+
+
+def write_plan(db: sqlite3.Connection, task: str, plan: Plan, values: Mapping[str, Any], redactor: Redactor,
+               *, first_run: int = 1, done: DoneRule | None = None) -> None:
+    """Write the task's plan in the caller's transaction (the one that creates the task)."""
     pool = plan.pool
     pool_path = Path(pool.file)
-    with journal.transaction() as db:
-        db.execute("DELETE FROM plan_rows WHERE task = ?", (task,))
-        db.execute("DELETE FROM plan_files WHERE task = ?", (task,))
-        files: list[tuple[Any, ...]] = [(task, POOL_FILE, shown(pool, pool_path),
-                                         str(pool_path.absolute()),
-                                         digest(pool_path) if pool_path.is_file() else "", None, None,
-                                         first_run)]
-        for step in pool.steps:
-            data = plan.data.get(step.num)
-            if data is None or step.for_each is None:
-                continue
-            counter = [0]
-            rows = _rows(task, step.num, step.key, data, _Fill(values, redactor, done, counter))
-            db.execute("SAVEPOINT step_rows")
-            try:
-                db.executemany("INSERT INTO plan_rows (task, num, row, key, data, done) "
-                               "VALUES (?, ?, ?, ?, ?, ?)", rows)
-            except PoolerError:
-                # A row that cannot be read: the step stays out of the plan, and its run reads the
-                # file as it goes, failing at that row as a run always has.
-                db.execute("ROLLBACK TO step_rows")
-                db.execute("RELEASE step_rows")
-                continue
+    db.execute("DELETE FROM plan_rows WHERE task = ?", (task,))
+    db.execute("DELETE FROM plan_files WHERE task = ?", (task,))
+    files: list[tuple[Any, ...]] = [(task, POOL_FILE, shown(pool, pool_path),
+                                     str(pool_path.absolute()),
+                                     digest(pool_path) if pool_path.is_file() else "", None, None,
+                                     first_run)]
+    for step in pool.steps:
+        data = plan.data.get(step.num)
+        if data is None or step.for_each is None:
+            continue
+        counter = [0]
+        rows = _rows(task, step.num, step.key, data, _Fill(values, redactor, done, counter))
+        db.execute("SAVEPOINT step_rows")
+        try:
+            db.executemany("INSERT INTO plan_rows (task, num, row, key, data, done) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", rows)
+        except PoolerError:
+            # A row that cannot be read: the step stays out of the plan, and its run reads the
+            # file as it goes, failing at that row as a run always has.
+            db.execute("ROLLBACK TO step_rows")
             db.execute("RELEASE step_rows")
-            files.append((task, step.num, shown(pool, data.path), str(data.path.absolute()),
-                          digest(data.path), counter[0], step.for_each.chunk, first_run))
-        db.executemany("INSERT INTO plan_files (task, num, name, path, sha256, rows, chunk, first_run) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", files)
+            continue
+        db.execute("RELEASE step_rows")
+        files.append((task, step.num, shown(pool, data.path), str(data.path.absolute()),
+                      digest(data.path), counter[0], step.for_each.chunk, first_run))
+    db.executemany("INSERT INTO plan_files (task, num, name, path, sha256, rows, chunk, first_run) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", files)
 
 
 @dataclass
