@@ -13,7 +13,14 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from helpers import Store, answer_of, pooler
+from poolkit import echo, make_pool
+from poolkit import run as kit_run
+
+from pooler.errors import JournalError
+from pooler.pool.model import ForEach
+from pooler.run.journal import Journal
 
 CHUNKED = """\
 pool:
@@ -229,3 +236,23 @@ def test_the_plan_is_recorded_whole_for_a_sample_and_not_at_all_by_a_dry_run(
     assert [(t, n, r, k) for t, n, r, k, _ in rows] == [("T", 1, i, f"imp-R{i:02d}") for i in range(12)]
     assert json.loads(rows[3][4]) == {"ref": "R03", "sku": "SKU-R03", "name": "item R03", "price": "1.00"}
     assert files == [(0, "pool.yaml", None, None), (1, "goods.csv", 12, 5)]
+
+
+def test_a_task_whose_every_run_is_a_pool_of_its_own_plans_each_run_anew(
+        store: Store, tmp_path: Path) -> None:
+    """The MCP server's tool_pool calls: one task, a new pool each call, over files of their own."""
+    (tmp_path / "a.csv").write_text("ref\nA1\nA2\n", encoding="utf-8")
+    (tmp_path / "b.csv").write_text("ref\nB1\nA1\n", encoding="utf-8")
+    over = {"name": "echo", "params": {"ref": "${row.ref}"}, "key": "e-${row.ref}"}
+    first = make_pool(tmp_path, [echo(**over, for_each=ForEach(file="a.csv"))])
+    second = make_pool(tmp_path, [echo(**over, for_each=ForEach(file="b.csv"))])
+    with Journal(tmp_path / "j.sqlite") as journal:
+        assert kit_run(first, store, tmp_path / "out", journal=journal, task_id="S",
+                       plan_each_run=True)["status"] == "completed"
+        again = kit_run(second, store, tmp_path / "out", journal=journal, task_id="S", plan_each_run=True)
+        assert again["steps"][0]["rows"]["skipped"] == 1
+        # Without the flag the task's plan is the last run's: a pool over another file is told.
+        with pytest.raises(JournalError) as refused:
+            kit_run(first, store, tmp_path / "out", journal=journal, task_id="S")
+    assert [ref for ref, _ in echoed(store)] == ["A1", "A2", "B1"]
+    assert refused.value.message.startswith("step 1 reads a.csv now, b.csv when task S was planned - ")

@@ -67,6 +67,7 @@ from pooler.run.taskplan import (
     changes,
     plan_rows,
     planned_files,
+    record_plan,
     refuse_changed,
     write_plan,
 )
@@ -96,6 +97,9 @@ class RunConfig:
     #: A task whose files changed since it was planned is planned again from them (see replan.py)
     #: instead of refused.
     replan: bool = False
+    #: Every run of the task is a pool of its own (the MCP server's tool_pool calls): each run
+    #: plans the task anew from its own files, the keys of the earlier runs still holding.
+    plan_each_run: bool = False
 
 
 class StopSignal(threading.Event):
@@ -144,14 +148,18 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         task_id, rerun = _find_task(journal, pool, config, store)
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
-        files = _check_plan(journal, plan, task_id, config) if rerun and task_id is not None else {}
+        files = (_check_plan(journal, plan, task_id, config)
+                 if rerun and task_id is not None and not config.plan_each_run else {})
         values = _values(config.variables)
         # A new task is created with its plan, in one transaction: another process that finds the
         # task finds its plan too.
         write = None if journal.path is None else (
             lambda db, tid: write_plan(db, tid, plan, values, config.redactor))
         task, run_no, again = _open_task(journal, pool, task_id, rerun, store, write=write)
-        if again and not rerun:
+        if again and config.plan_each_run and journal.path is not None:
+            record_plan(journal, task, plan, values, config.redactor, first_run=run_no)
+            files = planned_files(journal, task)
+        elif again and not rerun:
             # Another process created the task a moment ago: its plan is the task's.
             files = _check_plan(journal, plan, task, config)
         elif not again and journal.path is not None:
