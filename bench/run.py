@@ -17,6 +17,7 @@ import check_speed
 import journal_cost
 import monitoring_cost
 import overhead
+import plan_cost
 import scaling
 import shared_runners
 import startup
@@ -34,6 +35,7 @@ CASES: dict[str, Case] = {
     "check": check_speed.case,
     "tables": big_tables.case,
     "imports": big_imports.case,
+    "plan": plan_cost.case,
     "postgres": shared_runners.case,
 }
 

@@ -104,7 +104,8 @@ def test_a_refusal_is_not_carried_out_and_the_rerun_sends_a_new_key_round(store:
     assert answer_of(first)["steps"][0]["status"] == "failed"
     fixed = write_pool(tmp_path, [{"name": "add", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
                                    "key": "cur-X", "params": {"skey": "XXX", "name": "Ex"}}])
-    again = run(store.url, tmp_path, fixed)
+    # The pool file changed since the task was planned: it is planned again from it.
+    again = run(store.url, tmp_path, fixed, "--replan")
     assert answer_of(again)["steps"][0]["status"] == "completed"
     keys = [op["idempotency_key"] for op in store.ops()]
     assert len(keys) == 1

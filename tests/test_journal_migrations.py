@@ -21,6 +21,8 @@ COLUMNS = {
               "done_at", "result", "detail", "lane", "serial", "sent_ms", "done_ms"],
     "runs": ["task", "run", "host", "pid"],
     "task_runs": ["task", "run", "started_ms", "store", "mode", "width", "serialize_on", "steps", "again"],
+    "plan_files": ["task", "num", "name", "path", "sha256", "rows", "chunk", "first_run"],
+    "plan_rows": ["task", "num", "row", "key", "data", "done"],
 }
 
 
@@ -36,7 +38,7 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
-                                            "0004_run_again.sql"]
+                                            "0004_run_again.sql", "0005_task_plan.sql"]
     assert SCHEMA_VERSION == 4
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,12 @@ def test_prune_removes_old_finished_tasks_and_never_a_running_one(store_factory:
                                     "1 task still running kept; ")
     left = answer_of(pooler("runs", "--journal", str(journal), "--json"))["tasks"]
     assert [(t["id"], t["status"]) for t in left] == [("dead-1", "dead")]
+    # The plans of the pruned tasks go with them.
+    db = sqlite3.connect(journal)
+    try:
+        assert db.execute("SELECT DISTINCT task FROM plan_files").fetchall() == [("dead-1",)]
+    finally:
+        db.close()
     bad = pooler("runs", "--prune", "--older-than", "a month", "--journal", str(journal))
     assert bad.returncode == 2
     assert "--older-than 'a month': give an age like 30d" in bad.stderr

@@ -212,7 +212,8 @@ class PoolRuns:
                                            reporter=reporter, stop=stop)
                 # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
                 # files"), even when the session's task carries its keys over from an earlier call.
-                config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True)
+                config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True,
+                                   plan_each_run=True)
                 return run_plan(plan, self.client, config, journal=self.journal(), reporter=reporter,
                                 stop=stop)
             finally:

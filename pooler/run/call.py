@@ -89,6 +89,12 @@ class CallRunner:
     def prepare(self, call: Call, details: Mapping[str, Any]) -> Prepared | Outcome:
         plan = call.plan
         step = plan.step
+        if call.done:
+            # Their calls are in the journal under the keys of the plan they were sent by.
+            return Outcome(call, CallStatus.SKIPPED, {
+                **call.head(), "status": CallStatus.SKIPPED, "key": None, "result": True,
+                "message": "done before the task was planned again (--replan): sent under an earlier "
+                           "plan's keys"})
         scope: Mapping[str, Any] = self.variables
         if call.data is not None:
             first = call.data[0] if call.last is not None else call.data

@@ -46,6 +46,8 @@ class Call:
     last: int | None = None
     data: Any = None
     size: int = 1
+    #: Rows a new plan of the task (``--replan``) found done under an earlier plan: not sent.
+    done: bool = False
 
     def head(self) -> dict[str, Any]:
         step = self.plan.step

@@ -33,33 +33,44 @@ Decisions the seeds leave open:
 
 from __future__ import annotations
 
-import math
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from pooler.client.http import ToolRunClient
-from pooler.errors import InputError, JournalError, Problem
-from pooler.pool.compiler import Plan, compile_pool, empty_source
+from pooler.errors import JournalError
+from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
 from pooler.pool.references import refs_to
-from pooler.pool.rows import count_rows, iter_rows
+from pooler.pool.rows import count_rows
 from pooler.redact import Redactor
 from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
-from pooler.run.callplan import Call, StepPlan
+from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter, listener
 from pooler.run.journal import Journal
 from pooler.run.journal_records import pool_identity
 from pooler.run.journal_timeline import run_facts
+from pooler.run.opener import CallOpener, count_planned
+from pooler.run.replan import replan
 from pooler.run.scheduler import Scheduler, StepRun
 from pooler.run.storeid import store_identity
 from pooler.run.tables import TableWriter
+from pooler.run.taskplan import (
+    POOL_FILE,
+    PlannedFile,
+    changes,
+    plan_rows,
+    planned_files,
+    record_plan,
+    refuse_changed,
+    write_plan,
+)
 
 
 @dataclass
@@ -86,6 +97,12 @@ class RunConfig:
     #: The command-line options that name where the run went (``--store`` as given, ``--out``,
     #: ``--journal``), kept with the run so the report's commands run as written.
     again: tuple[str, ...] = ()
+    #: A task whose files changed since it was planned is planned again from them (see replan.py)
+    #: instead of refused.
+    replan: bool = False
+    #: Every run of the task is a pool of its own (the MCP server's tool_pool calls): each run
+    #: plans the task anew from its own files, the keys of the earlier runs still holding.
+    plan_each_run: bool = False
 
 
 class StopSignal(threading.Event):
@@ -134,8 +151,28 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         task_id, rerun = _find_task(journal, pool, config, store)
         clear = not rerun if config.clear_tables is None else config.clear_tables
         base = pool_base(pool)
-        runs = _step_runs(plan, keep_tables=rerun and not clear)
-        task, run_no, rerun = _open_task(journal, pool, task_id, rerun, store)
+        files = (_check_plan(journal, plan, task_id, config)
+                 if rerun and task_id is not None and not config.plan_each_run else {})
+        values = _values(config.variables)
+        # A new task is created with its plan, in one transaction: another process that finds the
+        # task finds its plan too.
+        write = None if journal.path is None else (
+            lambda db, tid: write_plan(db, tid, plan, values, config.redactor))
+        task, run_no, continued = _open_task(journal, pool, task_id, rerun, store, write=write)
+        if continued and config.plan_each_run and journal.path is not None:
+            record_plan(journal, task, plan, values, config.redactor, first_run=run_no)
+            files = planned_files(journal, task)
+        elif continued and not rerun:
+            # Another process created the task a moment ago: its plan is the task's.
+            files = _check_plan(journal, plan, task, config)
+        elif not continued and journal.path is not None:
+            files = planned_files(journal, task)
+        elif files and config.replan:
+            replan(journal, task, plan, values, config.redactor, run=run_no)
+            files = planned_files(journal, task)
+        rerun = continued
+        runs = _step_runs(plan, keep_tables=rerun and not clear,
+                          counts={n: f.rows for n, f in files.items() if n != POOL_FILE})
         journal.record_run(task, run_no, config.redactor.value(run_facts(pool, client, config.again)))
         writer = TableWriter(config.out)
         if clear:
@@ -150,7 +187,8 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
                             else None)
         collector = Collector(include_results=pool.options.include_results)
         reporter.pool_started(pool, task, sum(r.counted for r in runs))
-        opener = _Opener(plan, writer, config.sample, runner.recorded_span)
+        opener = CallOpener(plan, writer, config.sample, runner.recorded_span,
+                         planned=lambda num: plan_rows(journal, task, num) if num in files else None)
         scheduler = Scheduler(runs, runner, collector, reporter, opener,
                               width=pool.options.max_concurrency,
                               parallel=pool.options.mode == "parallel",
@@ -200,6 +238,21 @@ def _find_task(journal: Journal, pool: Pool, config: RunConfig, store: str) -> t
     return task_id, True
 
 
+def _check_plan(journal: Journal, plan: Plan, task: str, config: RunConfig) -> dict[int, PlannedFile]:
+    """The files of the task's plan, once nothing changed since it was planned (or ``--replan``
+    plans it again): a changed file refuses the run before anything is sent."""
+    files = planned_files(journal, task)
+    if not files:
+        if config.replan:
+            raise JournalError(f"--replan: task {task} has no plan in the journal (it was planned before "
+                               "tasks recorded theirs) - run it without --replan, or start a new task.")
+        return files
+    told = changes(plan.pool, plan, files, task)
+    if told and not config.replan:
+        raise refuse_changed(told, task)
+    return files
+
+
 def _is_ours(journal: Journal, task_id: str, pool: Pool, store: str) -> bool:
     """Whether the journal holds the task; refused when it belongs to another pool or store."""
     known = journal.task(task_id)
@@ -217,15 +270,15 @@ def _is_ours(journal: Journal, task_id: str, pool: Pool, store: str) -> bool:
     return True
 
 
-def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool,
-               store: str) -> tuple[str, int, bool]:
+def _open_task(journal: Journal, pool: Pool, task_id: str | None, rerun: bool, store: str, *,
+               write: Callable[[sqlite3.Connection, str], None] | None) -> tuple[str, int, bool]:
     """The task's id, the number of this run of it, and whether it ran before.
 
     A task another process created since ``_find_task`` looked is continued, not refused.
     """
     if not rerun:
         try:
-            return journal.new_task(pool.file, task_id, store), 1, False
+            return journal.new_task(pool.file, task_id, store, also=write), 1, False
         except JournalError:
             if task_id is None or not _is_ours(journal, task_id, pool, store):
                 raise
@@ -246,8 +299,9 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
                     keep_tables=keep_tables)
 
 
-def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
-    """Every step's run, worked out once from the plan: references, dependencies, rows to come."""
+def _step_runs(plan: Plan, *, keep_tables: bool, counts: Mapping[int, int | None]) -> list[StepRun]:
+    """Every step's run, worked out once from the plan: references, dependencies, rows to come
+    (``counts``: the rows of the task's recorded plan, by step)."""
     runs: list[StepRun] = []
     known: set[str] = set()
     for step in plan.pool.steps:
@@ -255,102 +309,12 @@ def _step_runs(plan: Plan, *, keep_tables: bool) -> list[StepRun]:
         run = StepRun(step_plan(step, known,
                                 keep_tables=keep_tables and fe is not None and step.key is not None))
         data = plan.data.get(step.num)
-        if data is not None:
+        if step.num in counts:
+            count_planned(run, counts[step.num], plan.sample)
+        elif data is not None:
             rows = data.rows if data.rows is not None else count_rows(data.path, data.format)
-            _count(run, rows, plan.sample)
+            count_planned(run, rows, plan.sample)
         runs.append(run)
         if step.name:
             known.add(step.name.lower())
     return runs
-
-
-def _raise(problem: Problem) -> NoReturn:
-    raise InputError(problem.message, file=problem.file, line=problem.line, column=problem.column,
-                     step=problem.step, path=problem.path, source_line=problem.source_line)
-
-
-def _not_empty(step: Step, rows: Iterator[dict[str, Any]], source: str) -> Iterator[dict[str, Any]]:
-    """The rows, or the step's failure when there are none (read lazily, as the rows are)."""
-    first = next(rows, None)
-    if first is None:
-        _raise(empty_source(step, source))
-    yield first
-    yield from rows
-
-
-def _count(run: StepRun, rows: int | None, sample: int | None) -> None:
-    if rows is None:
-        return
-    if sample is not None:
-        rows = min(rows, sample)
-    run.rows_total = rows
-    chunk = run.plan.step.for_each.chunk if run.plan.step.for_each else None
-    run.planned = math.ceil(rows / chunk) if chunk else rows
-
-
-@dataclass
-class _Opener:
-    """Opens a step's calls when it starts: one call, or one per row or chunk of its data."""
-
-    compiled: Plan
-    writer: TableWriter
-    sample: int | None
-    #: Where a chunk an earlier run of the task sent ends: see ``CallRunner.recorded_span``.
-    recorded: Callable[[StepPlan, int, Any], int | None]
-
-    def __call__(self, run: StepRun, by_name: dict[str, StepRun]) -> Iterator[Call]:
-        plan = run.plan
-        fe = plan.step.for_each
-        if fe is None:
-            return iter([Call(plan)])
-        data = self.compiled.data.get(plan.step.num)
-        rows: Iterator[dict[str, Any]]
-        if data is not None:
-            rows = data.iter_rows()
-        else:
-            path = self._table_of(run, by_name)
-            _count(run, count_rows(path, "jsonl"), self.sample)
-            rows = iter_rows(path, "jsonl")
-        if not fe.allow_empty:
-            rows = _not_empty(plan.step, rows, f"the file {data.path}" if data is not None else
-                              f"the table of step {fe.step}")
-        if self.sample is not None:
-            rows = islice(rows, self.sample)
-        if fe.chunk:
-            return self._chunked(plan, rows, fe.chunk)
-        return (Call(plan, row=i, data=row) for i, row in enumerate(rows))
-
-    def _chunked(self, plan: StepPlan, rows: Iterator[dict[str, Any]], size: int) -> Iterator[Call]:
-        """Chunks of ``size`` rows, but a chunk the task sent before is cut as it was then."""
-        first = 0
-        for row in rows:
-            last = self.recorded(plan, first, row)
-            want = size if last is None or last < first else last - first + 1
-            part = [row, *islice(rows, want - 1)]
-            yield Call(plan, row=first, last=first + len(part) - 1, data=part, size=len(part))
-            first += len(part)
-
-    def _table_of(self, run: StepRun, by_name: dict[str, StepRun]) -> Path:
-        step = run.plan.step
-        fe = step.for_each
-        assert fe is not None
-        assert fe.step is not None
-        source = by_name.get(fe.step.lower())
-        if source is None:
-            _raise(step.problem(f"for_each.step of step {step.num} names no earlier step: {fe.step}.",
-                                "for_each", "step"))
-        table = fe.table
-        if table is None:
-            written = sorted(source.plan.tables)
-            if len(written) != 1:
-                _raise(step.problem(
-                    f"step {step.num} reads the rows of step {source.plan.step.label}, which wrote "
-                    f"{len(written)} tables ({', '.join(written) or 'none'}) - name one with "
-                    "for_each.table.", "for_each"))
-            table = written[0]
-        path = self.writer.path_for(source.plan.prefix, table)
-        if not path.is_file():
-            _raise(step.problem(
-                f"step {step.num} reads the table {table} of step {source.plan.step.label}, which "
-                f"wrote no such table (no file {path}).", "for_each"))
-        return path

@@ -9,13 +9,14 @@ every completion is committed before anything that depends on it starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,21 @@ class Journal:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+            except BaseException:
+                # A caller's block that failed (a data file broken while its plan was written).
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One write transaction on the journal's connection, for a module that keeps its own
+        tables in the journal (a task's plan): committed when the block ends, rolled back on an
+        error."""
+        return self._tx()
+
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a read-only query, read whole: keep it small (page through big tables)."""
+        return self._query(sql, args)
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> int:
         """One statement, committed on its own (autocommit: a transaction of one statement)."""
@@ -137,10 +153,12 @@ class Journal:
 
     # Tasks
 
-    def new_task(self, pool_file: str | Path, task_id: str | None = None, store: str | None = None) -> str:
+    def new_task(self, pool_file: str | Path, task_id: str | None = None, store: str | None = None,
+                 *, also: Callable[[sqlite3.Connection, str], None] | None = None) -> str:
         """Start a task for ``pool_file`` (kept resolved) against ``store`` (the store's URL as
         ``storeid.store_identity`` gives it: never a token); a readable unique id when none is
-        given."""
+        given.  ``also`` writes more of the task in the same transaction (its plan): another
+        process never finds the task without it."""
         pool = pool_identity(pool_file)
         for _ in range(20):
             tid = task_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -149,6 +167,8 @@ class Journal:
                     db.execute("INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?)",
                                (tid, pool, now_text(), store))
                     enter_run(db, tid, 1)
+                    if also is not None:
+                        also(db, tid)
                     return tid
             if task_id is not None:
                 raise JournalError(f"the task {task_id} is already in the journal - "

@@ -47,6 +47,7 @@ from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.journal import Journal
 from pooler.run.journal_api import journal_spec
 from pooler.run.lock import OutLock, PoolLock, lock_dir
+from pooler.run.taskplan import gone, planned_files
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
@@ -82,6 +83,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
                         help="on a rerun of a task, what to do with a call sent whose answer was never "
                              "recorded (default retry: send it again with the same Idempotency-Key)")
+    parser.add_argument("--replan", action="store_true",
+                        help="with --task or --resume: plan the task again from its files as they are now "
+                             "(a task whose pool or data file changed since it was planned is refused "
+                             "without it); rows already done are told by their keys and not sent again")
     parser.add_argument("--sample", type=positive_int, metavar="N",
                         help="run steps over rows on their first N rows only (default: every row)")
     batch = parser.add_argument_group("batch options (override the pool file)")
@@ -138,7 +143,15 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
     # task reads the rows (shared_plan) and the others take them from the journal.
     shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
     try:
-        plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared)
+        try:
+            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared)
+        except CheckFailed as exc:
+            if not _only_gone(args, exc):
+                raise
+            # A task run again takes its rows from its recorded plan: a data file gone since is
+            # fine, once the journal shows the plan holds its rows (checked in handle).
+            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=False)
+            args.gone_files = exc
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
         mask_variables(pool, inputs, ctx.redactor)
@@ -170,7 +183,31 @@ def run_again(args: argparse.Namespace, ctx: Context, url: str, journal: Path) -
     return tuple(again)
 
 
+def _only_gone(args: argparse.Namespace, exc: CheckFailed) -> bool:
+    """A rerun refused only because data files are missing (their rows may be in the task's plan)."""
+    if args.dry_run or not (args.task or args.resume) or args.replan:
+        return False
+    return all(p.message.startswith("No such file:") and "- for_each.file of step" in p.message
+               for p in exc.problems())
+
+
+def _plan_holds_gone(args: argparse.Namespace, plan: Plan, journal: Journal, ctx: Context) -> None:
+    """The refusal of a missing data file stands unless the task's plan holds that step's rows."""
+    refused = getattr(args, "gone_files", None)
+    if refused is None:
+        return
+    task = args.task or journal.last_unfinished(plan.pool.file)
+    files = planned_files(journal, task) if task is not None else {}
+    steps = {s.num for s in plan.pool.steps if s.for_each is not None and isinstance(s.for_each.file, str)}
+    if not steps <= set(files):
+        raise refused
+    for name in gone(files):
+        ctx.note(f"pooler: {name} is not there any more; task {task} takes its rows from its plan.")
+
+
 def handle(args: argparse.Namespace, ctx: Context) -> int:
+    if args.replan and not (args.task or args.resume):
+        raise UsageError("--replan plans a task again: give it with --task ID or --resume.")
     plan = prepare(args, ctx)
     if args.dry_run:
         return show_plan(plan, args, ctx)
@@ -196,12 +233,13 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             Monitoring(args, ctx, client, plan.pool.file, tracing) as monitoring:
         say_what_resume_does(args, plan.pool, journal, ctx)
         note_sampled(args, journal, ctx)
+        _plan_holds_gone(args, plan, journal, ctx)
         sent = SentCounter()
         screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
         reporter = FanOut([screen, sent, *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
-                           redactor=ctx.redactor, sample=args.sample,
+                           redactor=ctx.redactor, sample=args.sample, replan=args.replan,
                            again=run_again(args, ctx, client.shown_url, journal_path))
         stop = StopSignal()
         try:

@@ -22,6 +22,7 @@ from pooler.run.dburl import is_postgres
 from pooler.run.journal import Journal
 from pooler.run.journal_api import JournalStore, journal_spec, open_sqlite
 from pooler.run.journal_records import TaskRow
+from pooler.run.plancount import PlanCounts, plan_counts
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
 
@@ -83,7 +84,9 @@ def sqlite_of(journal: JournalStore) -> Journal | None:
     return found if isinstance(found, Journal) else None
 
 
-def counts(row: TaskRow) -> str:
+def counts(row: TaskRow, planned: PlanCounts | None = None) -> str:
+    if planned is not None:
+        return planned.text()
     if row.total is None:
         return ""
     return (f"{row.succeeded or 0}/{row.total} done, {row.failed or 0} failed, "
@@ -97,20 +100,25 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
             raise UsageError("--prune works on a SQLite journal; a PostgreSQL journal is pruned with "
                              "the database's own tools.")
         return handle_prune(args, ctx, Path(spec))
+    rows: list[TaskRow] | None = None
     if not is_postgres(spec) and not Path(spec).is_file() and not args.journal:
         # A fresh install: nothing has run yet, which is no error.
-        rows: list[TaskRow] = []
-    else:
+        rows = []
+    plans: dict[str, PlanCounts] = {}
+    if rows is None:
         journal = open_journal(args, ctx)
         try:
             rows = journal.tasks(args.limit)
             sqlite = sqlite_of(journal)
             if sqlite is not None:
                 rows = [told(r, sqlite) for r in rows]
+                # Counted from the plan, so a task killed before it wrote its answer is counted too.
+                plans = {r.id: p for r in rows if (p := plan_counts(sqlite, r.id)) is not None}
         finally:
             journal.close()
     if args.json:
-        ctx.emit_json({"tasks": [asdict(r) for r in rows]})
+        ctx.emit_json({"tasks": [{**asdict(r), **({"plan": asdict(plans[r.id])} if r.id in plans else {})}
+                                 for r in rows]})
         return ExitStatus.OK
     if not rows:
         ctx.stdout.write("no tasks in the journal yet\n")
@@ -118,7 +126,7 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
     if not ctx.stdout.isatty():
         for row in rows:
             ctx.stdout.write(f"{row.id}  {row.status:<9}  started {row.started}  runs {row.runs}  "
-                             f"{counts(row) or '-'}  {row.pool_file}\n")
+                             f"{counts(row, plans.get(row.id)) or '-'}  {row.pool_file}\n")
         return ExitStatus.OK
     table = Table(title="recent tasks", title_justify="left")
     for column in ("task", "pool", "started", "status", "runs", "counts"):
@@ -126,7 +134,7 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
     for row in rows:
         style = STYLE.get(row.status, "bold red" if row.status == DEAD else "")
         table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=style),
-                      str(row.runs), counts(row))
+                      str(row.runs), counts(row, plans.get(row.id)))
     console_for(ctx.stdout, environ=ctx.environ).print(table)
     return ExitStatus.OK
 
@@ -175,6 +183,9 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             if row.status == DEAD:
                 # No answer was written: the calls the journal holds are the run's partial answer.
                 answer = partial_answer(sqlite, row)
+            planned = plan_counts(sqlite, args.task)
+            if answer is not None and planned is not None:
+                answer = {**answer, "plan": asdict(planned)}
     finally:
         journal.close()
     if answer is None:
@@ -190,7 +201,11 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
                       markup=False)
         console.print(results_table(answer))
         console.print(summary_line(answer), markup=False)
+        if isinstance(answer.get("plan"), dict):
+            console.print(f"the task's plan: {PlanCounts(**answer['plan']).text()}", markup=False)
     else:
         out.write(f"task {row.id} pool {row.pool_file} started {row.started} runs {row.runs}\n")
         out.write("\n".join(answer_lines(answer)) + "\n")
+        if isinstance(answer.get("plan"), dict):
+            out.write(f"the task's plan: {PlanCounts(**answer['plan']).text()}\n")
     return ExitStatus.OK

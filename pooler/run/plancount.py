@@ -1,0 +1,149 @@
+"""A task counted against its plan: planned, completed, failed, in doubt, skipped and not run, for
+every task whose plan the journal holds, one killed with SIGKILL too.
+
+Rows of a step over a data file are counted as the plan holds them; every other step is one
+call.  A row's status is that of the latest record of this plan's runs that carried it, except
+that a record which skipped a call already done leaves the row as it was (a task run three times
+counts a row completed once, not skipped twice).  A record sent without an answer is in doubt;
+a ``skipped`` call counted done without its answer (``--in-doubt skip``) is skipped; a row no
+record carried is not run.  A step over the table of an earlier step has no planned rows: what
+its records carried is counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pooler.run.journal import Journal
+from pooler.run.keys import chunk_span
+from pooler.run.taskplan import POOL_FILE, PlannedFile, planned_files
+from pooler.statuses import CallStatus
+
+_ORDER = ("completed", "failed", "in_doubt", "skipped", "not_run")
+_WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
+
+
+@dataclass(frozen=True)
+class PlanCounts:
+    """Rows (or calls, for steps not over rows) of a task's plan, by status."""
+
+    planned: int
+    completed: int
+    failed: int
+    in_doubt: int
+    skipped: int
+    not_run: int
+
+    def text(self) -> str:
+        """``20,000 planned: 1,984 completed, 1 in doubt, 18,015 not run`` (zero counts left out)."""
+        parts = [f"{getattr(self, name):,} {_WORDS.get(name, name)}" for name in _ORDER
+                 if getattr(self, name)]
+        return f"{self.planned:,} planned: {', '.join(parts) or 'nothing yet'}"
+
+
+def plan_counts(journal: Journal, task: str) -> PlanCounts | None:
+    """The task counted against its plan; None for a task planned before tasks recorded theirs."""
+    files = planned_files(journal, task)
+    if not files:
+        return None
+    first_run = files[POOL_FILE].first_run if POOL_FILE in files else 1
+    found = journal.query("SELECT steps FROM task_runs WHERE task = ? ORDER BY run DESC LIMIT 1", (task,))
+    steps: list[dict[str, Any]] = json.loads(found[0][0]) if found and found[0][0] else []
+    tally = dict.fromkeys(_ORDER, 0)
+    planned = 0
+    for step in steps:
+        num = int(step["num"])
+        if num in files:
+            was = files[num]
+            planned += was.rows or 0
+            marks = _row_marks(journal, task, was)
+            for code, name in enumerate(_ORDER_CODES):
+                tally[name] += marks.count(code)
+        elif step.get("over_rows"):
+            for size, status in _row_spans(journal, task, num, first_run).values():
+                tally[status] += size
+                planned += size
+        else:
+            planned += 1
+            tally[_single(journal, task, num, first_run) or "not_run"] += 1
+    return PlanCounts(planned, **tally)
+
+
+def _status(status: str, in_doubt: int) -> str | None:
+    if status == CallStatus.NOT_RUN:
+        return None
+    if status == "sent":
+        return "in_doubt"
+    if status == CallStatus.SKIPPED:
+        return "skipped" if in_doubt else "completed"
+    return status
+
+
+def _single(journal: Journal, task: str, num: int, first_run: int) -> str | None:
+    found: str | None = None
+    for status, in_doubt in journal.query(
+            "SELECT status, in_doubt FROM calls WHERE task = ? AND num = ? AND row IS NULL AND run >= ? "
+            "ORDER BY id", (task, num, first_run)):
+        told = _status(status, in_doubt)
+        if told is None or (status == CallStatus.SKIPPED and not in_doubt and found == "completed"):
+            continue
+        found = told
+    return found
+
+
+#: A row's status as one byte: a million rows are counted in a megabyte.
+_ORDER_CODES = ("not_run", "completed", "failed", "in_doubt", "skipped")
+_CODE = {name: code for code, name in enumerate(_ORDER_CODES)}
+_RECORDS_SQL = ("SELECT row, key, status, in_doubt, CASE WHEN result IS NOT NULL AND json_valid(result) "
+                "THEN json_extract(result, '$.rows[1]') END FROM calls WHERE task = ? AND num = ? "
+                "AND row IS NOT NULL AND run >= ? ORDER BY id")
+
+
+def _row_marks(journal: Journal, task: str, was: PlannedFile) -> bytearray:
+    """The status of every planned row of a step over a data file, a byte a row."""
+    rows = was.rows or 0
+    marks = bytearray(rows)
+    completed = _CODE["completed"]
+    for (row,) in journal.cursor("SELECT row FROM plan_rows WHERE task = ? AND num = ? AND done = 1",
+                                 (task, was.num)):
+        if 0 <= row < rows:
+            marks[row] = completed
+    for row, key, status, in_doubt, last in journal.cursor(_RECORDS_SQL, (task, was.num, was.first_run)):
+        told = _status(status, in_doubt)
+        if told is None or not 0 <= row < rows:
+            continue
+        size = min(_size(row, key, last, was.chunk, rows), rows - row)
+        if status == CallStatus.SKIPPED and not in_doubt and marks[row] == completed:
+            continue
+        marks[row:row + size] = bytes([_CODE[told]]) * size
+    return marks
+
+
+def _size(row: int, key: Any, last: Any, chunk: int | None, rows: int | None) -> int:
+    """The rows one record carried: its chunk's span (by its key or its entry), else one."""
+    span = chunk_span(key) if isinstance(key, str) else None
+    if span is not None:
+        return span[2] - span[1] + 1
+    if isinstance(last, int):
+        return last - row + 1
+    if chunk:
+        return min(chunk, (rows or row + chunk) - row)
+    return 1
+
+
+def _row_spans(journal: Journal, task: str, num: int, first_run: int) -> dict[int, tuple[int, str]]:
+    """The rows a step over an earlier step's table carried, as its records tell: first row ->
+    (rows, status)."""
+    spans: dict[int, tuple[int, str]] = {}
+    for row, key, status, in_doubt, last in journal.query(_RECORDS_SQL, (task, num, first_run)):
+        told = _status(status, in_doubt)
+        if told is None:
+            continue
+        earlier = spans.get(row)
+        if earlier is not None and earlier[1] == "completed" and status == CallStatus.SKIPPED \
+                and not in_doubt:
+            continue
+        spans[row] = (_size(row, key, last, None, None), told)
+    return spans

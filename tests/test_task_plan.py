@@ -1,0 +1,278 @@
+"""A task is planned once: its first run records its rows and the digests of its files, every later
+run takes its rows from there, a file changed since is told and refused, and ``--replan`` plans
+what is not done yet from the files as they are now, every row reaching the store once.
+
+Against the real reference store: its ops (CmdOps) say what it carried out.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import Store, answer_of, pooler
+from poolkit import echo, make_pool
+from poolkit import run as kit_run
+
+from pooler.errors import JournalError
+from pooler.pool.model import ForEach
+from pooler.run.journal import Journal
+
+CHUNKED = """\
+pool:
+  - name: imp
+    unit: MELBIS_AGENT_IMPORT_GOODS
+    command: CmdAdd
+    for_each: {file: goods.csv, chunk: 5, field: goods}
+    key: imp-${row.ref}
+"""
+
+PER_ROW = """\
+pool:
+  - name: echo
+    unit: MELBIS_AGENT_TEST
+    command: CmdEcho
+    for_each: {file: goods.csv}
+    key: echo-${row.ref}
+    params: {ref: "${row.ref}", name: "${row.name}"}
+"""
+
+UNKEYED = """\
+pool:
+  - name: echo
+    unit: MELBIS_AGENT_TEST
+    command: CmdEcho
+    for_each: {file: goods.csv}
+    params: {ref: "${row.ref}"}
+"""
+
+
+def write_goods(path: Path, refs: list[str], names: dict[str, str] | None = None) -> None:
+    names = names or {}
+    lines = ["ref,sku,name,price"] + [f"{r},SKU-{r},{names.get(r, 'item ' + r)},1.00" for r in refs]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def refs(count: int) -> list[str]:
+    return [f"R{n:02d}" for n in range(count)]
+
+
+def setup(tmp_path: Path, pool_text: str, goods: list[str]) -> Path:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(pool_text, encoding="utf-8")
+    write_goods(tmp_path / "goods.csv", goods)
+    return pool
+
+
+def run(store: Store, tmp_path: Path, pool: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return pooler("run", str(pool), "--store", store.url, "--json", "--out", str(tmp_path / "out"),
+                  "--journal", str(tmp_path / "journal.sqlite"), *extra,
+                  env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(tmp_path / "state")})
+
+
+def imported(store: Store) -> list[str]:
+    """The ref of every row the import tool carried out, in order, repeats kept."""
+    return [row["ref"] for op in store.ops() if op["unit"] == "MELBIS_AGENT_IMPORT_GOODS"
+            for row in op["params"]["goods"]]
+
+
+def echoed(store: Store) -> list[tuple[str, str | None]]:
+    return [(op["params"]["ref"], op["params"].get("name")) for op in store.ops()
+            if op["command"] == "CmdEcho"]
+
+
+def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row_once(
+        store: Store, tmp_path: Path) -> None:
+    """Failure 5 of the issue: 3 rows inserted after the second row of a sampled chunked task."""
+    first = refs(20)
+    pool = setup(tmp_path, CHUNKED, first)
+    sample = run(store, tmp_path, pool, "--sample", "10", "--task", "T")
+    assert sample.returncode == 0, sample.stderr
+    assert plan_of(tmp_path) == "20 planned: 10 completed, 10 not run"
+    now = [*first[:2], "N1", "N2", "N3", *first[2:]]
+    write_goods(tmp_path / "goods.csv", now)
+    before = len(store.ops())
+    again = run(store, tmp_path, pool, "--task", "T")
+    assert again.returncode == 2
+    assert again.stderr == (
+        "pooler: goods.csv changed since task T was planned (20 rows then, 23 now) - run it with "
+        "--replan to plan what task T has not done yet from the files as they are now, restore the "
+        "files, or start a new task.\n"
+        "pooler: refused before the first step; nothing was sent.\n")
+    assert len(store.ops()) == before
+    replanned = run(store, tmp_path, pool, "--task", "T", "--replan")
+    assert replanned.returncode == 0, replanned.stderr
+    answer = answer_of(replanned)
+    assert answer["status"] == "completed"
+    assert answer["steps"][0]["rows"] == {"total": 23, "completed": 13, "skipped": 10, "failed": 0,
+                                          "in_doubt": 0, "not_run": 0}
+    sent = imported(store)
+    assert Counter(sent) == Counter(now)
+    # The new rows go in a chunk of their own: no chunk reaches over the rows done before.
+    keys = [op["idempotency_key"] for op in store.ops() if op["unit"] == "MELBIS_AGENT_IMPORT_GOODS"]
+    assert keys == ["T:imp-R00#0-4", "T:imp-R05#5-9", "T:imp-N1#2-4", "T:imp-R10#13-17", "T:imp-R15#18-22"]
+    listed = json.loads(pooler("runs", "--journal", str(tmp_path / "journal.sqlite"), "--json").stdout)
+    assert [(t["id"], t["status"]) for t in listed["tasks"]] == [("T", "completed")]
+    # The rows done under the first plan count as completed in the new one.
+    assert plan_of(tmp_path) == "23 planned: 23 completed"
+
+
+def plan_of(tmp_path: Path) -> str:
+    """What ``pooler show`` says of task T's plan."""
+    shown = pooler("show", "T", "--journal", str(tmp_path / "journal.sqlite"))
+    assert shown.returncode == 0, shown.stderr
+    last = shown.stdout.splitlines()[-1]
+    assert last.startswith("the task's plan: ")
+    return last.removeprefix("the task's plan: ")
+
+
+def test_a_later_run_takes_its_rows_from_the_plan_not_from_the_file(store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(6))
+    sample = run(store, tmp_path, pool, "--sample", "2", "--task", "T")
+    assert sample.returncode == 0, sample.stderr
+    (tmp_path / "goods.csv").unlink()
+    rest = run(store, tmp_path, pool, "--task", "T")
+    assert rest.returncode == 0, rest.stderr
+    assert "pooler: goods.csv is not there any more; task T takes its rows from its plan.\n" in rest.stderr
+    assert [ref for ref, _ in echoed(store)] == refs(6)
+
+
+def test_a_missing_file_without_a_plan_is_still_refused(store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(2))
+    (tmp_path / "goods.csv").unlink()
+    refused = run(store, tmp_path, pool, "--task", "NEW")
+    assert refused.returncode == 2
+    assert "No such file:" in refused.stderr
+    assert echoed(store) == []
+
+
+def test_a_changed_pool_file_is_told_and_refused(store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(3))
+    assert run(store, tmp_path, pool, "--sample", "1", "--task", "T").returncode == 0
+    pool.write_text(PER_ROW.replace("${row.name}", "x ${row.name}"), encoding="utf-8")
+    again = run(store, tmp_path, pool, "--task", "T")
+    assert again.returncode == 2
+    assert again.stderr.startswith("pooler: the pool file pool.yaml changed since task T was planned - "
+                                   "run it with --replan")
+    assert len(echoed(store)) == 1
+
+
+def test_an_edited_file_of_as_many_rows_says_its_content_differs(store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(3))
+    assert run(store, tmp_path, pool, "--sample", "1", "--task", "T").returncode == 0
+    write_goods(tmp_path / "goods.csv", refs(3), {"R01": "edited"})
+    again = run(store, tmp_path, pool, "--resume")
+    assert again.returncode == 2
+    assert again.stderr.startswith("pooler: goods.csv changed since task T was planned (3 rows then and "
+                                   "now, their content differs) - run it with --replan")
+
+
+def test_replan_of_per_row_keys_skips_done_rows_sends_new_and_edited_and_drops_removed(
+        store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(6))
+    assert run(store, tmp_path, pool, "--sample", "3", "--task", "T").returncode == 0
+    # R01 (done) and R04 (not done) edited, R03 removed, N1 inserted.
+    write_goods(tmp_path / "goods.csv", ["R00", "R01", "N1", "R02", "R04", "R05"],
+                {"R01": "edited", "R04": "edited"})
+    replanned = run(store, tmp_path, pool, "--task", "T", "--replan")
+    assert replanned.returncode == 0, replanned.stderr
+    assert echoed(store) == [("R00", "item R00"), ("R01", "item R01"), ("R02", "item R02"),
+                             ("N1", "item N1"), ("R04", "edited"), ("R05", "item R05")]
+    rows = answer_of(replanned)["steps"][0]["rows"]
+    assert (rows["total"], rows["completed"], rows["skipped"]) == (6, 3, 3)
+
+
+def test_replan_of_a_chunked_step_leaves_out_removed_rows_and_sends_edited_ones_not_done(
+        store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, CHUNKED, refs(12))
+    assert run(store, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
+    now = [r for r in refs(12) if r not in ("R02", "R07")]
+    write_goods(tmp_path / "goods.csv", now, {"R08": "edited"})
+    replanned = run(store, tmp_path, pool, "--task", "T", "--replan")
+    assert replanned.returncode == 0, replanned.stderr
+    sent = imported(store)
+    assert sent == [*refs(5), "R05", "R06", "R08", "R09", "R10", "R11"]
+    goods = store.call("MELBIS_AGENT_STORE", "CmdList").json()["data"]["tables"]["goods"]
+    assert {g["name"] for g in goods if g["sku"] == "SKU-R08"} == {"edited"}
+
+
+def test_replan_is_refused_for_an_unkeyed_step_that_sent_rows(store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, UNKEYED, refs(4))
+    assert run(store, tmp_path, pool, "--sample", "2", "--task", "T").returncode == 0
+    write_goods(tmp_path / "goods.csv", ["N1", *refs(4)])
+    refused = run(store, tmp_path, pool, "--task", "T", "--replan")
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "pooler: --replan refused for task T: step 1 (echo) has no key, so the rows it sent (2 calls) "
+        "cannot be told apart from new ones and a new plan could send them again - give the step a key, "
+        "or start a new task.\n"
+        "pooler: refused before the first step; nothing was sent.\n")
+    assert len(echoed(store)) == 2
+
+
+def test_replan_needs_a_task(store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(2))
+    refused = run(store, tmp_path, pool, "--replan")
+    assert refused.returncode == 2
+    assert refused.stderr == ("pooler: --replan plans a task again: give it with --task ID or --resume.\n"
+                              "pooler: refused before the first step; nothing was sent.\n")
+
+
+def test_the_plan_is_recorded_whole_for_a_sample_and_not_at_all_by_a_dry_run(
+        store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, CHUNKED, refs(12))
+    assert run(store, tmp_path, pool, "--dry-run").returncode == 0
+    assert run(store, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    try:
+        rows = db.execute("SELECT task, num, row, key, data FROM plan_rows ORDER BY row").fetchall()
+        files = db.execute("SELECT num, name, rows, chunk FROM plan_files ORDER BY num").fetchall()
+    finally:
+        db.close()
+    assert [(t, n, r, k) for t, n, r, k, _ in rows] == [("T", 1, i, f"imp-R{i:02d}") for i in range(12)]
+    assert json.loads(rows[3][4]) == {"ref": "R03", "sku": "SKU-R03", "name": "item R03", "price": "1.00"}
+    assert files == [(0, "pool.yaml", None, None), (1, "goods.csv", 12, 5)]
+
+
+def test_a_task_whose_every_run_is_a_pool_of_its_own_plans_each_run_anew(
+        store: Store, tmp_path: Path) -> None:
+    """The MCP server's tool_pool calls: one task, a new pool each call, over files of their own."""
+    (tmp_path / "a.csv").write_text("ref\nA1\nA2\n", encoding="utf-8")
+    (tmp_path / "b.csv").write_text("ref\nB1\nA1\n", encoding="utf-8")
+    over = {"name": "echo", "params": {"ref": "${row.ref}"}, "key": "e-${row.ref}"}
+    first = make_pool(tmp_path, [echo(**over, for_each=ForEach(file="a.csv"))])
+    second = make_pool(tmp_path, [echo(**over, for_each=ForEach(file="b.csv"))])
+    with Journal(tmp_path / "j.sqlite") as journal:
+        assert kit_run(first, store, tmp_path / "out", journal=journal, task_id="S",
+                       plan_each_run=True)["status"] == "completed"
+        again = kit_run(second, store, tmp_path / "out", journal=journal, task_id="S", plan_each_run=True)
+        assert again["steps"][0]["rows"]["skipped"] == 1
+        # Without the flag the task's plan is the last run's: a pool over another file is told.
+        with pytest.raises(JournalError) as refused:
+            kit_run(first, store, tmp_path / "out", journal=journal, task_id="S")
+    assert [ref for ref, _ in echoed(store)] == ["A1", "A2", "B1"]
+    assert refused.value.message.startswith("step 1 reads a.csv now, b.csv when task S was planned - ")
+
+
+def test_a_step_whose_rows_hold_a_secret_stays_out_of_the_plan_and_the_store_gets_the_real_value(
+        store: Store, tmp_path: Path) -> None:
+    pool = setup(tmp_path, PER_ROW, refs(3))
+    write_goods(tmp_path / "goods.csv", refs(3), {"R01": store.token})
+    first = run(store, tmp_path, pool, "--sample", "2", "--task", "T")
+    assert first.returncode == 0, first.stderr
+    rest = run(store, tmp_path, pool, "--task", "T")
+    assert rest.returncode == 0, rest.stderr
+    # The journal holds no secret: the step reads its file on every run instead of the plan.
+    assert store.token.encode() not in (tmp_path / "journal.sqlite").read_bytes()
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    try:
+        assert db.execute("SELECT count(*) FROM plan_rows WHERE task = 'T'").fetchone() == (0,)
+        assert db.execute("SELECT num FROM plan_files WHERE task = 'T' ORDER BY num").fetchall() == [(0,)]
+    finally:
+        db.close()
+    # The store received the value itself, once per row.
+    assert echoed(store) == [("R00", "item R00"), ("R01", store.token), ("R02", "item R02")]
