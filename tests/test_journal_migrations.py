@@ -39,7 +39,7 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql"]
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_the_report_puts_failed_calls_on_top_with_a_command_that_runs_as_written
     command = html.unescape(code.group(1))
     assert shlex.split(command) == [
         "pooler", "run", str(work / "pool.yaml"), "--task", task.group(1), "--store", "shop",
-        "--out", str(work / "out"), "--journal", str(work / "j.sqlite")]
+        "--out", str(work / "out"), "--journal", str(work / "j.sqlite"), "--replan"]
     assert store.token not in page
     # Fixed in the morning, run as written from another folder: only the failed row is sent.
     (work / "goods.csv").write_text("sku,name,price\nA-1,Kettle,1.5\nA-2,Mug,0.9\nA-3,Cup,2\n",
