@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# pytest keeps the test modules it has rewritten for its assertions as bytecode; without that
+# cache every test worker rewrites every module again (seconds of CPU each run).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo docs test test-fast test-slow test-lowest lint fuzz bench clean
 
