@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.compiler import Inputs, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.redact import Redactor
-from pooler.run.journal import Journal
 from pooler.run.taskplan import record_plan
 
 

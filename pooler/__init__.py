@@ -38,7 +38,7 @@ _EXPORTS: dict[str, str] = {
     "run_pool": "pooler.run.executor",
     "RunConfig": "pooler.run.executor",
     "StopSignal": "pooler.run.executor",
-    "Journal": "pooler.run.journal",
+    "Journal": "pooler.journal.sqlite.journal",
     "Reporter": "pooler.run.events",
     "NullReporter": "pooler.run.events",
     # the client
@@ -106,6 +106,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from pooler.exits import ExitStatus
+    from pooler.journal.sqlite.journal import Journal
     from pooler.pool.checks import check_options, check_pool
     from pooler.pool.compiler import Inputs, Plan, compile_pool
     from pooler.pool.loader import load_pool, load_pool_value
@@ -114,7 +115,6 @@ if TYPE_CHECKING:
     from pooler.redact import Redactor
     from pooler.run.events import NullReporter, Reporter
     from pooler.run.executor import RunConfig, StopSignal, run_plan, run_pool
-    from pooler.run.journal import Journal
     from pooler.statuses import CallStatus
 
 

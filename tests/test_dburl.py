@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pooler.run.dburl import DbText, argument, is_postgres, masked, passwords
+from pooler.journal.dburl import DbText, argument, is_postgres, masked, passwords
 
 MASKED = {
     "postgresql://ops:Sekr3t@db.example:5432/pooler":

@@ -14,12 +14,12 @@ from helpers import Store
 from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, statuses, step
 
 from pooler.errors import InputError
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.loader import load_pool, load_pool_value
 from pooler.pool.model import ForEach, Retry
 from pooler.pool.variables import Variables
 from pooler.redact import Redactor
 from pooler.run.executor import StopSignal
-from pooler.run.journal import Journal
 
 IMPORT = "MELBIS_AGENT_IMPORT_GOODS"
 

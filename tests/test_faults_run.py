@@ -25,10 +25,10 @@ import pytest
 from helpers import ROOT, STORE_TOKEN, Store, answer_of, environment, pooler, start_store
 
 from pooler.client.http import ToolRunClient
+from pooler.journal.records import FINAL_STATUSES
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.loader import load_pool
 from pooler.run.executor import RunConfig, run_pool
-from pooler.run.journal import Journal
-from pooler.run.journal_records import FINAL_STATUSES
 from pooler.store.faults import GARBAGE
 
 TEST = "MELBIS_AGENT_TEST"

@@ -17,8 +17,8 @@ import pytest
 from test_keys_tasks import OLD_SCHEMA
 
 from pooler.errors import JournalError
-from pooler.run.journal import Journal
-from pooler.run.journal_records import CallId, default_journal_path
+from pooler.journal.records import CallId, default_journal_path
+from pooler.journal.sqlite.journal import Journal
 
 
 def ids(task: str, num: int, key: str | None, row: int | None = None, run: int = 1) -> CallId:
@@ -146,8 +146,8 @@ def test_commits_survive_a_kill(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
     code = (
         "import os, signal, sys\n"
-        "from pooler.run.journal import Journal\n"
-        "from pooler.run.journal_records import CallId\n"
+        "from pooler.journal.sqlite.journal import Journal\n"
+        "from pooler.journal.records import CallId\n"
         "j = Journal(sys.argv[1])\n"
         "t = j.new_task(sys.argv[2], 'killed')\n"
         "r = j.record_sent(CallId(t, 1, 1, None, 'k1', 'killed-1-1'))\n"

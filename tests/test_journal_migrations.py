@@ -1,6 +1,6 @@
-"""The SQLite journal's schema: numbered migrations in ``pooler/run/sql/migrations``, its version in
-``PRAGMA user_version``, an older file brought up to date when it is opened (whatever columns it
-already had), and a newer one refused."""
+"""The SQLite journal's schema: numbered migrations in ``pooler/journal/sqlite/sql/migrations``,
+its version in ``PRAGMA user_version``, an older file brought up to date when it is opened
+(whatever columns it already had), and a newer one refused."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from helpers import pooler
 from test_keys_tasks import OLD_SCHEMA
 
-from pooler.run.journal import Journal
-from pooler.run.journal_file import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from pooler.journal.sqlite.file import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from pooler.journal.sqlite.journal import Journal
 
 #: Every column a journal of the last version has, as the migrations make them.
 COLUMNS = {

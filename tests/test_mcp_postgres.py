@@ -9,7 +9,7 @@ from helpers import Store
 from sharedkit import query
 from test_mcp import answer_of, connect, ops_of, run
 
-from pooler.shared.schema import upgrade
+from pooler.journal.postgres.schema import upgrade
 
 pytestmark = [pytest.mark.postgres, pytest.mark.process]
 

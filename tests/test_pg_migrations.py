@@ -13,8 +13,8 @@ from helpers import Store, pooler
 from sharedkit import query
 
 from pooler.errors import JournalError
-from pooler.run.migrations import read_migrations
-from pooler.shared.schema import (
+from pooler.journal.migrations import read_migrations
+from pooler.journal.postgres.schema import (
     MIGRATIONS,
     MIGRATIONS_DIR,
     SCHEMA_VERSION,

@@ -12,10 +12,10 @@ import pytest
 from helpers import pooler
 
 from pooler.errors import JournalError
-from pooler.shared.lease import Lease
-from pooler.shared.pg_journal import PgJournal
-from pooler.shared.schema import SCHEMA_VERSION, connect, upgrade
-from pooler.shared.work import Settled, WorkRow, WorkStore
+from pooler.journal.postgres.journal import PgJournal
+from pooler.journal.postgres.lease import Lease
+from pooler.journal.postgres.schema import SCHEMA_VERSION, connect, upgrade
+from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
 
 pytestmark = pytest.mark.postgres
 

@@ -24,7 +24,7 @@ from browser import Browser, Elements
 from helpers import ROOT, Store, answer_of, pooler, send_answer, serve
 from junit_schema import jenkins_junit
 
-from pooler.run.journal import Journal
+from pooler.journal.sqlite.journal import Journal
 
 ORDERS = ROOT / "pools" / "orders.yaml"
 DEMO = ROOT / "pools" / "demo.yaml"

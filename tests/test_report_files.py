@@ -13,9 +13,9 @@ from junit_schema import jenkins_junit
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
-from pooler.run.journal import Journal
-from pooler.run.journal_records import CallId
-from pooler.run.journal_timeline import epoch_ms
+from pooler.journal.records import CallId
+from pooler.journal.sqlite.journal import Journal
+from pooler.journal.timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
 

@@ -14,10 +14,10 @@ from typing import Any
 from helpers import Store
 from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, step
 
+from pooler.journal.records import DONE
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.model import ForEach
 from pooler.run.answer import MAX_FAILURES
-from pooler.run.journal import Journal
-from pooler.run.journal_records import DONE
 
 IMPORT = "MELBIS_AGENT_IMPORT_GOODS"
 ROW_KEYS = ("total", "completed", "skipped", "failed", "in_doubt", "not_run")

@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT, Store, environment, pooler
 from sharedkit import token_file, write_pool
 
-from pooler.shared.schema import upgrade
+from pooler.journal.postgres.schema import upgrade
 from pooler.store.faults import FaultPlan, parse_rule
 
 #: The runner on PostgreSQL is a process of its own: that case is marked so.

@@ -20,7 +20,7 @@ from frontdoor import FrontDoor
 from helpers import Store
 from sharedkit import finish, query, start_runner, wait_for, write_pool
 
-from pooler.shared.schema import upgrade
+from pooler.journal.postgres.schema import upgrade
 
 pytestmark = pytest.mark.postgres
 #: The runner that is frozen: a short lease, so that it expires while it is stopped.

@@ -23,7 +23,7 @@ from helpers import Store, pooler
 from pg_server import start_server
 from sharedkit import finish, query, start_runner, wait_for, write_pool
 
-from pooler.shared.schema import upgrade
+from pooler.journal.postgres.schema import upgrade
 
 pytestmark = pytest.mark.postgres
 SLEEPS = 300

@@ -13,7 +13,7 @@ from helpers import Store
 from sharedkit import finish, query, start_runner, wait_for, write_pool
 from test_metrics_file import samples_of, value
 
-from pooler.shared.schema import upgrade
+from pooler.journal.postgres.schema import upgrade
 
 pytestmark = pytest.mark.postgres
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import Store, pooler
 from sharedkit import finish, max_overlap, query, start_runner, wait_for, write_pool
 
-from pooler.shared.schema import upgrade
+from pooler.journal.postgres.schema import upgrade
 
 pytestmark = pytest.mark.postgres
 SLEEP = "{unit: MELBIS_AGENT_TEST, command: CmdSleep"

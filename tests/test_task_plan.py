@@ -19,8 +19,8 @@ from poolkit import echo, make_pool
 from poolkit import run as kit_run
 
 from pooler.errors import JournalError
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.model import ForEach
-from pooler.run.journal import Journal
 
 CHUNKED = """\
 pool:

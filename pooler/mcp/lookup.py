@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pooler.errors import InputError
-from pooler.run.journal import Journal
+from pooler.journal.sqlite.journal import Journal
 from pooler.run.taskview import partial_answer
 
 
@@ -36,8 +36,8 @@ def sqlite_task_answer(journal: Journal, task: str, *, running_here: bool) -> di
 
 def shared_task_answer(url: str, task: str) -> dict[str, Any]:
     """The task's answer so far from a PostgreSQL journal: built from its calls while it runs."""
+    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
     from pooler.shared.answer import shared_answer_of  # noqa: PLC0415 - psycopg only when asked
-    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
 
     journal = PgJournal(url)
     try:

@@ -24,8 +24,8 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.errors import JournalError
+from pooler.journal.sqlite.file import alive, host
 from pooler.pool.model import Pool
-from pooler.run.journal_file import alive, host
 from pooler.shared.plan import fingerprint
 
 SCHEMA = """

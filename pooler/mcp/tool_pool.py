@@ -18,6 +18,7 @@ from typing import Any
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import InputError
+from pooler.journal.sqlite.journal import Journal
 from pooler.mcp.arguments import check_names, check_task, confine, optional
 from pooler.mcp.lookup import shared_task_answer, sqlite_task_answer
 from pooler.mcp.outcome import Outcome, answered
@@ -31,7 +32,6 @@ from pooler.pool.model import Pool
 from pooler.redact import Redactor
 from pooler.run.events import Reporter
 from pooler.run.executor import RunConfig, run_plan
-from pooler.run.journal import Journal
 
 #: The batch options of execute_tool_batch, with the kind each one takes.
 OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on": str,

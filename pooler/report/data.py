@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pooler.run.journal import Journal
-from pooler.run.journal_records import TaskRow
+from pooler.journal.records import TaskRow
+from pooler.journal.sqlite.journal import Journal
 
 #: Statuses of a call that reached the store, as the timeline colours them.  ``sent`` is a call
 #: whose answer was never recorded (the run was killed): in doubt too.

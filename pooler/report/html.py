@@ -20,10 +20,10 @@ import jinja2
 from markupsafe import Markup
 
 from pooler.errors import JournalError, UsageError
+from pooler.journal.sqlite.journal import Journal
 from pooler.redact import Redactor
 from pooler.report.data import clock, load_report
 from pooler.report.timeline import CELL, LANE, layout
-from pooler.run.journal import Journal
 from pooler.version import __version__
 
 

@@ -22,14 +22,14 @@ from pooler.client.arguments import read_jsonl_fields
 from pooler.client.http import MAX_RETRY_AFTER, Reply, ToolRunClient
 from pooler.client.reply import IN_DOUBT
 from pooler.errors import PoolerError, StoreError
+from pooler.journal.records import CallId, CallRecord
+from pooler.journal.sqlite.journal import Journal
+from pooler.journal.timeline import epoch_ms
 from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, serial_value
 from pooler.run.events import CallEnd, Reporter
-from pooler.run.journal import Journal
-from pooler.run.journal_records import CallId, CallRecord
-from pooler.run.journal_timeline import epoch_ms
 from pooler.run.keys import chunk_key, chunk_span, idempotency_header
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus

@@ -11,9 +11,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from pooler.journal.records import CallId
 from pooler.pool.model import Step
 from pooler.pool.paramplan import ParamsPlan
-from pooler.run.journal_records import CallId
 
 
 @dataclass

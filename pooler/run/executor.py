@@ -43,6 +43,9 @@ from typing import Any, Literal
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.journal.records import pool_identity
+from pooler.journal.sqlite.journal import Journal
+from pooler.journal.timeline import run_facts
 from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
@@ -53,9 +56,6 @@ from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter, listener
-from pooler.run.journal import Journal
-from pooler.run.journal_records import pool_identity
-from pooler.run.journal_timeline import run_facts
 from pooler.run.opener import CallOpener, count_planned
 from pooler.run.replan import replan
 from pooler.run.scheduler import Scheduler, StepRun

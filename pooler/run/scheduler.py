@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pooler.errors import PoolerError
+from pooler.journal.records import DONE, CallRecord
 from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan
 from pooler.run.events import Reporter
-from pooler.run.journal_records import DONE, CallRecord
 from pooler.statuses import LANDED, CallStatus
 
 _WHY: dict[str, str] = {CallStatus.FAILED: "failed", CallStatus.IN_DOUBT: "is in doubt",

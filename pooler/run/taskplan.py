@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError, PoolerError
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.compiler import Plan
 from pooler.pool.datafiles import DataFile
 from pooler.pool.model import Pool
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
-from pooler.run.journal import Journal
 
 #: Rows read from the journal at a time by a later run: memory stays bounded for any plan.
 PAGE = 2000

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from pooler.journal.records import TaskRow
+from pooler.journal.sqlite.journal import Journal
 from pooler.run.answer import Collector
-from pooler.run.journal import Journal
-from pooler.run.journal_records import TaskRow
 
 #: What ``pooler runs`` says of a task whose run died without finishing.
 DEAD = "dead"

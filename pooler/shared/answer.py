@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pooler.journal.postgres.journal import PgJournal
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
-from pooler.shared.pg_journal import PgJournal
 
 
 def steps_doc(pool: Pool) -> list[dict[str, Any]]:
@@ -101,7 +101,7 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any
 def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
     """The answer so far of a shared task still running (built from its calls); None for a task
     that finished (its recorded answer is whole) or one that is not shared."""
-    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
+    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
 
     if not isinstance(journal, PgJournal):
         return None

@@ -11,10 +11,10 @@ from typing import Any
 
 from pooler.client.answer_scan import TableRows
 from pooler.client.http import Reply
+from pooler.journal.postgres.lease import Lease
+from pooler.journal.records import CallId
 from pooler.redact import Redactor
-from pooler.run.journal_records import CallId
 from pooler.run.tables import TableWriter
-from pooler.shared.lease import Lease
 
 #: The header that carries a call's fencing token: ``<runner>:<epoch>``.
 LEASE_HEADER = "Pooler-Lease"

@@ -12,12 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from pooler.errors import JournalError
+from pooler.journal.postgres.journal import PgJournal, narrower
+from pooler.journal.records import pool_identity
 from pooler.pool.compiler import compile_pool
 from pooler.pool.model import Options, Pool
 from pooler.run.executor import RunConfig
-from pooler.run.journal_records import pool_identity
 from pooler.shared.answer import steps_doc
-from pooler.shared.pg_journal import PgJournal, narrower
 from pooler.shared.plan import Planner, fingerprint
 
 

@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any
 
 from pooler.errors import PoolerError
+from pooler.journal.postgres.journal import Planned
 from pooler.pool.datafiles import DataFile
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
@@ -24,7 +25,6 @@ from pooler.pool.references import parse_ref
 from pooler.pool.rows import chunks
 from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.executor import step_plan
-from pooler.shared.pg_journal import Planned
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
 PLACEHOLDER = -1

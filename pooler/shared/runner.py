@@ -17,6 +17,9 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.journal.postgres.journal import PgJournal
+from pooler.journal.postgres.lease import Lease, LeaseLost
+from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
 from pooler.pool.model import Pool
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared
@@ -25,10 +28,7 @@ from pooler.run.executor import RunConfig, pool_base
 from pooler.shared.answer import task_answer
 from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
 from pooler.shared.join import join_task
-from pooler.shared.lease import Lease, LeaseLost
-from pooler.shared.pg_journal import PgJournal
 from pooler.shared.plan import PLACEHOLDER, Planner, step_plans
-from pooler.shared.work import Settled, WorkRow, WorkStore
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05

@@ -10,9 +10,9 @@ from typing import Any
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback
 from pooler.errors import JournalError, UsageError
+from pooler.journal.api import journal_spec
+from pooler.journal.dburl import is_postgres, shown
 from pooler.plural import plural
-from pooler.run.dburl import is_postgres, shown
-from pooler.run.journal_api import journal_spec
 
 
 def _add_url(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def _url(args: argparse.Namespace, ctx: Context) -> str:
 
 
 def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
-    from pooler.shared.schema import upgrade  # noqa: PLC0415
+    from pooler.journal.postgres.schema import upgrade  # noqa: PLC0415
 
     url = _url(args, ctx)
     done = upgrade(url)
@@ -71,8 +71,8 @@ def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def handle_gather(args: argparse.Namespace, ctx: Context) -> int:
+    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
     from pooler.run.tables import TableWriter  # noqa: PLC0415
-    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
 
     with PgJournal(_url(args, ctx)) as journal:
         if journal.task(args.task) is None:

@@ -20,13 +20,13 @@ from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
+from pooler.journal.api import JOURNAL_ENV
+from pooler.journal.dburl import is_postgres
 from pooler.mcp.arguments import check_task
 from pooler.mcp.http import Listen, bind, endpoint, parse_listen
 from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.server import PoolerTools, serve, serve_over_http, session_task
-from pooler.run.dburl import is_postgres
-from pooler.run.journal_api import JOURNAL_ENV
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,16 +36,16 @@ from pooler.cli.render import make_reporter
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
+from pooler.journal.api import journal_spec
+from pooler.journal.dburl import is_postgres
+from pooler.journal.sqlite.journal import Journal
 from pooler.plural import plural
 from pooler.pool.compiler import Plan, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool, Step
 from pooler.redact import short_warning
-from pooler.run.dburl import is_postgres
 from pooler.run.events import FanOut, NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
-from pooler.run.journal import Journal
-from pooler.run.journal_api import journal_spec
 from pooler.run.lock import OutLock, PoolLock, lock_dir
 from pooler.run.taskplan import gone, planned_files
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
+from pooler.journal.sqlite.journal import Journal
 from pooler.report.html import write_report
 from pooler.report.junit import run_junit_xml
-from pooler.run.journal import Journal
 
 
 def add_run_files(parser: argparse.ArgumentParser) -> None:

@@ -16,14 +16,14 @@ from pooler.cli.render import answer_lines, console_for, summary_line
 from pooler.cli.results import STYLE, results_table
 from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
+from pooler.journal.api import JournalStore, journal_spec, open_sqlite
+from pooler.journal.dburl import is_postgres
+from pooler.journal.records import TaskRow
+from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.prune import parse_age, prune
 from pooler.plural import plural
 from pooler.report.html import write_report
-from pooler.run.dburl import is_postgres
-from pooler.run.journal import Journal
-from pooler.run.journal_api import JournalStore, journal_spec, open_sqlite
-from pooler.run.journal_records import TaskRow
 from pooler.run.plancount import PlanCounts, plan_counts
-from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
 
 
@@ -72,7 +72,7 @@ def open_journal(args: argparse.Namespace, ctx: Context) -> JournalStore:
     """The journal ``--journal`` names, for reading: a missing SQLite file is refused, not created."""
     spec = journal_spec(args.journal, ctx.environ)
     if is_postgres(spec):
-        from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
+        from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
 
         return PgJournal(spec)
     return open_sqlite(Path(spec))

@@ -1,6 +1,6 @@
 """What the journal holds: its tables, and the records of tasks and calls it reads and writes.
 
-The SQLite journal (``pooler.run.journal``) and what reads its rows share these, so the shapes of a
+The SQLite journal (``pooler.journal.sqlite.journal``) and what reads its rows share these, so the shapes of a
 task and of a call are written once.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler import strictjson
-from pooler.run.journal_file import host
+from pooler.journal.sqlite.file import host
 from pooler.statuses import FINAL, LANDED
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).

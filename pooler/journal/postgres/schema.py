@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pooler.errors import JournalError
-from pooler.run.dburl import DbText, argument, shown
-from pooler.run.migrations import Migration, read_migrations
+from pooler.journal.dburl import DbText, argument, shown
+from pooler.journal.migrations import Migration, read_migrations
 
 if TYPE_CHECKING:
     import psycopg

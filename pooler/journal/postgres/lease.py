@@ -18,8 +18,8 @@ import threading
 import time
 
 from pooler.errors import JournalError
-from pooler.run.dburl import DbText
-from pooler.shared.schema import connect
+from pooler.journal.dburl import DbText
+from pooler.journal.postgres.schema import connect
 
 
 class LeaseLost(JournalError):

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from pooler.errors import JournalError
-from pooler.run.migrations import read_migrations
+from pooler.journal.migrations import read_migrations
 
 #: The journal's SQL, ``sql/migrations/NNNN_what.sql``; its version is ``PRAGMA user_version``.
 MIGRATIONS = read_migrations(Path(__file__).with_name("sql") / "migrations")

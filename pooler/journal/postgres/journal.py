@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.run.dburl import DbText
-from pooler.run.journal_records import TaskRow
-from pooler.shared.schema import check_version, connect
+from pooler.journal.dburl import DbText
+from pooler.journal.postgres.schema import check_version, connect
+from pooler.journal.records import TaskRow
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.

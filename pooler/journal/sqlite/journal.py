@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.run.journal_file import alive, host, own_file, upgrade
-from pooler.run.journal_records import (
+from pooler.journal.records import (
     DONE,
     KEYED_SQL,
     RECORD_SQL,
@@ -40,7 +39,8 @@ from pooler.run.journal_records import (
     split_entry,
     whole_record,
 )
-from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, run_row
+from pooler.journal.sqlite.file import alive, host, own_file, upgrade
+from pooler.journal.timeline import RECORD_RUN, epoch_ms, run_row
 from pooler.statuses import LANDED
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.shared.pg_journal import PgJournal, Planned
+from pooler.journal.postgres.journal import PgJournal, Planned
 
 _ROW = ("num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, "
         "step_id")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pooler.run.journal_records import TaskRow, default_journal_path
+from pooler.journal.records import TaskRow, default_journal_path
 
 #: The environment variable that names the journal when ``--journal`` is not given.
 JOURNAL_ENV = "POOLER_JOURNAL"
@@ -48,7 +48,7 @@ def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:
 def open_sqlite(path: Path) -> JournalStore:
     """The SQLite journal at ``path``, for reading: a missing file is refused, not created."""
     from pooler.errors import JournalError  # noqa: PLC0415
-    from pooler.run.journal import Journal  # noqa: PLC0415
+    from pooler.journal.sqlite.journal import Journal  # noqa: PLC0415
 
     if not path.is_file():
         raise JournalError(f"no journal at {path} - nothing has run with it yet; "

@@ -1,0 +1,1 @@
+"""The PostgreSQL journal: runners on several hosts share a task."""

@@ -1,0 +1,1 @@
+"""The SQLite journal: one host, any number of processes."""
