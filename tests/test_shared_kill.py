@@ -193,5 +193,12 @@ def test_the_database_going_away_stops_the_runner_with_nothing_unrecorded(store:
         shown = pooler("show", "t", "--journal", url, "--json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["succeeded"] == len(recorded)
+        # No runner of it is alive: it is dead, counted against its plan as a dead SQLite task is.
+        listed = json.loads(pooler("runs", "--journal", url, "--json").stdout)["tasks"]
+        assert [(t["id"], t["status"]) for t in listed] == [("t", "dead")]
+        plan = listed[0]["plan"]
+        assert (plan["planned"], plan["completed"], plan["failed"]) == (20, len(recorded), 0)
+        assert plan["in_doubt"] + plan["not_run"] == 20 - len(recorded)
+        assert json.loads(shown.stdout)["plan"] == plan
     finally:
         server.stop()

@@ -1,38 +1,41 @@
 """What every journal offers, whatever holds it (a SQLite file, a PostgreSQL database), and the one
-place a ``--journal`` value (or ``POOLER_JOURNAL``) is read: which journal it names, and which kind.
+place a ``--journal`` value (or ``POOLER_JOURNAL``) is read: which journal it names.
 
-Opening a PostgreSQL journal is left to the layers above (pooler/shared/ is built on run/).
+Opening one for reading is ``pooler.shared.tasks.open_tasks``: a PostgreSQL journal loads psycopg,
+which the layers below the shared task never do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
-from pooler.journal.records import TaskRow, default_journal_path
+from pooler.journal.records import PlanCounts, TaskRow, default_journal_path
 
 #: The environment variable that names the journal when ``--journal`` is not given.
 JOURNAL_ENV = "POOLER_JOURNAL"
 
 
-class JournalStore(Protocol):
-    """The journal as ``pooler runs``, ``pooler show`` and a finished run see it.
-
-    ``pooler.journal.Journal`` (SQLite) and ``pooler.pg_journal.PgJournal`` both are one.
-    """
+class TaskView(Protocol):
+    """Any journal's tasks as ``pooler runs``, ``pooler show`` and ``tool_pool {"task": T}`` read
+    them, whichever backend holds them: one behaviour, told the same way."""
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
-        """The latest tasks, newest first."""
+        """The latest tasks, newest first; a task whose every run died is ``dead``, not ``running``."""
 
     def task(self, task_id: str) -> TaskRow | None:
-        """One task, or None."""
+        """One task (``dead`` as in ``tasks``), or None."""
 
-    def answer(self, task_id: str) -> dict[str, Any] | None:
-        """The answer recorded when the task last finished (already masked), or None."""
+    def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
+               ) -> dict[str, Any] | None:
+        """What the task has done: the answer its last run recorded, or, for a task whose run died
+        (or, with ``live``, one still running), the answer so far as the journal holds it.  None
+        for a task still running when ``live`` is not asked for and the backend cannot tell its
+        calls apart yet.  ``running_here``: this very process runs the task now."""
 
-    def finish_task(self, task_id: str, answer: dict[str, Any]) -> None:
-        """Record the task's answer (already masked) and its counts."""
+    def plan_counts(self, task_id: str) -> PlanCounts | None:
+        """The task counted against its plan (planned, completed, failed, in doubt, skipped, not
+        run), a task killed before it wrote its answer too; None without a plan."""
 
     def where(self) -> str:
         """How messages name this journal (a path, or a URL without its password)."""
@@ -43,42 +46,3 @@ class JournalStore(Protocol):
 def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:
     """The journal a command uses: ``--journal``, else ``POOLER_JOURNAL``, else the default file."""
     return given or environ.get(JOURNAL_ENV) or str(default_journal_path(environ))
-
-
-def open_sqlite(path: Path) -> JournalStore:
-    """The SQLite journal at ``path``, for reading: a missing file is refused, not created."""
-    from pooler.errors import JournalError  # noqa: PLC0415
-    from pooler.journal.sqlite.journal import Journal  # noqa: PLC0415
-
-    if not path.is_file():
-        raise JournalError(f"no journal at {path} - nothing has run with it yet; "
-                           "give the one 'pooler run --journal' wrote with --journal.")
-    return _SqliteView(Journal(path))
-
-
-class _SqliteView:
-    """The SQLite journal as a ``JournalStore`` (it only lacks ``where``)."""
-
-    def __init__(self, journal: Any) -> None:
-        self.journal = journal
-
-    def tasks(self, limit: int = 20) -> list[TaskRow]:
-        found: list[TaskRow] = self.journal.tasks(limit)
-        return found
-
-    def task(self, task_id: str) -> TaskRow | None:
-        found: TaskRow | None = self.journal.task(task_id)
-        return found
-
-    def answer(self, task_id: str) -> dict[str, Any] | None:
-        found: dict[str, Any] | None = self.journal.answer(task_id)
-        return found
-
-    def finish_task(self, task_id: str, answer: dict[str, Any]) -> None:
-        self.journal.finish_task(task_id, answer)
-
-    def where(self) -> str:
-        return str(self.journal.path)
-
-    def close(self) -> None:
-        self.journal.close()

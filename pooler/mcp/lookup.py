@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pooler.errors import InputError
-from pooler.journal.sqlite.journal import Journal
-from pooler.run.taskview import partial_answer
+from pooler.journal.api import TaskView
 
 
 def unknown_task(task: str, where: str) -> InputError:
@@ -21,32 +20,11 @@ def unknown_task(task: str, where: str) -> InputError:
                       "(task); give one of those, or start the pool with tool_pool.")
 
 
-def sqlite_task_answer(journal: Journal, task: str, *, running_here: bool) -> dict[str, Any]:
-    """The task's answer so far from a SQLite journal; ``running_here``: this process runs it now."""
-    row = journal.task(task)
-    if row is None:
-        raise unknown_task(task, str(journal.path))
-    if row.status != "running" and not running_here:
-        answer = journal.answer(task)
-        if answer is not None:
-            return answer
-    live = running_here or bool(journal.live_runs(task))
-    return partial_answer(journal, row, live=live)
-
-
-def shared_task_answer(url: str, task: str) -> dict[str, Any]:
-    """The task's answer so far from a PostgreSQL journal: built from its calls while it runs."""
-    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
-    from pooler.shared.answer import shared_answer_of  # noqa: PLC0415 - psycopg only when asked
-
-    journal = PgJournal(url)
-    try:
-        row = journal.task(task)
-        if row is None:
-            raise unknown_task(task, journal.where())
-        answer = shared_answer_of(journal, task) or journal.answer(task)
-    finally:
-        journal.close()
+def task_answer(view: TaskView, task: str, *, running_here: bool = False) -> dict[str, Any]:
+    """The task's answer so far, from any journal; ``running_here``: this process runs it now."""
+    if view.task(task) is None:
+        raise unknown_task(task, view.where())
+    answer = view.answer(task, live=True, running_here=running_here)
     if answer is None:
         raise InputError(f"task {task} has recorded no answer yet - ask again in a moment.")
     return answer

@@ -20,7 +20,7 @@ from pooler.client.http import ToolRunClient
 from pooler.errors import InputError
 from pooler.journal.sqlite.journal import Journal
 from pooler.mcp.arguments import check_names, check_task, confine, optional
-from pooler.mcp.lookup import shared_task_answer, sqlite_task_answer
+from pooler.mcp.lookup import task_answer
 from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.planning import commit, make_plan
 from pooler.mcp.plans import DEFAULT_TTL, PlanStore
@@ -32,6 +32,8 @@ from pooler.pool.model import Pool
 from pooler.redact import Redactor
 from pooler.run.events import Reporter
 from pooler.run.executor import RunConfig, run_plan
+from pooler.run.taskview import SqliteTasks
+from pooler.shared.tasks import open_tasks
 
 #: The batch options of execute_tool_batch, with the kind each one takes.
 OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on": str,
@@ -191,8 +193,13 @@ class PoolRuns:
     def task_answer(self, task: str) -> dict[str, Any]:
         """The task's answer so far, from the journal (see ``pooler.mcp.lookup``)."""
         if self.shared_journal is not None:
-            return shared_task_answer(self.shared_journal, task)
-        return sqlite_task_answer(self.journal(), task, running_here=task in self.running)
+            view = open_tasks(self.shared_journal)
+            try:
+                return task_answer(view, task)
+            finally:
+                view.close()
+        # The server's own journal, open as long as it serves: read, not closed.
+        return task_answer(SqliteTasks(self.journal()), task, running_here=task in self.running)
 
     def lookup(self, task: str) -> Outcome:
         answer = self.task_answer(task)

@@ -13,34 +13,14 @@ its records carried is counted.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from pooler.journal.records import PLAN_ORDER as _ORDER
+from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
 from pooler.run.keys import chunk_span
 from pooler.run.taskplan import POOL_FILE, PlannedFile, planned_files
 from pooler.statuses import CallStatus
-
-_ORDER = ("completed", "failed", "in_doubt", "skipped", "not_run")
-_WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
-
-
-@dataclass(frozen=True)
-class PlanCounts:
-    """Rows (or calls, for steps not over rows) of a task's plan, by status."""
-
-    planned: int
-    completed: int
-    failed: int
-    in_doubt: int
-    skipped: int
-    not_run: int
-
-    def text(self) -> str:
-        """``20,000 planned: 1,984 completed, 1 in doubt, 18,015 not run`` (zero counts left out)."""
-        parts = [f"{getattr(self, name):,} {_WORDS.get(name, name)}" for name in _ORDER
-                 if getattr(self, name)]
-        return f"{self.planned:,} planned: {', '.join(parts) or 'nothing yet'}"
 
 
 def plan_counts(journal: Journal, task: str) -> PlanCounts | None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pooler.journal.records import TaskRow
+from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.journal import Journal
 from pooler.run.answer import Collector
+from pooler.run.plancount import plan_counts
 
 #: What ``pooler runs`` says of a task whose run died without finishing.
 DEAD = "dead"
@@ -73,3 +74,44 @@ def partial_answer(journal: Journal, row: TaskRow, *, live: bool = False) -> dic
         answer["result"] = False
         answer["status"] = "running"
     return answer
+
+
+class SqliteTasks:
+    """The tasks of a SQLite journal as ``TaskView`` tells them (``pooler.journal.api``)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def tasks(self, limit: int = 20) -> list[TaskRow]:
+        return [told(r, self.journal) for r in self.journal.tasks(limit)]
+
+    def task(self, task_id: str) -> TaskRow | None:
+        row = self.journal.task(task_id)
+        return None if row is None else told(row, self.journal)
+
+    def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
+               ) -> dict[str, Any] | None:
+        row = self.journal.task(task_id)
+        if row is None:
+            return None
+        if running_here:
+            # Its own run is not counted among the live ones: it is this process.
+            return partial_answer(self.journal, row, live=True)
+        row = told(row, self.journal)
+        if row.status == DEAD:
+            # No answer was written: the calls the journal holds are the run's partial answer.
+            return partial_answer(self.journal, row)
+        if row.status != "running":
+            found = self.journal.answer(task_id)
+            if found is not None:
+                return found
+        return partial_answer(self.journal, row, live=True) if live else None
+
+    def plan_counts(self, task_id: str) -> PlanCounts | None:
+        return plan_counts(self.journal, task_id)
+
+    def where(self) -> str:
+        return str(self.journal.path)
+
+    def close(self) -> None:
+        self.journal.close()

@@ -7,11 +7,14 @@ not hold.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pooler.journal.postgres.journal import PgJournal
+from pooler.journal.records import PlanCounts, TaskRow
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
+from pooler.run.taskview import DEAD
 
 
 def steps_doc(pool: Pool) -> list[dict[str, Any]]:
@@ -109,3 +112,36 @@ def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
     if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
         return None
     return task_answer(journal, task, rows[0][0])
+
+
+class PgTasks:
+    """The tasks of a PostgreSQL journal as ``TaskView`` tells them (``pooler.journal.api``)."""
+
+    def __init__(self, journal: PgJournal) -> None:
+        self.journal = journal
+
+    def _told(self, row: TaskRow) -> TaskRow:
+        if row.status != "running" or self.journal.live_runners(row.id):
+            return row
+        return dataclasses.replace(row, status=DEAD)
+
+    def tasks(self, limit: int = 20) -> list[TaskRow]:
+        return [self._told(r) for r in self.journal.tasks(limit)]
+
+    def task(self, task_id: str) -> TaskRow | None:
+        row = self.journal.task(task_id)
+        return None if row is None else self._told(row)
+
+    def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
+               ) -> dict[str, Any] | None:
+        # Built from its calls while it runs (or after its runners died): whole, from any host.
+        return shared_answer_of(self.journal, task_id) or self.journal.answer(task_id)
+
+    def plan_counts(self, task_id: str) -> PlanCounts | None:
+        return self.journal.plan_counts(task_id)
+
+    def where(self) -> str:
+        return self.journal.where()
+
+    def close(self) -> None:
+        self.journal.close()

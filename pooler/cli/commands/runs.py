@@ -16,15 +16,14 @@ from pooler.cli.render import answer_lines, console_for, summary_line
 from pooler.cli.results import STYLE, results_table
 from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
-from pooler.journal.api import JournalStore, journal_spec, open_sqlite
+from pooler.journal.api import TaskView, journal_spec
 from pooler.journal.dburl import is_postgres
-from pooler.journal.records import TaskRow
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.prune import parse_age, prune
 from pooler.plural import plural
 from pooler.report.html import write_report
-from pooler.run.plancount import PlanCounts, plan_counts
-from pooler.run.taskview import DEAD, partial_answer, told
+from pooler.run.taskview import DEAD
+from pooler.shared.tasks import open_tasks, sqlite_journal
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -68,20 +67,9 @@ def register(sub: Any) -> None:
     show.set_defaults(handler=handle_show)
 
 
-def open_journal(args: argparse.Namespace, ctx: Context) -> JournalStore:
-    """The journal ``--journal`` names, for reading: a missing SQLite file is refused, not created."""
-    spec = journal_spec(args.journal, ctx.environ)
-    if is_postgres(spec):
-        from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
-
-        return PgJournal(spec)
-    return open_sqlite(Path(spec))
-
-
-def sqlite_of(journal: JournalStore) -> Journal | None:
-    """The SQLite journal behind ``journal``, or None for one on PostgreSQL."""
-    found = getattr(journal, "journal", journal)
-    return found if isinstance(found, Journal) else None
+def open_journal(args: argparse.Namespace, ctx: Context) -> TaskView:
+    """The tasks of the journal ``--journal`` names, for reading."""
+    return open_tasks(journal_spec(args.journal, ctx.environ))
 
 
 def counts(row: TaskRow, planned: PlanCounts | None = None) -> str:
@@ -109,11 +97,8 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         journal = open_journal(args, ctx)
         try:
             rows = journal.tasks(args.limit)
-            sqlite = sqlite_of(journal)
-            if sqlite is not None:
-                rows = [told(r, sqlite) for r in rows]
-                # Counted from the plan, so a task killed before it wrote its answer is counted too.
-                plans = {r.id: p for r in rows if (p := plan_counts(sqlite, r.id)) is not None}
+            # Counted from the plan, so a task killed before it wrote its answer is counted too.
+            plans = {r.id: p for r in rows if (p := journal.plan_counts(r.id)) is not None}
         finally:
             journal.close()
     if args.json:
@@ -157,16 +142,14 @@ def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
-    from pooler.shared.answer import shared_answer_of  # noqa: PLC0415
-
     journal = open_journal(args, ctx)
     try:
         row = journal.task(args.task)
         if row is None:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
-        sqlite = sqlite_of(journal)
         if args.html:
+            sqlite = sqlite_journal(journal)
             if sqlite is None:
                 raise UsageError("--html reads a SQLite journal; a task on a PostgreSQL journal has no "
                                  "report yet - use 'pooler show TASK --json' there.")
@@ -174,18 +157,10 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             write_report(sqlite, args.task, Path(args.html))
             ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
             return ExitStatus.OK
-        # A shared task's answer is built from its calls: whole, from any host, even while it runs.
-        answer = shared_answer_of(journal, args.task)
-        if answer is None and row.status != "running":
-            answer = journal.answer(args.task)
-        if sqlite is not None:
-            row = told(row, sqlite)
-            if row.status == DEAD:
-                # No answer was written: the calls the journal holds are the run's partial answer.
-                answer = partial_answer(sqlite, row)
-            planned = plan_counts(sqlite, args.task)
-            if answer is not None and planned is not None:
-                answer = {**answer, "plan": asdict(planned)}
+        answer = journal.answer(args.task)
+        planned = journal.plan_counts(args.task)
+        if answer is not None and planned is not None:
+            answer = {**answer, "plan": asdict(planned)}
     finally:
         journal.close()
     if answer is None:

@@ -5,6 +5,7 @@ find the plan there)."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -14,7 +15,8 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText
 from pooler.journal.postgres.schema import check_version, connect
-from pooler.journal.records import TaskRow
+from pooler.journal.records import PlanCounts, TaskRow
+from pooler.journal.sqlite.file import alive
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
@@ -110,6 +112,25 @@ class PgJournal:
             (stamp(), status, answer.get("total"), answer.get("succeeded"), answer.get("failed"),
              answer.get("skipped"), answer.get("not_run"), dumps(answer), task_id))
 
+    def live_runners(self, task_id: str) -> int:
+        """Runners of the task whose lease is alive now (on the database's clock), but for those
+        of this machine whose process is gone: a runner killed here is dead before its lease ends,
+        as a run of a SQLite journal is."""
+        here = socket.gethostname()
+        rows = self.query("SELECT host, pid FROM runners WHERE task = %s AND lease_until > now()",
+                          (task_id,))
+        return sum(1 for where, pid in rows if where != here or alive(int(pid)))
+
+    def plan_counts(self, task_id: str) -> PlanCounts | None:
+        """The task counted against its work rows: rows of a step over rows (calls of the others)
+        by status; a call sent whose answer is not recorded is in doubt, one never sent not run."""
+        rows = self.query(_PLAN_COUNTS, (task_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        planned, completed, failed, in_doubt, skipped = (int(v or 0) for v in rows[0])
+        return PlanCounts(planned, completed, failed, in_doubt, skipped,
+                          planned - completed - failed - in_doubt - skipped)
+
     # Shared tasks
 
     def shared(self, task_id: str) -> dict[str, Any] | None:
@@ -183,6 +204,13 @@ class PgJournal:
                    (task_id,))
 
 
+# A placeholder of a step over a table counts once it is done (its step could not read the table).
+_PLAN_COUNTS = (
+    "SELECT sum(size), sum(size) FILTER (WHERE state = 'done' AND status = 'completed'), "
+    "sum(size) FILTER (WHERE state = 'done' AND status = 'failed'), "
+    "sum(size) FILTER (WHERE state = 'sent' OR (state = 'done' AND status = 'in_doubt')), "
+    "sum(size) FILTER (WHERE state = 'done' AND status = 'skipped') "
+    "FROM work WHERE task = %s AND (kind = 'call' OR state = 'done')")
 _PLANNED = ("SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0), "
             "coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0), bool_or(kind = 'expand') "
             "FROM work WHERE task = %s GROUP BY num")
