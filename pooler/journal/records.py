@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler import strictjson
-from pooler.journal.sqlite.file import host
+from pooler.journal.sqlite.file import SQL, host
 from pooler.statuses import FINAL, LANDED
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
@@ -61,25 +61,6 @@ class CallRecord:
 
 #: The record of a key of a step over rows that completed: one object shared by all such keys.
 DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
-
-#: The record that stands for a key: its last done record (a key once done stays done, whatever
-#: another run of the task wrote after it), else its last record; ``not_run`` records aside.
-STANDING_SQL = ("COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))")
-
-#: The standing record of every key of a task, without the entry of a call of a step over rows
-#: (``row`` is set), except a failed one's: whether the store carried it out (only its tables
-#: failed here) decides the round it is sent again with.
-KEYED_SQL = f"""
-SELECT key, num, row, step_id, round, status, in_doubt,
-       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
-       id, run
-FROM calls WHERE id IN (SELECT {STANDING_SQL} FROM calls WHERE task = ? AND key IS NOT NULL
-                        AND status != 'not_run' GROUP BY key)
-"""
-RECORD_SQL = ("SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls "
-           "WHERE id = ?")
-STANDING_OF_SQL = (f"SELECT {STANDING_SQL} FROM calls WHERE task = ? AND key = ? AND status != 'not_run'")
-
 
 @dataclass(frozen=True)
 class CallId:
@@ -151,13 +132,12 @@ def now_text() -> str:
 
 def enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
     """Which process makes this run of the task (see ``Journal.live_runs``)."""
-    db.execute("INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?)",
-               (task_id, run, host(), os.getpid()))
+    db.execute(SQL["enter_run"], (task_id, run, host(), os.getpid()))
 
 
 def leave_runs(db: sqlite3.Connection, task_id: str) -> None:
     """This process makes no run of the task any more (see ``Journal.live_runs``)."""
-    db.execute("DELETE FROM runs WHERE task = ? AND host = ? AND pid = ?", (task_id, host(), os.getpid()))
+    db.execute(SQL["leave_runs"], (task_id, host(), os.getpid()))
 
 
 def dumps(value: Any) -> str:

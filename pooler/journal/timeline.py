@@ -17,10 +17,6 @@ if TYPE_CHECKING:
     from pooler.client.http import ToolRunClient
     from pooler.pool.model import Pool
 
-RECORD_RUN = ("INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, "
-              "steps, again) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-
-
 def epoch_ms() -> int:
     """Now, in whole milliseconds since the epoch."""
     return int(time.time() * 1000)

@@ -13,9 +13,12 @@ from pathlib import Path
 
 from pooler.errors import JournalError
 from pooler.journal.migrations import read_migrations
+from pooler.journal.queries import read_queries
 
 #: The journal's SQL, ``sql/migrations/NNNN_what.sql``; its version is ``PRAGMA user_version``.
 MIGRATIONS = read_migrations(Path(__file__).with_name("sql") / "migrations")
+#: The journal's queries, by name (``sql/queries.sql``).
+SQL = read_queries(Path(__file__).with_name("sql") / "queries.sql")
 SCHEMA_VERSION = MIGRATIONS[-1].number
 _ADD_COLUMN = re.compile(r"^(?:--[^\n]*\n)*ALTER TABLE (\w+) ADD COLUMN (\w+)", re.I)
 #: ``PRAGMA application_id`` of a pooler journal ("pool").

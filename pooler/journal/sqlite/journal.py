@@ -24,9 +24,6 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal.records import (
     DONE,
-    KEYED_SQL,
-    RECORD_SQL,
-    STANDING_OF_SQL,
     CallId,
     CallRecord,
     TaskRow,
@@ -39,8 +36,8 @@ from pooler.journal.records import (
     split_entry,
     whole_record,
 )
-from pooler.journal.sqlite.file import alive, host, own_file, upgrade
-from pooler.journal.timeline import RECORD_RUN, epoch_ms, run_row
+from pooler.journal.sqlite.file import SQL, alive, host, own_file, upgrade
+from pooler.journal.timeline import epoch_ms, run_row
 from pooler.statuses import LANDED
 
 
@@ -163,9 +160,8 @@ class Journal:
         for _ in range(20):
             tid = task_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
             with self._tx() as db:
-                if db.execute("SELECT 1 FROM tasks WHERE id = ?", (tid,)).fetchone() is None:
-                    db.execute("INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?)",
-                               (tid, pool, now_text(), store))
+                if db.execute(SQL["task_exists"], (tid,)).fetchone() is None:
+                    db.execute(SQL["insert_task"], (tid, pool, now_text(), store))
                     enter_run(db, tid, 1)
                     if also is not None:
                         also(db, tid)
@@ -180,13 +176,12 @@ class Journal:
 
         ``store`` is recorded for a task that has none yet (made before tasks recorded theirs)."""
         with self._tx() as db:
-            row = db.execute("SELECT runs FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            row = db.execute(SQL["task_runs"], (task_id,)).fetchone()
             if row is None:
                 raise JournalError(f"no task {task_id} in the journal {self.path or ':memory:'} - "
                                    "`pooler runs` lists the tasks it holds.")
             runs = int(row[0]) + 1
-            db.execute("UPDATE tasks SET runs = ?, status = 'running', finished = NULL, "
-                       "store = COALESCE(store, ?) WHERE id = ?", (runs, store, task_id))
+            db.execute(SQL["reopen_task"], (runs, store, task_id))
             enter_run(db, task_id, runs)
             return runs
 
@@ -197,46 +192,41 @@ class Journal:
         run them twice against a store that ignores Idempotency-Key.  A run on another machine, or
         one whose process is gone, is not counted (what it left unanswered is in doubt).
         """
-        rows = self._query("SELECT run, host, pid FROM runs WHERE task = ?", (task_id,))
+        rows = self._query(SQL["runs_of_task"], (task_id,))
         here = host()
         return frozenset(int(run) for run, where, pid in rows
                          if where == here and pid != os.getpid() and alive(int(pid)))
 
     def task(self, task_id: str) -> TaskRow | None:
-        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,))
+        rows = self._query(SQL["task"], (task_id,))
         return TaskRow(*rows[0]) if rows else None
 
     def last_unfinished(self, pool_file: str | Path) -> str | None:
         """The latest task of ``pool_file`` that did not complete (stopped, failed, or killed)."""
         pool = pool_identity(pool_file)
-        rows = self._query(
-            "SELECT id FROM tasks WHERE pool_file = ? AND status != 'completed' "
-            "ORDER BY started DESC, rowid DESC LIMIT 1", (pool,))
+        rows = self._query(SQL["last_unfinished"], (pool,))
         return str(rows[0][0]) if rows else None
 
     def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
         """Record the task's answer (already redacted) and its counts; its status is the answer's
         unless given (``sampled``: a ``--sample`` run that completed, which ``--resume`` continues)."""
         with self._tx() as db:
-            db.execute(
-                "UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, "
-                "skipped = ?, not_run = ?, answer = ? WHERE id = ?",
-                (now_text(), status or answer.get("status", "failed"), answer.get("total"),
-                 answer.get("succeeded"), answer.get("failed"), answer.get("skipped"),
-                 answer.get("not_run"), dumps(answer), task_id))
+            db.execute(SQL["finish_task"], (
+                now_text(), status or answer.get("status", "failed"), answer.get("total"),
+                answer.get("succeeded"), answer.get("failed"), answer.get("skipped"), answer.get("not_run"),
+                dumps(answer), task_id))
             # This process's run of the task has ended, though the process may go on (the MCP
             # server, a library caller): what it left unanswered is in doubt, not in flight.
             leave_runs(db, task_id)
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
         """The latest tasks, newest first."""
-        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY started DESC, rowid DESC "
-                           "LIMIT ?", (limit,))
+        rows = self._query(SQL["tasks"], (limit,))
         return [TaskRow(*r) for r in rows]
 
     def answer(self, task_id: str) -> dict[str, Any] | None:
         """The answer recorded when the task last finished, or ``None``."""
-        rows = self._query("SELECT answer FROM tasks WHERE id = ?", (task_id,))
+        rows = self._query(SQL["answer"], (task_id,))
         if not rows or rows[0][0] is None:
             return None
         found: dict[str, Any] = json.loads(rows[0][0])
@@ -254,7 +244,7 @@ class Journal:
         with self._lock:
             try:
                 # Row by row from the cursor: no list of every record is built first.
-                for columns in self._db.execute(KEYED_SQL, (task_id,)):
+                for columns in self._db.execute(SQL["keyed"], (task_id,)):
                     key, num, row, step_id, rnd, status, in_doubt, result, _, rid, run = columns
                     if row is None:
                         out[key] = whole_record(columns)
@@ -278,10 +268,10 @@ class Journal:
 
     @staticmethod
     def _standing(db: sqlite3.Connection, task_id: str, key: str) -> CallRecord | None:
-        found = db.execute(STANDING_OF_SQL, (task_id, key)).fetchone()
+        found = db.execute(SQL["standing_of"], (task_id, key)).fetchone()
         if found is None or found[0] is None:
             return None
-        return whole_record(db.execute(RECORD_SQL, (found[0],)).fetchone())
+        return whole_record(db.execute(SQL["record"], (found[0],)).fetchone())
 
     def claim(self, call: CallId, seen: int) -> int | CallRecord:
         """Claim a keyed call's key for sending, in one transaction: when the key's standing record
@@ -297,25 +287,20 @@ class Journal:
             found = self._standing(db, call.task, call.key)
             if found is not None and found.id != seen:
                 return found
-            return int(db.execute(
-                "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, "
-                "serial, sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?)",
-                (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id,
-                 now_text(), call.lane, call.serial, epoch_ms())).lastrowid or 0)
+            return int(db.execute(SQL["insert_sent"], (
+                call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, now_text(),
+                call.lane, call.serial, epoch_ms())).lastrowid or 0)
 
     def record_sent(self, call: CallId) -> int:
         """A call is about to leave; committed before it does.  Returns the record's id."""
-        return self._write(
-            "INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, serial, "
-            "sent_ms) VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?)",
-            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, now_text(),
-             call.lane, call.serial, epoch_ms()))
+        return self._write(SQL["insert_sent"], (
+            call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, now_text(),
+            call.lane, call.serial, epoch_ms()))
 
     def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
         """The entry of a call recorded with ``record_sent`` (already redacted)."""
         body, detail = split_entry(result)
-        self._write("UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ?, done_ms = ? "
-                    "WHERE id = ?", (status, now_text(), body, detail, epoch_ms(), record_id))
+        self._write(SQL["record_done"], (status, now_text(), body, detail, epoch_ms(), record_id))
 
     def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
                sent: bool = False, in_doubt: bool = False, sent_ms: int | None = None) -> None:
@@ -327,18 +312,15 @@ class Journal:
         """
         now = now_text()
         body, detail = split_entry(result)
-        self._write(
-            "INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, "
-            "done_at, result, detail, lane, serial, sent_ms, done_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, status,
-             int(in_doubt), now if sent else None, now, body, detail, call.lane, call.serial,
-             sent_ms if sent else None, epoch_ms() if sent else None))
+        self._write(SQL["insert_call"], (
+            call.task, call.run, call.num, call.row, call.key, call.round, call.step_id, status,
+            int(in_doubt), now if sent else None, now, body, detail, call.lane, call.serial,
+            sent_ms if sent else None, epoch_ms() if sent else None))
 
     def record_run(self, task_id: str, run: int, facts: dict[str, Any]) -> None:
         """What the report needs to know of one run of a task: the store, the batch options, the
         steps (already masked)."""
-        self._write(RECORD_RUN, run_row(task_id, run, facts))
+        self._write(SQL["record_run"], run_row(task_id, run, facts))
 
     def cursor(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
         """The rows of a read-only query one at a time (the report reads 100,000 calls this way).
@@ -353,9 +335,7 @@ class Journal:
 
     def calls(self, task_id: str) -> list[dict[str, Any]]:
         """Every record of the task, oldest first (for ``pooler show`` and tests)."""
-        rows = self._query(
-            "SELECT run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result, "
-            "detail FROM calls WHERE task = ? ORDER BY id", (task_id,))
+        rows = self._query(SQL["calls_of_task"], (task_id,))
         names = ("run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
                  "done_at", "result", "detail")
         out = []
@@ -367,6 +347,3 @@ class Journal:
             out.append(rec)
         return out
 
-
-_TASK_COLUMNS = ("id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, "
-                 "not_run, store")

@@ -1,0 +1,87 @@
+-- The SQLite journal's queries, by name (pooler/journal/queries.py reads them). The tables are
+-- made by the numbered files of migrations/; every query here reads or writes what they make.
+
+-- Tasks
+
+-- name: task_exists
+SELECT 1 FROM tasks WHERE id = ?;
+
+-- name: insert_task
+INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?);
+
+-- name: task_runs
+SELECT runs FROM tasks WHERE id = ?;
+
+-- name: reopen_task
+-- A task run again: running once more; its store recorded if it had none (an older task).
+UPDATE tasks SET runs = ?, status = 'running', finished = NULL, store = COALESCE(store, ?) WHERE id = ?;
+
+-- name: runs_of_task
+SELECT run, host, pid FROM runs WHERE task = ?;
+
+-- name: enter_run
+INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?);
+
+-- name: leave_runs
+DELETE FROM runs WHERE task = ? AND host = ? AND pid = ?;
+
+-- name: task
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
+FROM tasks WHERE id = ?;
+
+-- name: tasks
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
+FROM tasks ORDER BY started DESC, rowid DESC LIMIT ?;
+
+-- name: last_unfinished
+SELECT id FROM tasks WHERE pool_file = ? AND status != 'completed'
+ORDER BY started DESC, rowid DESC LIMIT 1;
+
+-- name: finish_task
+UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, skipped = ?, not_run = ?,
+                 answer = ?
+WHERE id = ?;
+
+-- name: answer
+SELECT answer FROM tasks WHERE id = ?;
+
+-- Calls
+
+-- name: keyed
+-- The standing record of every key of a task: its last completed or skipped record, else its last
+-- one. A call of a step over rows (row set) comes without its entry, except a failed one's: whether
+-- the store carried it out (only its tables failed here) decides the round it is sent again with.
+SELECT key, num, row, step_id, round, status, in_doubt,
+       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
+       id, run
+FROM calls WHERE id IN (
+    SELECT COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))
+    FROM calls WHERE task = ? AND key IS NOT NULL AND status != 'not_run' GROUP BY key);
+
+-- name: standing_of
+SELECT COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))
+FROM calls WHERE task = ? AND key = ? AND status != 'not_run';
+
+-- name: record
+SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls WHERE id = ?;
+
+-- name: insert_sent
+-- A call about to leave: committed before it does.
+INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, serial, sent_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?);
+
+-- name: record_done
+UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ?, done_ms = ? WHERE id = ?;
+
+-- name: insert_call
+INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result,
+                   detail, lane, serial, sent_ms, done_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: calls_of_task
+SELECT run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result, detail
+FROM calls WHERE task = ? ORDER BY id;
+
+-- name: record_run
+INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, steps, again)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);

@@ -1,0 +1,44 @@
+"""Each backend's queries live as SQL in its ``sql/queries.sql``, under ``-- name:`` lines: every
+one is used by the code, and every one the code asks for is there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pooler.journal.queries import read_queries
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = sorted(p.parent.parent for p in (ROOT / "pooler" / "journal").glob("*/sql/queries.sql"))
+
+
+def asked_for() -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / "pooler").rglob("*.py"):
+        found.update(re.findall(r'\bSQL\["(\w+)"\]', path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_named_query_is_used_and_every_query_used_is_named() -> None:
+    named: set[str] = set()
+    for backend in BACKENDS:
+        named |= set(read_queries(backend / "sql" / "queries.sql"))
+    assert BACKENDS
+    assert named - asked_for() == set(), "queries no code uses"
+    assert asked_for() - named == set(), "queries the code asks for that no file names"
+
+
+def test_a_query_is_its_statement_without_comments_or_semicolon(tmp_path: Path) -> None:
+    path = tmp_path / "queries.sql"
+    path.write_text("-- the file's own comment\n\n-- name: one\n-- why it reads this\nSELECT 1\n  FROM t;\n\n"
+                    "-- name: two\nDELETE FROM t WHERE a = ?;\n", encoding="utf-8")
+    assert read_queries(path) == {"one": "SELECT 1 FROM t", "two": "DELETE FROM t WHERE a = ?"}
+
+
+def test_a_name_given_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "queries.sql"
+    path.write_text("-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="the query one is named twice"):
+        read_queries(path)
