@@ -111,3 +111,11 @@ def write_collection(path: Path, url: str, token: str, steps: int) -> Path:
             out.write(json.dumps(item) + (",\n" if i < steps else "\n"))
         out.write("]}\n")
     return path
+
+
+def write_goods_csv(path: Path, rows: int) -> None:
+    """A goods CSV of ``rows`` rows (ref, sku, name with a comma, price), as the planning cases read."""
+    with path.open("w", encoding="utf-8") as out:
+        out.write("ref,sku,name,price\n")
+        for i in range(rows):
+            out.write(f"r{i:07d},SKU-{i:07d},\"Goods, item {i}\",{i * 0.37 % 1000:.2f}\n")

@@ -18,6 +18,7 @@ import journal_cost
 import monitoring_cost
 import overhead
 import plan_cost
+import plan_cost_pg
 import scaling
 import shared_runners
 import startup
@@ -36,6 +37,7 @@ CASES: dict[str, Case] = {
     "tables": big_tables.case,
     "imports": big_imports.case,
     "plan": plan_cost.case,
+    "plan-pg": plan_cost_pg.case,
     "postgres": shared_runners.case,
 }
 

@@ -175,3 +175,20 @@ def test_the_store_answers_and_its_cpu_is_read(tmp_path: Path) -> None:
                                      "50"], w, store=st)[0]
     assert before > 0
     assert sample.extra["store_cpu"] > 0
+
+
+def test_the_postgresql_planning_case_plans_every_row_as_its_floor_copies_it(pg_url: str,
+                                                                              tmp_path: Path) -> None:
+    import plain_plan_pg  # noqa: PLC0415 - loads psycopg, as the case does
+    import plan_cost  # noqa: PLC0415
+    import plan_full_pg  # noqa: PLC0415
+    from sharedkit import query  # noqa: PLC0415
+
+    generate.write_goods_csv(tmp_path / "goods.csv", 25)
+    (tmp_path / "plan.yaml").write_text(plan_cost.POOL, encoding="utf-8")
+    assert pooler("journal", "upgrade", "--journal", pg_url).returncode == 0
+    plan_full_pg.main(str(tmp_path / "plan.yaml"), pg_url)
+    plain_plan_pg.main(str(tmp_path / "goods.csv"), pg_url)
+    planned = query(pg_url, "SELECT data->>'ref' FROM work WHERE task = 'bench' ORDER BY idx")
+    copied = query(pg_url, "SELECT data->>'ref' FROM plain_rows ORDER BY n")
+    assert planned == copied == [(f"r{i:07d}",) for i in range(25)]

@@ -21,6 +21,8 @@ from pooler.journal.sqlite.file import alive
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
 WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial")
+#: Their types, told to COPY once: without them every value of every row is looked at for its type.
+WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "json", "int4[]", "text")
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,7 @@ class PgJournal:
                         return False
                     cur = self.conn.cursor()
                     with cur.copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+                        copy.set_types(WORK_TYPES)
                         for row in work:
                             copy.write_row(row)
                 # The planner needs to know how many calls there are to pick the indexes.
@@ -186,6 +189,7 @@ class PgJournal:
                         return False
                     planned = _planned(self.conn.execute(_PLANNED, (task_id,)).fetchall())
                     with self.conn.cursor().copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+                        copy.set_types(WORK_TYPES)
                         for row in more(planned):
                             copy.write_row(row)
                     self.conn.execute("UPDATE tasks SET shared = shared || %s WHERE id = %s",
