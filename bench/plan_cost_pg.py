@@ -6,51 +6,21 @@ are processes, so both pay start-up.  Targets: pooler / plain <= 2, peak RSS <= 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
-from common import (
-    BENCH,
-    PYTHON,
-    ROOT,
-    BenchError,
-    Sample,
-    Work,
-    alternate,
-    fmt_mb,
-    fmt_s,
-    median,
-    pooler_cmd,
-    run_process,
-    secs,
-    work,
-)
+import pgbench
+from common import BENCH, PYTHON, Sample, alternate, fmt_mb, fmt_s, median, run_process, secs, work
 from generate import write_goods_csv
 from plan_cost import POOL, QUICK_ROWS, ROWS
 from summary import Row, Settings, main_for
-
-sys.path.insert(0, str(ROOT / "tests"))
-from pg_server import PgServer, start_server
 
 RATIO_TARGET = 2.0
 LIMIT_BYTES = 150e6
 
 
-def _database(server: PgServer, w: Work, label: str) -> str:
-    url = server.new_database(f"bench_{w.fresh(label).name.replace('-', '_')}")
-    done = subprocess.run([*pooler_cmd(), "journal", "upgrade", "--journal", url], env=w.env,
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"pooler journal upgrade failed: {done.stderr}")
-    return url
-
-
 def case(settings: Settings) -> tuple[list[Row], list[str]]:
     rows = QUICK_ROWS if settings.quick else ROWS
-    try:
-        server = start_server()
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
-        raise BenchError(f"no PostgreSQL to measure with: {exc}") from exc
+    server = pgbench.server()
     try:
         with work("plan-pg") as w:
             source = w.tmp / "goods.csv"
@@ -59,12 +29,12 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
             pool.write_text(POOL, encoding="utf-8")
 
             def plain() -> Sample:
-                url = _database(server, w, "plain")
+                url = pgbench.database(server, w, "plain")
                 cmd = [PYTHON, str(BENCH / "plain_plan_pg.py"), str(source), url]
                 return run_process(cmd, w, label="plain", peak_memory=True)[0]
 
             def full() -> Sample:
-                url = _database(server, w, "full")
+                url = pgbench.database(server, w, "full")
                 cmd = [PYTHON, str(BENCH / "plan_full_pg.py"), str(pool), url]
                 return run_process(cmd, w, label="full", peak_memory=True)[0]
 
