@@ -156,3 +156,34 @@ def test_a_sampled_task_is_sampled_and_its_full_run_sends_every_other_row_once(
         rows = step["rows"]
         assert (rows["total"], rows["completed"] + rows["skipped"]) == (20, 20), step
         assert (rows["failed"], rows["in_doubt"], rows["not_run"]) == (0, 0, 0), step
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_run_writes_its_junit_file_on_either_journal(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    from junit_schema import jenkins_junit  # noqa: PLC0415
+
+    junit = tmp_path / "run.xml"
+    code, answer, err = run(rows_pool(tmp_path / "pool", 4), store, journal_of(journal, request, tmp_path),
+                            "t", tmp_path / "out", "--junit", str(junit))
+    assert (code, answer["succeeded"]) == (0, 4), err
+    assert f"pooler: JUnit XML of the run written to {junit}" in err
+    suite = jenkins_junit(junit).find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("1", "0", "0")
+
+
+@pytest.mark.postgres
+def test_a_report_asked_of_a_run_on_postgresql_is_refused_before_anything_is_sent(
+        store: Store, pg_url: str, tmp_path: Path) -> None:
+    upgrade(pg_url)
+    pool = rows_pool(tmp_path / "pool", 4)
+    proc = pooler("run", str(pool), "--store", store.url, "--token-file",
+                  str(token_file(tmp_path / "secret", store)), "--journal", pg_url, "--task", "t",
+                  "--report", str(tmp_path / "report.html"))
+    assert proc.returncode == 2
+    assert proc.stderr == ("pooler: --report draws the calls a SQLite journal keeps; a task on a PostgreSQL "
+                           "journal has no HTML report yet - use --junit, or 'pooler show TASK --json'\n"
+                           "pooler: refused before the first step; nothing was sent.\n")
+    assert store.ops() == []
+    assert not (tmp_path / "report.html").exists()

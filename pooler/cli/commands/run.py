@@ -28,7 +28,12 @@ from pooler.cli.commands.common import (
 )
 from pooler.cli.commands.dry_run import show_plan
 from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
-from pooler.cli.commands.run_files import add_run_files, check_run_files, write_run_files
+from pooler.cli.commands.run_files import (
+    add_run_files,
+    check_report_journal,
+    check_run_files,
+    write_run_files,
+)
 from pooler.cli.commands.run_shared import add_shared_options, handle_shared
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
@@ -221,6 +226,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     check_out(Path(args.out))
     tracing = start_tracing(args, ctx)
     spec = journal_spec(args.journal, ctx.environ)
+    check_report_journal(args, is_postgres(spec))
     if is_postgres(spec):
         return handle_shared(args, ctx, plan.pool, variables, spec, tracing=tracing)
     journal_path = Path(spec)

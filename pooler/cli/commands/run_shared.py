@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
 from pooler.cli.commands.monitoring import Monitoring
+from pooler.cli.commands.run_files import write_run_files
 from pooler.cli.outcome import outcome_document
 from pooler.cli.render import make_reporter
 from pooler.errors import UsageError
@@ -84,6 +85,7 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
                     document["task"] = task
                 ctx.emit_json(document)
             return ExitStatus.FAILED
+        write_run_files(args, ctx, None, answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
 
