@@ -187,3 +187,35 @@ def test_a_report_asked_of_a_run_on_postgresql_is_refused_before_anything_is_sen
                            "pooler: refused before the first step; nothing was sent.\n")
     assert store.ops() == []
     assert not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_resume_continues_the_last_unfinished_task_of_the_pool_on_either_journal(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    pool = rows_pool(tmp_path / "pool", 6)
+    token = token_file(tmp_path / "secret", store)
+    argv = ["run", str(pool), "--store", store.url, "--token-file", str(token), "--journal", where, "--json",
+            "--out", str(tmp_path / "out")]
+    sampled = pooler(*argv, "--task", "night", "--sample", "2")
+    assert sampled.returncode == 0, sampled.stderr
+    resumed = pooler(*argv, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    answer = json.loads(resumed.stdout)
+    assert answer["task"] == "night"
+    assert sorted(op["params"]["n"] for op in store.ops()) == list(range(6))
+    listed = json.loads(pooler("runs", "--journal", where, "--json").stdout)["tasks"]
+    assert [(t["id"], t["status"], t["plan"]["completed"]) for t in listed] == [("night", "completed", 6)]
+
+
+@pytest.mark.postgres
+def test_replan_on_postgresql_is_refused_before_anything_is_sent(store: Store, pg_url: str,
+                                                                  tmp_path: Path) -> None:
+    upgrade(pg_url)
+    proc = pooler("run", str(rows_pool(tmp_path / "pool", 2)), "--store", store.url, "--token-file",
+                  str(token_file(tmp_path / "secret", store)), "--journal", pg_url, "--task", "t", "--replan")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("pooler: --replan plans a task again from the plan a SQLite journal keeps "
+                                  "with its files' digests; a task on a PostgreSQL journal cannot be planned "
+                                  "again yet - start a new task for the mended files\n")
+    assert store.ops() == []

@@ -51,13 +51,31 @@ def check_shared_options(args: argparse.Namespace, pool: Pool, read_timeout: flo
     return lease
 
 
+def _unfinished(pool: Pool, url: str, ctx: Context) -> str | None:
+    """``--resume``: the last task of this pool file that did not complete, as on SQLite."""
+    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
+    from pooler.journal.records import pool_identity  # noqa: PLC0415
+
+    with PgJournal(url) as journal:
+        found = journal.last_unfinished(pool_identity(pool.file))
+    if found is None:
+        ctx.note(f"pooler: --resume: no unfinished task of {pool.file} in the journal; this run starts a "
+                 "new task.")
+    return found
+
+
 def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str,
                   *, tracing: Tracing | None = None) -> int:
     from pooler.cli.commands.run import Interrupts, SentCounter, answered, open_log  # noqa: PLC0415
     from pooler.shared.runner import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
 
-    task = args.task or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    if not args.task:
+    if args.replan:
+        raise UsageError("--replan plans a task again from the plan a SQLite journal keeps with its files' "
+                         "digests; a task on a PostgreSQL journal cannot be planned again yet - start a "
+                         "new task for the mended files")
+    task = args.task or (_unfinished(pool, url, ctx) if args.resume else None)
+    if task is None:
+        task = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
         ctx.note(f"pooler: task {task}: more runners join it with --task {task}")
     with make_client(args, ctx, masking=False) as client, open_log(args.log) as log, \
             Monitoring(args, ctx, client, pool.file, tracing, runner=True) as monitoring:

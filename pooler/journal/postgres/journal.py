@@ -98,6 +98,12 @@ class PgJournal:
         rows = self.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = %s", (task_id,))
         return TaskRow(*rows[0]) if rows else None
 
+    def last_unfinished(self, pool_file: str) -> str | None:
+        """The latest task of ``pool_file`` (as ``pool_identity`` gives it) that did not complete."""
+        rows = self.query("SELECT id FROM tasks WHERE pool_file = %s AND status <> 'completed' "
+                          "ORDER BY created DESC, id DESC LIMIT 1", (pool_file,))
+        return str(rows[0][0]) if rows else None
+
     def answer(self, task_id: str) -> dict[str, Any] | None:
         rows = self.query("SELECT answer FROM tasks WHERE id = %s", (task_id,))
         if not rows or rows[0][0] is None:
