@@ -140,12 +140,12 @@ def in_journal_upgrade(spelled: Spelled, store: Store, tmp_path: Path) -> str:
     return proc.stdout + proc.stderr
 
 
-def in_the_report(spelled: Spelled, store: Store, tmp_path: Path) -> str:
-    report = tmp_path / "report.html"
-    proc = pooler(*run_args(store, tmp_path), "--journal", spelled.url, "--report", str(report))
+def in_the_junit_file(spelled: Spelled, store: Store, tmp_path: Path) -> str:
+    junit = tmp_path / "run.xml"
+    proc = pooler(*run_args(store, tmp_path), "--journal", spelled.url, "--junit", str(junit))
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0] == f"pooler: {spelled.told}"
-    return proc.stdout + proc.stderr + (report.read_text() if report.exists() else "")
+    return proc.stdout + proc.stderr + (junit.read_text() if junit.exists() else "")
 
 
 def in_the_mcp_server(spelled: Spelled, store: Store, tmp_path: Path) -> str:
@@ -177,7 +177,7 @@ PLACES: dict[str, Callable[[Spelled, Store, Path], str]] = {
     "runs": in_runs,
     "show": in_show,
     "journal upgrade": in_journal_upgrade,
-    "run --report": in_the_report,
+    "run --junit": in_the_junit_file,
     "the MCP server": in_the_mcp_server,
 }
 
