@@ -17,8 +17,11 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-STYLE = {"completed": "green", "failed": "bold red", "skipped": "cyan", "not_run": "dim",
-         "in_doubt": "bold yellow", "partial": "yellow"}
+from pooler.statuses import CallStatus, StepStatus
+
+STYLE: dict[str, str] = {CallStatus.COMPLETED: "green", CallStatus.FAILED: "bold red",
+                         CallStatus.SKIPPED: "cyan", CallStatus.NOT_RUN: "dim",
+                         CallStatus.IN_DOUBT: "bold yellow", StepStatus.PARTIAL: "yellow"}
 #: The narrowest message column worth having: below it, messages go under the table.
 MESSAGE_COLUMN = 24
 
@@ -40,7 +43,7 @@ def where(result: dict[str, Any]) -> str:
 
 
 def status_of(result: dict[str, Any]) -> str:
-    return str(result.get("status") or ("completed" if result.get("result") else "failed"))
+    return str(result.get("status") or (CallStatus.COMPLETED if result.get("result") else CallStatus.FAILED))
 
 
 def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:

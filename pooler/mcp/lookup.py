@@ -14,6 +14,7 @@ from typing import Any
 from pooler.errors import InputError
 from pooler.run.journal import Journal
 from pooler.run.taskview import partial_answer
+from pooler.statuses import TaskStatus
 
 
 def unknown_task(task: str, where: str) -> InputError:
@@ -26,7 +27,7 @@ def sqlite_task_answer(journal: Journal, task: str, *, running_here: bool) -> di
     row = journal.task(task)
     if row is None:
         raise unknown_task(task, str(journal.path))
-    if row.status != "running" and not running_here:
+    if row.status != TaskStatus.RUNNING and not running_here:
         answer = journal.answer(task)
         if answer is not None:
             return answer

@@ -40,7 +40,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pooler.statuses import FINAL, LANDED, CallStatus
+from pooler.statuses import FINAL, LANDED, CallStatus, StepStatus
 
 #: A call's result is inlined only when its JSON is under this many bytes...
 RESULT_LIMIT = 4 * 1024
@@ -57,7 +57,7 @@ ENTRY_KEYS = frozenset({"num", "name", "unit", "command", "row", "rows", "status
 #: How the rows of a step over rows are counted, in the order its message names them.
 ROW_STATUSES = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.SKIPPED, CallStatus.FAILED,
                                         CallStatus.IN_DOUBT, CallStatus.NOT_RUN))
-_WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
+_WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}
 
 
 def _row(entry: dict[str, Any]) -> int:
@@ -286,7 +286,7 @@ class Collector:
         elif landed == 0:
             status = CallStatus.FAILED
         else:
-            status = "partial"
+            status = StepStatus.PARTIAL
         answer: dict[str, Any] = {
             "result": status == CallStatus.COMPLETED,
             "status": status,

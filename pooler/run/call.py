@@ -148,12 +148,12 @@ class CallRunner:
             if found.in_doubt:
                 entry["in_doubt"] = True
             entry = self.redactor.value(entry)
-            self.journal.record(ids, "skipped", entry, in_doubt=found.in_doubt)
+            self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=found.in_doubt)
             # A call found in doubt and sent again by an earlier run (which may never have finished
             # to tell it) is named again in this run's answer.
             doubted = (found.result or {}).get(_DOUBTED)
             action = "skipped" if found.in_doubt else "retried" if doubted else None
-            return Outcome(call, "skipped", entry, found.detail, step_id=found.step_id,
+            return Outcome(call, CallStatus.SKIPPED, entry, found.detail, step_id=found.step_id,
                            in_doubt=action, doubted=doubted if isinstance(doubted, str) else None)
         if found.run in self.live_runs:
             return self._taken(call, key, found)
@@ -227,11 +227,11 @@ class CallRunner:
                 status = kind.status
                 note = f" {exc.message[:1].upper()}{exc.message[1:]}; {IN_DOUBT}."
             except (PoolerError, OSError) as exc:
-                status = "failed" if status == "completed" else status
+                status = CallStatus.FAILED if status == CallStatus.COMPLETED else status
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
         entry = self._entry(ready, status, reply, tables, note)
-        if status == "in_doubt":
+        if status == CallStatus.IN_DOUBT:
             # Whatever the answer said, its result is not known: as for every call in doubt.
             entry["result"] = False
         if ready.doubted or retried:
@@ -270,11 +270,11 @@ class CallRunner:
         message = (f"Step {step.num}{named} was not sent: another run of this task sent its key as "
                    f"{found.step_id} while this run went, and its answer is not recorded yet, so it may "
                    "or may not have been carried out. Run the task again to learn what it became.")
-        entry = self.redactor.value({**call.head(), "status": "in_doubt", "key": key,
+        entry = self.redactor.value({**call.head(), "status": CallStatus.IN_DOUBT, "key": key,
                                      "step_id": found.step_id, "result": False, "message": message})
         self.journal.record(replace(self.call_ids(call, key, found.step_id), round=found.round),
-                            "in_doubt", entry)
-        return Outcome(call, "in_doubt", entry, None, step_id=found.step_id)
+                            CallStatus.IN_DOUBT, entry)
+        return Outcome(call, CallStatus.IN_DOUBT, entry, None, step_id=found.step_id)
 
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,
               sent: bool, sent_ms: int, retried: bool = False) -> None:

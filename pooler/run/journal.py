@@ -41,7 +41,7 @@ from pooler.run.journal_records import (
     whole_record,
 )
 from pooler.run.journal_timeline import RECORD_RUN, epoch_ms, run_row
-from pooler.statuses import LANDED
+from pooler.statuses import LANDED, TaskStatus
 
 
 class Journal:
@@ -221,7 +221,7 @@ class Journal:
             db.execute(
                 "UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, "
                 "skipped = ?, not_run = ?, answer = ? WHERE id = ?",
-                (now_text(), status or answer.get("status", "failed"), answer.get("total"),
+                (now_text(), status or answer.get("status", TaskStatus.FAILED), answer.get("total"),
                  answer.get("succeeded"), answer.get("failed"), answer.get("skipped"),
                  answer.get("not_run"), dumps(answer), task_id))
             # This process's run of the task has ended, though the process may go on (the MCP

@@ -17,7 +17,7 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.run.journal_file import host
-from pooler.statuses import FINAL, LANDED
+from pooler.statuses import DOUBTFUL, FINAL, LANDED, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = tuple(s.value for s in FINAL)
@@ -56,11 +56,11 @@ class CallRecord:
     @property
     def doubtful(self) -> bool:
         """The request left and no answer was recorded: it may or may not have been carried out."""
-        return self.status in ("sent", "in_doubt")
+        return self.status in DOUBTFUL
 
 
 #: The record of a key of a step over rows that completed: one object shared by all such keys.
-DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
+DONE = CallRecord("", 0, None, None, 1, CallStatus.COMPLETED, False, None, None)
 
 #: The record that stands for a key: its last done record (a key once done stays done, whatever
 #: another run of the task wrote after it), else its last record; ``not_run`` records aside.

@@ -15,6 +15,7 @@ from pooler.errors import JournalError
 from pooler.run.dburl import DbText
 from pooler.run.journal_records import TaskRow
 from pooler.shared.schema import check_version, connect
+from pooler.statuses import TaskStatus
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
@@ -103,7 +104,7 @@ class PgJournal:
 
     def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
         """Record the task's answer; its status is the answer's unless given (``sampled``)."""
-        status = status or answer.get("status", "failed")
+        status = status or answer.get("status", TaskStatus.FAILED)
         self.query(
             "UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, "
             "skipped = %s, not_run = %s, answer = %s WHERE id = %s",

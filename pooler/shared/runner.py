@@ -29,6 +29,7 @@ from pooler.shared.lease import Lease, LeaseLost
 from pooler.shared.pg_journal import PgJournal
 from pooler.shared.plan import PLACEHOLDER, Planner, step_plans
 from pooler.shared.work import Settled, WorkRow, WorkStore
+from pooler.statuses import TROUBLE, CallStatus, TaskStatus
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
@@ -97,7 +98,7 @@ def _sampled(journal: PgJournal, task: str, answer: dict[str, Any]) -> str | Non
     shared = journal.shared(task) or {}
     if shared.get("sample") is None or not answer.get("result"):
         return None
-    return "sampled" if any(step["over_rows"] for step in shared["steps"]) else None
+    return TaskStatus.SAMPLED if any(step["over_rows"] for step in shared["steps"]) else None
 
 
 class _Runner:
@@ -297,7 +298,7 @@ class _Runner:
 
     def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
         """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
-        if outcome.halt or (outcome.status in ("failed", "in_doubt") and self.pool.options.stop_on_error):
+        if outcome.halt or (outcome.status in TROUBLE and self.pool.options.stop_on_error):
             return f"step {row.num} {outcome.status}"
         return None
 
@@ -316,7 +317,7 @@ class _Runner:
 
     def _recorded(self, row: WorkRow, outcome: Outcome, detail: Any) -> None:
         plan = self.plans[row.num]
-        if outcome.status == "completed" and not plan.over_rows:
+        if outcome.status == CallStatus.COMPLETED and not plan.over_rows:
             # A step of one call is done: its detail, as recorded, is what references read.
             self._details[row.num] = detail if detail is not None else {}
         self.reporter.step_finished(plan.step, outcome.entry)

@@ -25,6 +25,7 @@ from pooler.run.journal_records import TaskRow
 from pooler.run.plancount import PlanCounts, plan_counts
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
+from pooler.statuses import TaskStatus
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -176,7 +177,7 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             return ExitStatus.OK
         # A shared task's answer is built from its calls: whole, from any host, even while it runs.
         answer = shared_answer_of(journal, args.task)
-        if answer is None and row.status != "running":
+        if answer is None and row.status != TaskStatus.RUNNING:
             answer = journal.answer(args.task)
         if sqlite is not None:
             row = told(row, sqlite)
