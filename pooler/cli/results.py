@@ -17,6 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from pooler.run import entries
 from pooler.statuses import CallStatus, StepStatus
 
 STYLE: dict[str, str] = {CallStatus.COMPLETED: "green", CallStatus.FAILED: "bold red",
@@ -35,11 +36,8 @@ def trip_ms(result: dict[str, Any]) -> int | None:
 
 def where(result: dict[str, Any]) -> str:
     """`` row 3`` or `` rows 0-499`` for a call of a step over rows, else ``""``."""
-    if isinstance(result.get("rows"), list) and len(result["rows"]) == 2:
-        return f" rows {result['rows'][0]}-{result['rows'][1]}"
-    if result.get("row") is not None:
-        return f" row {result['row']}"
-    return ""
+    place = entries.where(result)
+    return f" {place}" if place else ""
 
 
 def status_of(result: dict[str, Any]) -> str:

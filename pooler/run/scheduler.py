@@ -31,12 +31,10 @@ from pooler.errors import PoolerError
 from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan
+from pooler.run.entries import not_run
 from pooler.run.events import Reporter
 from pooler.run.journal_records import DONE, CallRecord
 from pooler.statuses import LANDED, CallStatus, StepState, StepStatus
-
-_WHY: dict[str, str] = {CallStatus.FAILED: "failed", CallStatus.IN_DOUBT: "is in doubt",
-                        CallStatus.NOT_RUN: "was not run"}
 
 
 @dataclass
@@ -161,10 +159,8 @@ class Scheduler:
 
     def _not_run(self, run: StepRun, dep: StepRun) -> None:
         step = run.plan.step
-        entry = {**Call(run.plan).head(), "status": CallStatus.NOT_RUN, "key": step.key, "result": False,
-                 "message": f"Not run: it refers to @{dep.plan.step.name} (step {dep.plan.step.num}), "
-                            f"which {_WHY.get(dep.outcome, 'did not complete')}."}
-        entry = self.runner.redactor.value(entry)
+        entry = self.runner.redactor.value(not_run(Call(run.plan).head(), step.key, dep.plan.step.name,
+                                                   dep.plan.step.num, dep.outcome))
         ids = self.runner.call_ids(Call(run.plan), None, None)
         self.runner.journal.record(ids, CallStatus.NOT_RUN, entry)
         if run.plan.over_rows:

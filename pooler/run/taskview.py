@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from pooler.run.answer import Collector
+from pooler.run.entries import Entry, head, head_of, not_sent
 from pooler.run.journal import Journal
 from pooler.run.journal_records import TaskRow
 from pooler.statuses import CallStatus, RecordStatus, StepStatus, TaskStatus, final_status
@@ -39,21 +40,20 @@ def partial_answer(journal: Journal, row: TaskRow, *, live: bool = False) -> dic
     whether the store carried it out.
     """
     records = [r for r in journal.calls(row.id) if r["run"] == row.runs]
-    heads: dict[int, dict[str, Any]] = {}
+    heads: dict[int, Entry] = {}
     for rec in records:
         entry = rec["result"] or {}
         if entry.get("unit"):
-            heads.setdefault(rec["num"], {k: entry.get(k) for k in ("num", "name", "unit", "command")})
+            heads.setdefault(rec["num"], head_of(entry))
     collector = Collector()
     over_rows: dict[int, list[str]] = {}
     for rec in records:
         entry = dict(rec["result"] or {})
         status = final_status(rec["status"])
         if not entry or rec["status"] == RecordStatus.SENT:
-            entry = {**heads.get(rec["num"], {"num": rec["num"], "name": "", "unit": "", "command": ""}),
-                     "status": status, "key": rec["key"], "step_id": rec["step_id"], "result": False,
-                     "message": IN_FLIGHT if live else f"sent, and {DIED} with no answer recorded: it may "
-                                "or may not have been carried out"}
+            entry = dict(not_sent(heads.get(rec["num"]) or head(rec["num"], "", "", ""), status, rec["key"],
+                                  IN_FLIGHT if live else f"sent, and {DIED} with no answer recorded: it may "
+                                  "or may not have been carried out", step_id=rec["step_id"]))
             if rec["row"] is not None:
                 entry["row"] = rec["row"]
         entry["status"] = status

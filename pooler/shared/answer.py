@@ -11,6 +11,7 @@ from typing import Any
 
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
+from pooler.run.entries import head_of
 from pooler.shared.pg_journal import PgJournal
 from pooler.statuses import LANDED, CallStatus, TaskStatus, WorkState
 
@@ -19,10 +20,6 @@ def steps_doc(pool: Pool) -> list[dict[str, Any]]:
     """What the answer needs of each step, kept with the task so ``pooler show`` needs no pool file."""
     return [{"num": s.num, "name": s.name, "unit": s.unit, "command": s.command,
              "over_rows": s.for_each is not None} for s in pool.steps]
-
-
-def _head(step: dict[str, Any]) -> dict[str, Any]:
-    return {k: step[k] for k in ("num", "name", "unit", "command")}
 
 
 def task_answer(journal: PgJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
@@ -60,7 +57,7 @@ def _single(collector: Collector, calls: list[tuple[Any, ...]]) -> None:
 
 
 def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any, ...]]) -> None:
-    collector.open_rows(_head(step))
+    collector.open_rows(head_of(step))
     # A placeholder counts once it is done: its step could not read the table it runs over.
     real = [r for r in calls if r[2] == "call" or r[4] == WorkState.DONE]
     rows_total = sum(int(r[3]) for r in real) if real else None
