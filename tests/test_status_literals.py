@@ -22,13 +22,15 @@ flagged: the constant is the whole text, not the word; nor is a word used as a k
 from __future__ import annotations
 
 import ast
+import json
+from enum import Enum
 from pathlib import Path
 
 from pooler import statuses
 
 ROOT = Path(__file__).resolve().parent.parent / "pooler"
 WORDS = frozenset(m.value for e in vars(statuses).values()
-                  if isinstance(e, type) and issubclass(e, statuses.Enum) and e is not statuses.Enum
+                  if isinstance(e, type) and issubclass(e, Enum) and e is not Enum
                   for m in e)
 NAMES = frozenset({"status", "state", "outcome"})
 
@@ -100,8 +102,8 @@ def status_uses(tree: ast.AST) -> list[ast.Constant]:
         elif isinstance(node, ast.arguments):
             for default in (*node.defaults, *node.kw_defaults):
                 found.extend(_looked_through(default))
-    return sorted({id(n): n for n in found if _word(n)}.values(),  # type: ignore[misc]
-                  key=lambda n: (n.lineno, n.col_offset))
+    flagged = {id(n): n for n in found if isinstance(n, ast.Constant) and _word(n)}
+    return sorted(flagged.values(), key=lambda n: (n.lineno, n.col_offset))
 
 
 def _modules() -> list[Path]:
@@ -110,7 +112,7 @@ def _modules() -> list[Path]:
 
 
 def _flagged(source: str) -> list[str]:
-    return [n.value for n in status_uses(ast.parse(source))]
+    return [str(n.value) for n in status_uses(ast.parse(source))]
 
 
 def test_no_module_of_pooler_spells_a_status_word_where_it_is_a_status() -> None:
@@ -161,3 +163,15 @@ if kind == "done!":
     pass
 '''
     assert _flagged(source) == []
+
+
+def test_a_journal_record_sent_without_its_answer_is_in_doubt_as_its_call_s_final_status() -> None:
+    assert statuses.final_status("sent") is statuses.CallStatus.IN_DOUBT
+    assert [statuses.final_status(s.value) for s in statuses.CallStatus] == list(statuses.CallStatus)
+
+
+def test_every_status_is_written_as_its_word() -> None:
+    doc = {"status": statuses.StepStatus.PARTIAL, "rows": {statuses.CallStatus.NOT_RUN: 1},
+           "task": statuses.TaskStatus.RUNNING}
+    assert json.dumps(doc) == '{"status": "partial", "rows": {"not_run": 1}, "task": "running"}'
+    assert f"{statuses.RecordStatus.SENT} {statuses.StepState.DONE}" == "sent done"
