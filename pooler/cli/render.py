@@ -32,9 +32,11 @@ from pooler.plural import plural
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd, FanOut
+from pooler.statuses import LANDED, CallStatus
+from pooler.statuses import TROUBLE as CALL_TROUBLE
 
 #: Statuses a person running with ``--quiet`` still wants to see.
-TROUBLE = frozenset({"failed", "in_doubt"})
+TROUBLE = frozenset(CALL_TROUBLE)
 
 Clock = Callable[[], datetime]
 #: The narrowest terminal the live view is drawn on; a narrower one gets the plain lines.
@@ -70,7 +72,7 @@ def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_l
         text += f" key {result['key']}"
     if result.get("sent_again"):
         text += f" ({sent_again(result)})"
-    if status not in ("completed", "skipped") and result.get("message"):
+    if status not in LANDED and result.get("message"):
         text += f": {result['message']}"
     return text
 
@@ -115,7 +117,7 @@ def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
     if answer.get("result") or not task:
         return ""
     entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
-    bad = [e for e in listed(answer) if status_of(e) in ("failed", "in_doubt")]
+    bad = [e for e in listed(answer) if status_of(e) in TROUBLE]
     if any(str(e.get("message", "")).startswith("ACCESS_DENIED") for e in bad):
         return ("the store refused the token (ACCESS_DENIED): a resume would meet the same refusal - "
                 f"fix the token, then continue with --task {task} --resume")
@@ -125,7 +127,7 @@ def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
     for e in entries:
         num = e.get("num")
         rows: dict[str, Any] = e["rows"] if isinstance(e.get("rows"), dict) else {}
-        done = status_of(e) in ("completed", "skipped") or bool(rows.get("completed") or rows.get("skipped"))
+        done = status_of(e) in LANDED or bool(rows.get("completed") or rows.get("skipped"))
         if not done or not isinstance(num, int):
             continue
         if keys.get(num) is None:
@@ -142,7 +144,7 @@ def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
 
 
 def status_of_pool(answer: dict[str, Any]) -> str:
-    return str(answer.get("status") or ("completed" if answer.get("result") else "failed"))
+    return str(answer.get("status") or (CallStatus.COMPLETED if answer.get("result") else CallStatus.FAILED))
 
 
 class PlainReporter:

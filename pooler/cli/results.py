@@ -17,8 +17,12 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-STYLE = {"completed": "green", "failed": "bold red", "skipped": "cyan", "not_run": "dim",
-         "in_doubt": "bold yellow", "partial": "yellow"}
+from pooler.run import entries
+from pooler.statuses import CallStatus, StepStatus
+
+STYLE: dict[str, str] = {CallStatus.COMPLETED: "green", CallStatus.FAILED: "bold red",
+                         CallStatus.SKIPPED: "cyan", CallStatus.NOT_RUN: "dim",
+                         CallStatus.IN_DOUBT: "bold yellow", StepStatus.PARTIAL: "yellow"}
 #: The narrowest message column worth having: below it, messages go under the table.
 MESSAGE_COLUMN = 24
 
@@ -32,15 +36,12 @@ def trip_ms(result: dict[str, Any]) -> int | None:
 
 def where(result: dict[str, Any]) -> str:
     """`` row 3`` or `` rows 0-499`` for a call of a step over rows, else ``""``."""
-    if isinstance(result.get("rows"), list) and len(result["rows"]) == 2:
-        return f" rows {result['rows'][0]}-{result['rows'][1]}"
-    if result.get("row") is not None:
-        return f" row {result['row']}"
-    return ""
+    place = entries.where(result)
+    return f" {place}" if place else ""
 
 
 def status_of(result: dict[str, Any]) -> str:
-    return str(result.get("status") or ("completed" if result.get("result") else "failed"))
+    return str(result.get("status") or (CallStatus.COMPLETED if result.get("result") else CallStatus.FAILED))
 
 
 def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from pooler.statuses import CallStatus
+
 
 class Fate(Enum):
     """What an answer proves about the command."""
@@ -22,7 +24,8 @@ class Fate(Enum):
     IN_DOUBT = "in doubt"
 
 
-_STATUS = {Fate.CARRIED_OUT: "completed", Fate.NOT_CARRIED_OUT: "failed", Fate.IN_DOUBT: "in_doubt"}
+_STATUS = {Fate.CARRIED_OUT: CallStatus.COMPLETED, Fate.NOT_CARRIED_OUT: CallStatus.FAILED,
+           Fate.IN_DOUBT: CallStatus.IN_DOUBT}
 
 
 @dataclass(frozen=True)

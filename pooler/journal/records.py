@@ -17,7 +17,7 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.journal.sqlite.file import SQL, host
-from pooler.statuses import FINAL, LANDED
+from pooler.statuses import DOUBTFUL, FINAL, LANDED, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = tuple(s.value for s in FINAL)
@@ -56,11 +56,11 @@ class CallRecord:
     @property
     def doubtful(self) -> bool:
         """The request left and no answer was recorded: it may or may not have been carried out."""
-        return self.status in ("sent", "in_doubt")
+        return self.status in DOUBTFUL
 
 
 #: The record of a key of a step over rows that completed: one object shared by all such keys.
-DONE = CallRecord("", 0, None, None, 1, "completed", False, None, None)
+DONE = CallRecord("", 0, None, None, 1, CallStatus.COMPLETED, False, None, None)
 
 @dataclass(frozen=True)
 class CallId:
@@ -182,8 +182,9 @@ def whole_record(columns: tuple[Any, ...]) -> CallRecord:
 
 
 #: The counts of a task against its plan, in the order they are told.
-PLAN_ORDER = ("completed", "failed", "in_doubt", "skipped", "not_run")
-_WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
+PLAN_ORDER = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.IN_DOUBT,
+                                     CallStatus.SKIPPED, CallStatus.NOT_RUN))
+_WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}
 
 
 @dataclass(frozen=True)

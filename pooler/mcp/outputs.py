@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pooler.statuses import CallStatus
+
 _TIME: dict[str, Any] = {
     "type": "object",
     "description": "Milliseconds: server (the store's whole answer), module (the command), trip (the "
@@ -71,7 +73,7 @@ _RUN_STEP: dict[str, Any] = {
         "name": {"type": "string", "description": "The step's name, or empty."},
         "unit": {"type": "string", "description": "The tool's address."},
         "command": {"type": "string", "description": "The command."},
-        "status": {"type": "string", "enum": ["completed", "failed", "skipped", "not_run", "in_doubt"],
+        "status": {"type": "string", "enum": [s.value for s in CallStatus],
                    "description": "completed, failed, skipped (its key landed before in this task), "
                                   "not_run, or in_doubt (sent, its answer never recorded: it may or may "
                                   "not have been carried out)."},

@@ -25,6 +25,7 @@ from pooler.mcp.arguments import check_task, optional
 from pooler.mcp.outcome import Outcome, answered, problem_text
 from pooler.mcp.plans import PlanRow, plan_digest, when
 from pooler.pool.plan_document import build_plan
+from pooler.statuses import PlanState
 
 if TYPE_CHECKING:
     from pooler.mcp.tool_pool import PoolRuns
@@ -77,7 +78,8 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
     steps = _plan_steps(compiled)
     opts = compiled.pool.options
     return answered({
-        "result": True, "task": task, "status": "planned", "plan_id": row.id, "expires": when(row.expires),
+        "result": True, "task": task, "status": PlanState.PLANNED, "plan_id": row.id,
+        "expires": when(row.expires),
         "calls": len(steps), "mode": opts.mode,
         "max_concurrency": opts.max_concurrency if opts.mode == "parallel" else 1,
         "serialize_on": opts.serialize_on, "stop_on_error": opts.stop_on_error, "steps": steps,
@@ -105,7 +107,7 @@ def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter |
     if row is None:
         raise InputError(f"no plan {plan_id} - a plan_id comes from tool_pool with plan: true, on a server "
                          "of this store folder; plan the pool again.")
-    if row.state == "planned":
+    if row.state == PlanState.PLANNED:
         if row.expires <= time.time():
             raise _expired(row, runs)
         compiled, task = runs.load(row.arguments, row.task)
@@ -123,7 +125,7 @@ def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter |
             store.finish(plan_id, answer)
             return answered(answer, is_error=answer.get("result") is not True)
         row = store.get(plan_id) or row
-        if row.state == "planned":
+        if row.state == PlanState.PLANNED:
             raise _expired(row, runs)
     answer, bad = _answer_of(runs, row, stop)
     return answered(answer, is_error=bad)
@@ -135,7 +137,7 @@ def _answer_of(runs: PoolRuns, row: PlanRow, stop: threading.Event | None) -> tu
     while True:
         if row.answer is not None:
             return row.answer, row.answer.get("result") is not True
-        gone = row.state == "failed" or not (row.task in runs.running or row.committer_alive())
+        gone = row.state == PlanState.FAILED or not (row.task in runs.running or row.committer_alive())
         if gone or (stop is not None and stop.is_set()):
             answer = runs.task_answer(row.task)
             return answer, answer.get("result") is not True

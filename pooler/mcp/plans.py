@@ -27,6 +27,7 @@ from pooler.errors import JournalError
 from pooler.journal.sqlite.file import alive, host
 from pooler.pool.model import Pool
 from pooler.shared.plan import fingerprint
+from pooler.statuses import PlanState
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS plans (
@@ -118,7 +119,7 @@ class PlanStore:
         self._run("INSERT INTO plans (id, task, created, expires, digest, arguments) "
                   "VALUES (?, ?, ?, ?, ?, ?)",
                   (plan_id, task, now, now + ttl, digest, strictjson.dumps(arguments, ensure_ascii=False)))
-        return PlanRow(plan_id, task, now + ttl, digest, arguments, "planned", None, None, None)
+        return PlanRow(plan_id, task, now + ttl, digest, arguments, PlanState.PLANNED, None, None, None)
 
     def get(self, plan_id: str) -> PlanRow | None:
         row = self._run("SELECT id, task, expires, digest, arguments, state, host, pid, answer FROM plans "

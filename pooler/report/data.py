@@ -22,10 +22,11 @@ from typing import Any
 
 from pooler.journal.records import TaskRow
 from pooler.journal.sqlite.journal import Journal
+from pooler.statuses import DOUBTFUL, CallStatus, RecordStatus, final_status
 
 #: Statuses of a call that reached the store, as the timeline colours them.  ``sent`` is a call
 #: whose answer was never recorded (the run was killed): in doubt too.
-SENT_STATUSES = ("completed", "failed", "in_doubt", "sent")
+SENT_STATUSES = (CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.IN_DOUBT, RecordStatus.SENT)
 FAILURES_SHOWN = 100
 #: Failed calls the top of the page lists (the in-doubt ones are all listed: each needs a look).
 TROUBLE_SHOWN = 50
@@ -147,8 +148,8 @@ def load_report(journal: Journal, task_id: str) -> ReportData | None:
         _fill_lanes(run)
         runs.append(run)
     last = runs[0].calls if runs else []
-    in_doubt = [c for c in last if c.status in ("in_doubt", "sent")]
-    failed_all = [c for c in last if c.status == "failed"]
+    in_doubt = [c for c in last if c.status in DOUBTFUL]
+    failed_all = [c for c in last if c.status == CallStatus.FAILED]
     failed = failed_all[:TROUBLE_SHOWN]
     named = [*in_doubt, *failed]
     for run in runs:
@@ -232,13 +233,13 @@ def percentile(sorted_ms: list[int], q: float) -> int | None:
 
 
 def _stats(step: StepInfo, calls: list[CallRow], answer: dict[str, Any] | None) -> StepStats:
-    counts = Counter("in_doubt" if c.status == "sent" else c.status for c in calls)
+    counts = Counter(final_status(c.status).value for c in calls)
     pairs = sorted(((c.done - c.sent, c.id, c) for c in calls
                     if c.sent is not None and c.done is not None and c.status in SENT_STATUSES),
                    key=lambda p: p[0])
     timed = [p[2] for p in pairs]
     ms = [max(p[0], 0) for p in pairs]
-    bad = sorted((c for c in calls if c.status in ("failed", "in_doubt", "sent")),
+    bad = sorted((c for c in calls if c.status in (CallStatus.FAILED, *DOUBTFUL)),
                  key=lambda c: (c.row if c.row is not None else -1, c.id))
     rows: int | None = None
     if step.over_rows:
@@ -278,7 +279,7 @@ def _read_entries(journal: Journal, calls: list[CallRow]) -> None:
 
 def _counts(task: TaskRow, last: list[CallRow]) -> dict[str, int]:
     """The task's counts: the recorded answer's, else those of its last run's records."""
-    seen = Counter("in_doubt" if c.status == "sent" else c.status for c in last)
+    seen = Counter(final_status(c.status).value for c in last)
     if task.total is not None:
         return {"total": task.total, "completed": task.succeeded or 0, "failed": seen["failed"],
                 "in_doubt": seen["in_doubt"], "skipped": task.skipped or 0, "not_run": task.not_run or 0}

@@ -10,19 +10,20 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-_PASSED = ("completed", "skipped")
+from pooler.statuses import LANDED, TROUBLE
 
 
 def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
     """One testsuite named after the pool file, one testcase per step of the answer."""
     entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
-    failed = sum(1 for e in entries if e.get("status") in ("failed", "in_doubt"))
-    skipped = sum(1 for e in entries if e.get("status") not in (*_PASSED, "failed", "in_doubt"))
+    failed = sum(1 for e in entries if e.get("status") in TROUBLE)
+    skipped = sum(1 for e in entries if e.get("status") not in (*LANDED, *TROUBLE))
     seconds = _seconds(answer)
     counts = {"tests": str(len(entries)), "failures": str(failed), "errors": "0", "skipped": str(skipped),
               "time": seconds}
     # Jenkins' JUnit schema (junit-10.xsd) takes no skipped count on <testsuites>; the suite has it.
-    outer = {k: v for k, v in counts.items() if k != "skipped"}
+    outer = dict(counts)
+    del outer["skipped"]
     suites = ET.Element("testsuites", {"name": "pooler run", **outer})
     suite = ET.SubElement(suites, "testsuite", {"name": xml_text(pool_file), **counts})
     props = ET.SubElement(suite, "properties")
@@ -46,9 +47,9 @@ def _case(entry: dict[str, Any], pool_file: str) -> ET.Element:
     case = ET.Element("testcase", classname=xml_text(pool_file), name=xml_text(name), time=_seconds(entry))
     status = str(entry.get("status"))
     message = xml_text(str(entry.get("message") or status))
-    if status in _PASSED:
+    if status in LANDED:
         return case
-    if status not in ("failed", "in_doubt"):
+    if status not in TROUBLE:
         ET.SubElement(case, "skipped", message=message)
         return case
     failure = ET.SubElement(case, "failure", message=message, type=status)

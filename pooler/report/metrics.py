@@ -148,10 +148,11 @@ class MetricsReporter:
     def _count_answer(self, answer: dict[str, Any], calls_base: dict[str, int], rows_base: dict[str, int],
                       doubt_base: int) -> None:
         in_doubt = int(answer.get("calls_in_doubt") or 0)
-        calls = {"completed": int(answer.get("succeeded") or 0),
-                 "failed": int(answer.get("failed") or 0) - in_doubt,
-                 "in_doubt": in_doubt, "skipped": int(answer.get("skipped") or 0),
-                 "not_run": int(answer.get("not_run") or 0)}
+        calls: dict[str, int] = {CallStatus.COMPLETED: int(answer.get("succeeded") or 0),
+                                 CallStatus.FAILED: int(answer.get("failed") or 0) - in_doubt,
+                                 CallStatus.IN_DOUBT: in_doubt,
+                                 CallStatus.SKIPPED: int(answer.get("skipped") or 0),
+                                 CallStatus.NOT_RUN: int(answer.get("not_run") or 0)}
         self.calls = {s: calls_base[s] + calls[s] for s in STATUSES}
         self.in_doubt = doubt_base + in_doubt
         self.planned = int(answer.get("total") or self.planned)

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pooler.report.data import CallRow, RunData, StepInfo, clock
+from pooler.statuses import CallStatus, final_status
 
 WIDTH = 1100
 LANE = 18
@@ -24,7 +25,7 @@ COLUMN = 10
 #: More calls than this are added up whatever their widths.
 MOST_BARS = 2000
 #: Worst first: a cell holding a failed call is drawn failed.
-_WORST = ("failed", "in_doubt", "completed")
+_WORST = tuple(s.value for s in (CallStatus.FAILED, CallStatus.IN_DOUBT, CallStatus.COMPLETED))
 _TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000,
           120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 21_600_000, 86_400_000)
 
@@ -65,7 +66,7 @@ class Timeline:
 
 
 def status_of(call: CallRow) -> str:
-    return "in_doubt" if call.status == "sent" else call.status
+    return final_status(call.status).value
 
 
 def _ms(value: int) -> str:

@@ -38,6 +38,7 @@ from pooler.errors import UsageError
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd
+from pooler.statuses import LANDED, CallStatus, StepStatus
 
 #: The longest the end of a run waits for the collector to take its spans.
 FLUSH_SECONDS = 3.0
@@ -247,7 +248,8 @@ class TraceReporter:
             return
         status = str(result.get("status"))
         span.set_attributes({"pooler.status": status, "pooler.answer_kind": end.kind,
-                             "pooler.attempt": end.attempts, "pooler.in_doubt": status == "in_doubt"})
+                             "pooler.attempt": end.attempts,
+                             "pooler.in_doubt": status == CallStatus.IN_DOUBT})
         if result.get("key") is not None:
             span.set_attribute("pooler.key", self._text(result["key"]))
         rows = result.get("rows")
@@ -324,9 +326,9 @@ class TraceReporter:
 def _set_status(span: Span, status: str, message: str) -> None:
     """completed and skipped are OK, failed an ERROR; in doubt is not known to have failed, so it
     stays unset (with ``pooler.in_doubt``), as does not_run."""
-    if status in ("completed", "skipped"):
+    if status in LANDED:
         span.set_status(Status(StatusCode.OK))
-    elif status == "failed":
+    elif status == CallStatus.FAILED:
         span.set_status(Status(StatusCode.ERROR, message[:300]))
 
 
@@ -338,8 +340,8 @@ def _close_step(span: Span, entry: Mapping[str, Any], text: Callable[[Any], str]
         for name, count in rows.items():
             if isinstance(count, int):
                 span.set_attribute(f"pooler.rows.{name}", count)
-    if status == "partial":
+    if status == StepStatus.PARTIAL:
         # Some rows landed; an error only when some failed, not when the rest are only in doubt.
-        status = "failed" if isinstance(rows, dict) and rows.get("failed") else "in_doubt"
+        status = CallStatus.FAILED if isinstance(rows, dict) and rows.get("failed") else CallStatus.IN_DOUBT
     _set_status(span, status, text(entry.get("message") or ""))
     span.end()

@@ -40,7 +40,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pooler.statuses import FINAL, LANDED, CallStatus
+from pooler.run.entries import (
+    ENTRY_KEYS,
+    Answer,
+    Entry,
+    InDoubtItem,
+    RowsCount,
+    RowsEntry,
+    head_of,
+    in_doubt_item,
+    where,
+)
+from pooler.statuses import FINAL, LANDED, CallStatus, StepStatus
 
 #: A call's result is inlined only when its JSON is under this many bytes...
 RESULT_LIMIT = 4 * 1024
@@ -51,13 +62,10 @@ MAX_FAILURES = 100
 #: The rows a step's tables show as ``head``, as one call's tables do.
 HEAD_ROWS = 3
 
-#: The keys of an entry that are not the call's result.
-ENTRY_KEYS = frozenset({"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id",
-                        "in_doubt", "sent_again", "result", "message", "time", "result_omitted"})
 #: How the rows of a step over rows are counted, in the order its message names them.
 ROW_STATUSES = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.SKIPPED, CallStatus.FAILED,
                                         CallStatus.IN_DOUBT, CallStatus.NOT_RUN))
-_WORDS = {"in_doubt": "in doubt", "not_run": "not run"}
+_WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}
 
 
 def _row(entry: dict[str, Any]) -> int:
@@ -65,13 +73,6 @@ def _row(entry: dict[str, Any]) -> int:
     if isinstance(entry.get("rows"), list):
         return int(entry["rows"][0])
     return int(entry.get("row", -1))
-
-
-def _where(entry: dict[str, Any]) -> str:
-    rows = entry.get("rows")
-    if isinstance(rows, list) and len(rows) == 2:
-        return f"rows {rows[0]}-{rows[1]}"
-    return f"row {entry.get('row')}"
 
 
 def result_part(entry: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def _size(value: Any) -> int:
 class RowsTally:
     """What the calls of one step over rows add up to, kept as they come back."""
 
-    head: dict[str, Any]
+    head: Entry
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROW_STATUSES, 0))
     calls: int = 0
     #: The failed and in-doubt entries with the lowest rows: a heap on (-row, -order).
@@ -149,10 +150,10 @@ class RowsTally:
             # A step whose rows all came out counts what came; one cut short, what was planned.
             total = seen if whole else max(rows_total or 0, seen)
             rows["not_run"] += total - seen
-        entry: dict[str, Any] = {**self.head, "status": status, "key": None,
-                                 "result": status == CallStatus.COMPLETED,
-                                 "message": self.message(rows, total, why), "rows": {"total": total, **rows},
-                                 "calls": self.calls}
+        counted: RowsCount = {"total": total, **rows}  # type: ignore[typeddict-item]
+        entry: RowsEntry = {**self.head, "status": status, "key": None,  # type: ignore[typeddict-item]
+                            "result": status == CallStatus.COMPLETED,
+                            "message": self.message(rows, total, why), "rows": counted, "calls": self.calls}
         if detail is ...:
             entry["result_omitted"] = True
         elif detail is not None:
@@ -162,7 +163,7 @@ class RowsTally:
         entry["failures_omitted"] = self.omitted
         if trip_ms is not None:
             entry["time"] = {"trip": trip_ms}
-        return entry
+        return dict(entry)
 
     def message(self, rows: dict[str, int], total: int | None, why: str) -> str:
         """``1,000 rows: 998 completed, 2 failed (first at row 17)``, after ``why`` if given."""
@@ -173,7 +174,7 @@ class RowsTally:
         if self.first_bad is not None:
             # After the last of the failed and in-doubt counts, before the rows not run.
             at = len(parts) - (1 if rows["not_run"] else 0) - 1
-            parts[at] += f" (first at {_where(self.first_bad)})"
+            parts[at] += f" (first at {where(self.first_bad)})"
         text = f"{counted}: {', '.join(parts)}" if parts else counted
         return f"{why} {text}." if why else text
 
@@ -184,7 +185,7 @@ class Collector:
 
     include_results: bool = True
     entries: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=list)
-    in_doubt: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    in_doubt: list[tuple[int, int, InDoubtItem]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         (s.value for s in FINAL), 0))
     inlined: int = 0
@@ -197,9 +198,9 @@ class Collector:
         self._count(entry["status"], calls)
         self._keep(int(entry["num"]), _row(entry), self._budgeted(entry))
 
-    def open_rows(self, head: dict[str, Any]) -> None:
+    def open_rows(self, head: Entry) -> None:
         """A step over rows starts: its calls are added up from now on."""
-        self.tallies.setdefault(int(head["num"]), RowsTally(dict(head)))
+        self.tallies.setdefault(int(head["num"]), RowsTally(Entry(**head)))
 
     def add_row(self, entry: dict[str, Any], size: int = 1) -> None:
         """One call of a step over rows, carrying ``size`` rows: counted, and listed if it failed."""
@@ -207,8 +208,7 @@ class Collector:
         num = int(entry["num"])
         tally = self.tallies.get(num)
         if tally is None:
-            head = {k: entry.get(k) for k in ("num", "name", "unit", "command")}
-            tally = self.tallies[num] = RowsTally(head)
+            tally = self.tallies[num] = RowsTally(head_of(entry))
         self._order += 1
         if tally.add(entry, size):
             tally.keep_failure(self._budgeted(entry), self._order)
@@ -235,12 +235,7 @@ class Collector:
             if entry.get("status") != CallStatus.IN_DOUBT:
                 return
             action = "left"
-        item: dict[str, Any] = {"num": entry["num"], "name": entry["name"]}
-        for extra in ("row", "rows"):
-            if extra in entry:
-                item[extra] = entry[extra]
-        item.update({"key": entry.get("key"), "step_id": step_id, "action": action})
-        self.in_doubt.append((int(entry["num"]), _row(entry), item))
+        self.in_doubt.append((int(entry["num"]), _row(entry), in_doubt_item(entry, action, step_id)))
 
     def _count(self, status: str, calls: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + calls
@@ -286,8 +281,8 @@ class Collector:
         elif landed == 0:
             status = CallStatus.FAILED
         else:
-            status = "partial"
-        answer: dict[str, Any] = {
+            status = StepStatus.PARTIAL
+        answer: Answer = {
             "result": status == CallStatus.COMPLETED,
             "status": status,
             "total": total,
@@ -305,4 +300,4 @@ class Collector:
         }
         if interrupted:
             answer["interrupted"] = interrupted
-        return answer
+        return dict(answer)

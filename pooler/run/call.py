@@ -29,6 +29,7 @@ from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, serial_value
+from pooler.run.entries import ANSWER_KEYS, IDENTITY_KEYS, counted_done, not_sent
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.keys import chunk_key, chunk_span, idempotency_header
 from pooler.run.tables import RowsTooDeepError, TableWriter
@@ -37,7 +38,6 @@ from pooler.statuses import CallStatus
 InDoubt = Literal["retry", "stop", "skip"]
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.
 DEFAULT_RETRY = Retry(attempts=3, backoff_ms=200, on_in_doubt=False)
-_ANSWER_KEYS = ("result", "message", "detail", "tables", "files")
 #: In a journal entry only: the step id of the call found in doubt that this call sent again.
 _DOUBTED = "doubted"
 
@@ -148,22 +148,21 @@ class CallRunner:
             if found.in_doubt:
                 entry["in_doubt"] = True
             entry = self.redactor.value(entry)
-            self.journal.record(ids, "skipped", entry, in_doubt=found.in_doubt)
+            self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=found.in_doubt)
             # A call found in doubt and sent again by an earlier run (which may never have finished
             # to tell it) is named again in this run's answer.
             doubted = (found.result or {}).get(_DOUBTED)
             action = "skipped" if found.in_doubt else "retried" if doubted else None
-            return Outcome(call, "skipped", entry, found.detail, step_id=found.step_id,
+            return Outcome(call, CallStatus.SKIPPED, entry, found.detail, step_id=found.step_id,
                            in_doubt=action, doubted=doubted if isinstance(doubted, str) else None)
         if found.run in self.live_runs:
             return self._taken(call, key, found)
         if self.in_doubt_policy == "retry":
             return None
         if self.in_doubt_policy == "skip":
-            entry = {**head, "in_doubt": True, "result": True,
-                     "message": f"counted done without its answer: the call {found.step_id} was sent "
-                                "and its answer never came back (--in-doubt skip)."}
-            entry = self.redactor.value(entry)
+            entry = self.redactor.value(counted_done(
+                call.head(), key, found.step_id, f"counted done without its answer: the call {found.step_id} "
+                "was sent and its answer never came back (--in-doubt skip)."))
             self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=True)
             return Outcome(call, CallStatus.SKIPPED, entry, None, in_doubt="skipped", step_id=found.step_id)
         step = call.plan.step
@@ -172,16 +171,15 @@ class CallRunner:
                    "it may or may not have been carried out. Check the store, then run the task again "
                    "with --in-doubt skip (it was done) or --in-doubt retry (send it again with the "
                    "same Idempotency-Key).")
-        entry = self.redactor.value({**call.head(), "status": CallStatus.IN_DOUBT, "key": key,
-                                     "step_id": found.step_id, "result": False, "message": message})
+        entry = self.redactor.value(not_sent(call.head(), CallStatus.IN_DOUBT, key, message,
+                                             step_id=found.step_id))
         self.journal.record(ids, CallStatus.IN_DOUBT, entry)
         return Outcome(call, CallStatus.IN_DOUBT, entry, None, halt=True, in_doubt="stopped",
                        step_id=found.step_id)
 
     def not_sent(self, call: Call, ids: CallId, status: str, message: str) -> Outcome:
         """A call that never reached the store: the short entry of the seed."""
-        entry = self.redactor.value({**call.head(), "status": status, "key": ids.key, "result": False,
-                                     "message": message})
+        entry = self.redactor.value(not_sent(call.head(), status, ids.key, message))
         self.journal.record(ids, status, entry)
         return Outcome(call, status, entry)
 
@@ -227,11 +225,11 @@ class CallRunner:
                 status = kind.status
                 note = f" {exc.message[:1].upper()}{exc.message[1:]}; {IN_DOUBT}."
             except (PoolerError, OSError) as exc:
-                status = "failed" if status == "completed" else status
+                status = CallStatus.FAILED if status == CallStatus.COMPLETED else status
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
         entry = self._entry(ready, status, reply, tables, note)
-        if status == "in_doubt":
+        if status == CallStatus.IN_DOUBT:
             # Whatever the answer said, its result is not known: as for every call in doubt.
             entry["result"] = False
         if ready.doubted or retried:
@@ -270,11 +268,11 @@ class CallRunner:
         message = (f"Step {step.num}{named} was not sent: another run of this task sent its key as "
                    f"{found.step_id} while this run went, and its answer is not recorded yet, so it may "
                    "or may not have been carried out. Run the task again to learn what it became.")
-        entry = self.redactor.value({**call.head(), "status": "in_doubt", "key": key,
-                                     "step_id": found.step_id, "result": False, "message": message})
+        entry = self.redactor.value(not_sent(call.head(), CallStatus.IN_DOUBT, key, message,
+                                             step_id=found.step_id))
         self.journal.record(replace(self.call_ids(call, key, found.step_id), round=found.round),
-                            "in_doubt", entry)
-        return Outcome(call, "in_doubt", entry, None, step_id=found.step_id)
+                            CallStatus.IN_DOUBT, entry)
+        return Outcome(call, CallStatus.IN_DOUBT, entry, None, step_id=found.step_id)
 
     def _done(self, ready: Prepared, record: int | None, status: str, entry: dict[str, Any], *,
               sent: bool, sent_ms: int, retried: bool = False) -> None:
@@ -347,12 +345,12 @@ class CallRunner:
                note: str) -> dict[str, Any]:
         data = reply.data
         entry = {**ready.call.head(), "status": status, "key": ready.key, "step_id": ready.ids.step_id}
-        for name in _ANSWER_KEYS:
+        for name in ANSWER_KEYS:
             if name in data:
                 entry[name] = tables if name == "tables" else data[name]
         if note:
             entry["message"] = f"{entry.get('message', '')}{note}".strip()
-        extras = {k: v for k, v in data.items() if k not in _ANSWER_KEYS}
+        extras = {k: v for k, v in data.items() if k not in ANSWER_KEYS}
         for name, value in extras.items():
             # A store's extra key never hides one of the entry's own.
             entry[name if name not in entry and name != "time" else f"store_{name}"] = value
@@ -388,6 +386,4 @@ def _recorded(result: dict[str, Any] | None) -> dict[str, Any]:
     """What a recorded entry says of the call's answer: result, message, detail, tables... time."""
     if not result:
         return {"result": True, "message": ""}
-    skip = {"num", "name", "unit", "command", "row", "rows", "status", "key", "step_id", "in_doubt",
-            _DOUBTED}
-    return {k: v for k, v in result.items() if k not in skip}
+    return {k: v for k, v in result.items() if k not in IDENTITY_KEYS and k != _DOUBTED}

@@ -14,6 +14,7 @@ from typing import Any
 from pooler.journal.records import CallId
 from pooler.pool.model import Step
 from pooler.pool.paramplan import ParamsPlan
+from pooler.run.entries import Entry, head
 
 
 @dataclass
@@ -49,15 +50,9 @@ class Call:
     #: Rows a new plan of the task (``--replan``) found done under an earlier plan: not sent.
     done: bool = False
 
-    def head(self) -> dict[str, Any]:
+    def head(self) -> Entry:
         step = self.plan.step
-        out: dict[str, Any] = {"num": step.num, "name": step.name, "unit": step.unit,
-                               "command": step.command}
-        if self.last is not None:
-            out["rows"] = [self.row, self.last]
-        elif self.row is not None:
-            out["row"] = self.row
-        return out
+        return head(step.num, step.name, step.unit, step.command, row=self.row, last=self.last)
 
 
 @dataclass

@@ -71,6 +71,7 @@ from pooler.run.taskplan import (
     refuse_changed,
     write_plan,
 )
+from pooler.statuses import StepState, TaskStatus
 
 
 @dataclass
@@ -195,7 +196,7 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
                               stop_on_error=pool.options.stop_on_error, stop=stop)
         scheduler.run()
         interrupted = None
-        if stop.is_set() and any(r.state != "done" for r in runs):
+        if stop.is_set() and any(r.state != StepState.DONE for r in runs):
             interrupted = getattr(stop, "reason", None) or "stop"
         answer = collector.answer(total=sum(r.counted for r in runs), task=task,
                                   trip_ms=round((time.monotonic() - started) * 1000),
@@ -203,7 +204,8 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         answer = dict(config.redactor.value(answer))
         sampled = config.sample is not None and any(r.plan.over_rows for r in runs)
         # A sample is not the whole task: --resume continues it with the rows it has not sent.
-        journal.finish_task(task, answer, status="sampled" if sampled and answer.get("result") else None)
+        journal.finish_task(task, answer,
+                            status=TaskStatus.SAMPLED if sampled and answer.get("result") else None)
         reporter.pool_finished(answer)
         return answer
     finally:

@@ -20,7 +20,7 @@ from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
 from pooler.run.keys import chunk_span
 from pooler.run.taskplan import POOL_FILE, PlannedFile, planned_files
-from pooler.statuses import CallStatus
+from pooler.statuses import CallStatus, final_status
 
 
 def plan_counts(journal: Journal, task: str) -> PlanCounts | None:
@@ -47,18 +47,17 @@ def plan_counts(journal: Journal, task: str) -> PlanCounts | None:
                 planned += size
         else:
             planned += 1
-            tally[_single(journal, task, num, first_run) or "not_run"] += 1
+            tally[_single(journal, task, num, first_run) or CallStatus.NOT_RUN] += 1
     return PlanCounts(planned, **tally)
 
 
 def _status(status: str, in_doubt: int) -> str | None:
-    if status == CallStatus.NOT_RUN:
+    told = final_status(status)
+    if told == CallStatus.NOT_RUN:
         return None
-    if status == "sent":
-        return "in_doubt"
-    if status == CallStatus.SKIPPED:
-        return "skipped" if in_doubt else "completed"
-    return status
+    if told == CallStatus.SKIPPED and not in_doubt:
+        return CallStatus.COMPLETED
+    return told
 
 
 def _single(journal: Journal, task: str, num: int, first_run: int) -> str | None:
@@ -67,14 +66,15 @@ def _single(journal: Journal, task: str, num: int, first_run: int) -> str | None
             "SELECT status, in_doubt FROM calls WHERE task = ? AND num = ? AND row IS NULL AND run >= ? "
             "ORDER BY id", (task, num, first_run)):
         told = _status(status, in_doubt)
-        if told is None or (status == CallStatus.SKIPPED and not in_doubt and found == "completed"):
+        if told is None or (status == CallStatus.SKIPPED and not in_doubt and found == CallStatus.COMPLETED):
             continue
         found = told
     return found
 
 
 #: A row's status as one byte: a million rows are counted in a megabyte.
-_ORDER_CODES = ("not_run", "completed", "failed", "in_doubt", "skipped")
+_ORDER_CODES = tuple(s.value for s in (CallStatus.NOT_RUN, CallStatus.COMPLETED, CallStatus.FAILED,
+                                       CallStatus.IN_DOUBT, CallStatus.SKIPPED))
 _CODE = {name: code for code, name in enumerate(_ORDER_CODES)}
 _RECORDS_SQL = ("SELECT row, key, status, in_doubt, CASE WHEN result IS NOT NULL AND json_valid(result) "
                 "THEN json_extract(result, '$.rows[1]') END FROM calls WHERE task = ? AND num = ? "
@@ -85,7 +85,7 @@ def _row_marks(journal: Journal, task: str, was: PlannedFile) -> bytearray:
     """The status of every planned row of a step over a data file, a byte a row."""
     rows = was.rows or 0
     marks = bytearray(rows)
-    completed = _CODE["completed"]
+    completed = _CODE[CallStatus.COMPLETED]
     for (row,) in journal.cursor("SELECT row FROM plan_rows WHERE task = ? AND num = ? AND done = 1",
                                  (task, was.num)):
         if 0 <= row < rows:
@@ -122,7 +122,7 @@ def _row_spans(journal: Journal, task: str, num: int, first_run: int) -> dict[in
         if told is None:
             continue
         earlier = spans.get(row)
-        if earlier is not None and earlier[1] == "completed" and status == CallStatus.SKIPPED \
+        if earlier is not None and earlier[1] == CallStatus.COMPLETED and status == CallStatus.SKIPPED \
                 and not in_doubt:
             continue
         spans[row] = (_size(row, key, last, None, None), told)

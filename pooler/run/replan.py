@@ -25,7 +25,7 @@ from pooler.pool.compiler import Plan
 from pooler.redact import Redactor
 from pooler.run.keys import chunk_span
 from pooler.run.taskplan import PlannedFile, planned_files, record_plan
-from pooler.statuses import LANDED
+from pooler.statuses import DOUBTFUL, LANDED
 
 
 def replan(journal: Journal, task: str, plan: Plan, values: Mapping[str, Any], redactor: Redactor, *,
@@ -72,7 +72,7 @@ def _done_chunk_rows(journal: Journal, task: str, num: int, named: str, was: Pla
         span = chunk_span(key)
         if span is None:
             continue
-        if status in ("sent", "in_doubt"):
+        if status in DOUBTFUL:
             raise JournalError(
                 f"--replan refused for task {task}: the chunk {key} of step {num}{named} is in doubt "
                 "(sent, and no answer recorded), and a new plan would send its rows under another key - "

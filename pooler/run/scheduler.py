@@ -32,11 +32,9 @@ from pooler.journal.records import DONE, CallRecord
 from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan
+from pooler.run.entries import not_run
 from pooler.run.events import Reporter
-from pooler.statuses import LANDED, CallStatus
-
-_WHY: dict[str, str] = {CallStatus.FAILED: "failed", CallStatus.IN_DOUBT: "is in doubt",
-                        CallStatus.NOT_RUN: "was not run"}
+from pooler.statuses import LANDED, CallStatus, StepState, StepStatus
 
 
 @dataclass
@@ -47,7 +45,7 @@ class StepRun:
     #: Calls planned: the rows counted before the run (1 when not known), then the real count.
     planned: int = 1
     rows_total: int | None = None
-    state: str = "waiting"  # waiting, active, done
+    state: StepState = StepState.WAITING
     #: completed, failed, in_doubt or not_run, once the step is done.
     outcome: str = ""
     calls: Iterator[Call] | None = None
@@ -127,13 +125,13 @@ class Scheduler:
         return self.halted or self.stop.is_set()
 
     def _dispatch(self) -> None:
-        while self._first < len(self.runs) and self.runs[self._first].state == "done":
+        while self._first < len(self.runs) and self.runs[self._first].state == StepState.DONE:
             self._first += 1
         for index in range(self._first, len(self.runs)):
             run = self.runs[index]
             if self._stopping() or self._inflight >= self.width:
                 return
-            if run.state == "waiting":
+            if run.state == StepState.WAITING:
                 ready = self._deps(run)
                 if ready is None:
                     continue
@@ -141,9 +139,9 @@ class Scheduler:
                     self._not_run(run, ready)
                     continue
                 self._activate(run)
-            if run.state == "active":
+            if run.state == StepState.ACTIVE:
                 self._feed(run)
-            if not self.parallel and run.state != "done":
+            if not self.parallel and run.state != StepState.DONE:
                 return
 
     def _deps(self, run: StepRun) -> StepRun | Literal[True] | None:
@@ -153,7 +151,7 @@ class Scheduler:
             dep = self.by_name.get(name)
             if dep is None:
                 continue
-            if dep.state != "done":
+            if dep.state != StepState.DONE:
                 waiting = True
             elif dep.outcome != CallStatus.COMPLETED:
                 return dep
@@ -161,10 +159,8 @@ class Scheduler:
 
     def _not_run(self, run: StepRun, dep: StepRun) -> None:
         step = run.plan.step
-        entry = {**Call(run.plan).head(), "status": CallStatus.NOT_RUN, "key": step.key, "result": False,
-                 "message": f"Not run: it refers to @{dep.plan.step.name} (step {dep.plan.step.num}), "
-                            f"which {_WHY.get(dep.outcome, 'did not complete')}."}
-        entry = self.runner.redactor.value(entry)
+        entry = self.runner.redactor.value(not_run(Call(run.plan).head(), step.key, dep.plan.step.name,
+                                                   dep.plan.step.num, dep.outcome))
         ids = self.runner.call_ids(Call(run.plan), None, None)
         self.runner.journal.record(ids, CallStatus.NOT_RUN, entry)
         if run.plan.over_rows:
@@ -174,10 +170,11 @@ class Scheduler:
         else:
             self.collector.add(entry, calls=run.counted)
         self.reporter.step_finished(step, entry)
-        run.state, run.outcome, run.exhausted, run.issued = "done", CallStatus.NOT_RUN, True, run.counted
+        run.state, run.outcome = StepState.DONE, CallStatus.NOT_RUN
+        run.exhausted, run.issued = True, run.counted
 
     def _activate(self, run: StepRun) -> None:
-        run.state = "active"
+        run.state = StepState.ACTIVE
         run.started = time.monotonic()
         if run.plan.over_rows:
             self.collector.open_rows(Call(run.plan).head())
@@ -297,9 +294,9 @@ class Scheduler:
             self.halted = True
 
     def _finish_if_done(self, run: StepRun) -> None:
-        if not run.exhausted or run.inflight or run.peeked is not None or run.state == "done":
+        if not run.exhausted or run.inflight or run.peeked is not None or run.state == StepState.DONE:
             return
-        run.state = "done"
+        run.state = StepState.DONE
         run.outcome = run.bad or CallStatus.COMPLETED
         if run.outcome == CallStatus.COMPLETED and run.plan.step.name:
             self.details[run.plan.step.name.lower()] = {} if run.detail is None else run.detail
@@ -309,7 +306,7 @@ class Scheduler:
     def _close_unfinished(self) -> None:
         """Steps over rows the run ended in (stopped, or halted on a failure) get their summary too."""
         for run in self.runs:
-            if run.plan.over_rows and run.state == "active":
+            if run.plan.over_rows and run.state == StepState.ACTIVE:
                 self._close_rows(run, whole=False)
 
     def _close_rows(self, run: StepRun, *, whole: bool) -> None:
@@ -323,7 +320,7 @@ class Scheduler:
                 status = CallStatus.COMPLETED
             else:
                 # Cut short (a signal, a stop): rows that landed make it partial, not "not run".
-                status = "partial" if run.rows_done else CallStatus.NOT_RUN
+                status = StepStatus.PARTIAL if run.rows_done else CallStatus.NOT_RUN
         trip = None if run.started is None else round((time.monotonic() - run.started) * 1000)
         # The detail references read, shown only where they may read it.
         detail = run.detail if status == CallStatus.COMPLETED and run.last_row >= 0 else None

@@ -13,16 +13,18 @@ from typing import Any
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.journal import Journal
 from pooler.run.answer import Collector
+from pooler.run.entries import Entry, head, head_of, not_sent
 from pooler.run.plancount import plan_counts
+from pooler.statuses import CallStatus, RecordStatus, StepStatus, TaskStatus, final_status
 
 #: What ``pooler runs`` says of a task whose run died without finishing.
-DEAD = "dead"
+DEAD = TaskStatus.DEAD
 DIED = "the run died before it finished (killed, or the machine went down)"
 
 
 def told(row: TaskRow, journal: Journal) -> TaskRow:
     """The row with ``running`` replaced by ``dead`` when no run of the task is alive."""
-    if row.status != "running" or journal.live_runs(row.id):
+    if row.status != TaskStatus.RUNNING or journal.live_runs(row.id):
         return row
     return dataclasses.replace(row, status=DEAD)
 
@@ -39,40 +41,40 @@ def partial_answer(journal: Journal, row: TaskRow, *, live: bool = False) -> dic
     whether the store carried it out.
     """
     records = [r for r in journal.calls(row.id) if r["run"] == row.runs]
-    heads: dict[int, dict[str, Any]] = {}
+    heads: dict[int, Entry] = {}
     for rec in records:
         entry = rec["result"] or {}
         if entry.get("unit"):
-            heads.setdefault(rec["num"], {k: entry.get(k) for k in ("num", "name", "unit", "command")})
+            heads.setdefault(rec["num"], head_of(entry))
     collector = Collector()
     over_rows: dict[int, list[str]] = {}
     for rec in records:
         entry = dict(rec["result"] or {})
-        if not entry or rec["status"] == "sent":
-            entry = {**heads.get(rec["num"], {"num": rec["num"], "name": "", "unit": "", "command": ""}),
-                     "status": "in_doubt", "key": rec["key"], "step_id": rec["step_id"], "result": False,
-                     "message": IN_FLIGHT if live else f"sent, and {DIED} with no answer recorded: it may "
-                                "or may not have been carried out"}
+        status = final_status(rec["status"])
+        if not entry or rec["status"] == RecordStatus.SENT:
+            entry = dict(not_sent(heads.get(rec["num"]) or head(rec["num"], "", "", ""), status, rec["key"],
+                                  IN_FLIGHT if live else f"sent, and {DIED} with no answer recorded: it may "
+                                  "or may not have been carried out", step_id=rec["step_id"]))
             if rec["row"] is not None:
                 entry["row"] = rec["row"]
-        entry["status"] = "in_doubt" if rec["status"] == "sent" else rec["status"]
+        entry["status"] = status
         if rec["row"] is None:
             collector.add(entry)
         else:
             collector.add_row(entry, len(range(entry["rows"][0], entry["rows"][1] + 1))
                               if isinstance(entry.get("rows"), list) else 1)
             over_rows.setdefault(rec["num"], []).append(entry["status"])
-        if entry["status"] == "in_doubt":
+        if status == CallStatus.IN_DOUBT:
             collector.add_in_doubt(entry, "left", rec["step_id"])
     for num, statuses in over_rows.items():
-        bad = next((s for s in ("in_doubt", "failed") if s in statuses), None)
-        collector.close_rows(num, status=bad or "partial", rows_total=None, whole=False)
+        bad = next((s for s in (CallStatus.IN_DOUBT, CallStatus.FAILED) if s in statuses), None)
+        collector.close_rows(num, status=bad or StepStatus.PARTIAL, rows_total=None, whole=False)
     answer = collector.answer(total=len(records), task=row.id, trip_ms=0,
                               interrupted=None if live else DIED)
     del answer["time"]
     if live:
         answer["result"] = False
-        answer["status"] = "running"
+        answer["status"] = TaskStatus.RUNNING
     return answer
 
 
@@ -101,7 +103,7 @@ class SqliteTasks:
         if row.status == DEAD:
             # No answer was written: the calls the journal holds are the run's partial answer.
             return partial_answer(self.journal, row)
-        if row.status != "running":
+        if row.status != TaskStatus.RUNNING:
             found = self.journal.answer(task_id)
             if found is not None:
                 return found

@@ -14,17 +14,15 @@ from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
+from pooler.run.entries import head_of
 from pooler.run.taskview import DEAD
+from pooler.statuses import LANDED, CallStatus, TaskStatus, WorkState
 
 
 def steps_doc(pool: Pool) -> list[dict[str, Any]]:
     """What the answer needs of each step, kept with the task so ``pooler show`` needs no pool file."""
     return [{"num": s.num, "name": s.name, "unit": s.unit, "command": s.command,
              "over_rows": s.for_each is not None} for s in pool.steps]
-
-
-def _head(step: dict[str, Any]) -> dict[str, Any]:
-    return {k: step[k] for k in ("num", "name", "unit", "command")}
 
 
 def task_answer(journal: PgJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
@@ -56,20 +54,21 @@ def _doubt(collector: Collector, row: tuple[Any, ...]) -> None:
 
 def _single(collector: Collector, calls: list[tuple[Any, ...]]) -> None:
     for row in calls:
-        if row[4] == "done" and row[6] is not None:
+        if row[4] == WorkState.DONE and row[6] is not None:
             collector.add(row[6])
             _doubt(collector, row)
 
 
 def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any, ...]]) -> None:
-    collector.open_rows(_head(step))
+    collector.open_rows(head_of(step))
     # A placeholder counts once it is done: its step could not read the table it runs over.
-    real = [r for r in calls if r[2] == "call" or r[4] == "done"]
+    real = [r for r in calls if r[2] == "call" or r[4] == WorkState.DONE]
     rows_total = sum(int(r[3]) for r in real) if real else None
-    blocked = [r for r in real if r[4] == "done" and r[5] == "not_run"]
+    blocked = [r for r in real if r[4] == WorkState.DONE and r[5] == CallStatus.NOT_RUN]
     if real and len(blocked) == len(real):
         why = (blocked[0][6] or {}).get("message", "")
-        collector.close_rows(int(step["num"]), status="not_run", rows_total=rows_total, whole=False, why=why,
+        collector.close_rows(int(step["num"]), status=CallStatus.NOT_RUN, rows_total=rows_total, whole=False,
+                             why=why,
                              calls=len(real))
         return
     statuses = set()
@@ -77,28 +76,28 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any
     last = -1
     done = 0
     for row in real:
-        if row[4] != "done":
+        if row[4] != WorkState.DONE:
             continue
         done += 1
         status = row[5]
-        if status == "not_run":
+        if status == CallStatus.NOT_RUN:
             continue
         statuses.add(status)
         collector.add_row(row[6], int(row[3]))
         _doubt(collector, row)
-        if status in ("completed", "skipped") and int(row[1]) > last:
+        if status in LANDED and int(row[1]) > last:
             last, detail = int(row[1]), row[10]
     whole = bool(real) and done == len(real)
-    if "in_doubt" in statuses:
-        status = "in_doubt"
-    elif "failed" in statuses:
-        status = "failed"
+    if CallStatus.IN_DOUBT in statuses:
+        status = CallStatus.IN_DOUBT
+    elif CallStatus.FAILED in statuses:
+        status = CallStatus.FAILED
     elif whole:
-        status = "completed"
+        status = CallStatus.COMPLETED
     else:
-        status = "not_run"
+        status = CallStatus.NOT_RUN
     collector.close_rows(int(step["num"]), status=status, rows_total=rows_total, whole=whole,
-                         detail=detail if status == "completed" else None)
+                         detail=detail if status == CallStatus.COMPLETED else None)
 
 
 def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
@@ -109,7 +108,7 @@ def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
     if not isinstance(journal, PgJournal):
         return None
     rows = journal.query("SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s", (task,))
-    if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
+    if not rows or rows[0][0] is None or (rows[0][1] != TaskStatus.RUNNING and not rows[0][2]):
         return None
     return task_answer(journal, task, rows[0][0])
 
@@ -121,7 +120,7 @@ class PgTasks:
         self.journal = journal
 
     def _told(self, row: TaskRow) -> TaskRow:
-        if row.status != "running" or self.journal.live_runners(row.id):
+        if row.status != TaskStatus.RUNNING or self.journal.live_runners(row.id):
             return row
         return dataclasses.replace(row, status=DEAD)
 

@@ -23,12 +23,14 @@ from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
 from pooler.pool.model import Pool
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared
+from pooler.run.entries import Entry, counted_done, not_run, not_sent
 from pooler.run.events import Reporter, listener
 from pooler.run.executor import RunConfig, pool_base
 from pooler.shared.answer import task_answer
 from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
 from pooler.shared.join import join_task
 from pooler.shared.plan import PLACEHOLDER, Planner, step_plans
+from pooler.statuses import TROUBLE, CallStatus, TaskStatus
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
@@ -97,7 +99,7 @@ def _sampled(journal: PgJournal, task: str, answer: dict[str, Any]) -> str | Non
     shared = journal.shared(task) or {}
     if shared.get("sample") is None or not answer.get("result"):
         return None
-    return "sampled" if any(step["over_rows"] for step in shared["steps"]) else None
+    return TaskStatus.SAMPLED if any(step["over_rows"] for step in shared["steps"]) else None
 
 
 class _Runner:
@@ -297,7 +299,7 @@ class _Runner:
 
     def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
         """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
-        if outcome.halt or (outcome.status in ("failed", "in_doubt") and self.pool.options.stop_on_error):
+        if outcome.halt or (outcome.status in TROUBLE and self.pool.options.stop_on_error):
             return f"step {row.num} {outcome.status}"
         return None
 
@@ -316,46 +318,42 @@ class _Runner:
 
     def _recorded(self, row: WorkRow, outcome: Outcome, detail: Any) -> None:
         plan = self.plans[row.num]
-        if outcome.status == "completed" and not plan.over_rows:
+        if outcome.status == CallStatus.COMPLETED and not plan.over_rows:
             # A step of one call is done: its detail, as recorded, is what references read.
             self._details[row.num] = detail if detail is not None else {}
         self.reporter.step_finished(plan.step, outcome.entry)
 
     # Ending calls without sending them
 
-    def _head(self, row: WorkRow) -> dict[str, Any]:
+    def _head(self, row: WorkRow) -> Entry:
         return self._call(row).head()
 
     def _on_doubt(self, row: WorkRow) -> Settled | None:
         """A call an expired runner sent and never recorded: the task's --in-doubt policy."""
         step = self.steps[row.num]
-        head = {**self._head(row), "key": row.key_text, "step_id": row.step_id}
         policy = self.config.in_doubt
         if row.key_text is not None and policy == "retry":
             return None
         if policy == "skip":
-            entry = {**head, "status": "skipped", "in_doubt": True, "result": True,
-                     "message": f"counted done without its answer: the call {row.step_id} was sent by a "
-                                "runner whose lease expired (--in-doubt skip)."}
-            return Settled("skipped", self.config.redactor.value(entry), doubt="skipped")
+            entry = counted_done(self._head(row), row.key_text, row.step_id,
+                                 f"counted done without its answer: the call {row.step_id} was sent by a "
+                                 "runner whose lease expired (--in-doubt skip).")
+            return Settled(CallStatus.SKIPPED, self.config.redactor.value(entry), doubt="skipped")
         named = f" ({step.name})" if step.name else ""
         message = (f"Step {step.num}{named} was sent as {row.step_id} by a runner whose lease expired, and "
                    "its answer never came back: it may or may not have been carried out. Check the "
                    "store, then run the task again with --in-doubt skip (it was done) or --in-doubt "
                    "retry (send it again with the same Idempotency-Key).")
-        entry = self.config.redactor.value({**head, "status": "in_doubt", "result": False,
-                                            "message": message})
+        entry = self.config.redactor.value(
+            not_sent(self._head(row), CallStatus.IN_DOUBT, row.key_text, message, step_id=row.step_id))
         stopping = policy == "stop" or self.pool.options.stop_on_error
-        return Settled("in_doubt", entry, doubt="stopped" if policy == "stop" else None,
+        return Settled(CallStatus.IN_DOUBT, entry, doubt="stopped" if policy == "stop" else None,
                        halt=f"step {row.num} in doubt" if stopping else None)
 
     def _on_blocked(self, row: WorkRow, dep: int, status: str) -> Settled:
-        why = {"failed": "failed", "in_doubt": "is in doubt", "not_run": "was not run"}
         step = self.steps[dep]
-        entry = {**self._head(row), "status": "not_run", "key": self.steps[row.num].key, "result": False,
-                 "message": f"Not run: it refers to @{step.name} (step {step.num}), which "
-                            f"{why.get(status, 'did not complete')}."}
-        return Settled("not_run", self.config.redactor.value(entry))
+        entry = not_run(self._head(row), self.steps[row.num].key, step.name, step.num, status)
+        return Settled(CallStatus.NOT_RUN, self.config.redactor.value(entry))
 
     def _expand(self, row: WorkRow) -> None:
         """A step over an earlier step's table: its calls, from the rows the journal keeps."""
@@ -376,11 +374,11 @@ class _Runner:
                        "such table.")
         if problem is not None:
             # As a step whose data broke: one failed call at its first row.
-            entry = self.config.redactor.value({**self._head(replace(row, row_first=0)), "status": "failed",
-                                                "key": None,
-                                                "result": False, "message": problem})
+            entry = self.config.redactor.value(
+                not_sent(self._head(replace(row, row_first=0)), CallStatus.FAILED, None, problem))
             halt = f"step {row.num} failed" if self.pool.options.stop_on_error else None
-            self.work.done(replace(row, idx=PLACEHOLDER), "failed", entry, None, doubt=None, halt=halt)
+            self.work.done(replace(row, idx=PLACEHOLDER), CallStatus.FAILED, entry, None, doubt=None,
+                           halt=halt)
             return
         _, data = self.work.table(source.num, name or names[0])
         # The task's sample as it is now (a full run may have widened it since this runner joined);

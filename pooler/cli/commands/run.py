@@ -53,6 +53,7 @@ from pooler.run.events import FanOut, NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.lock import OutLock, PoolLock, lock_dir
 from pooler.run.taskplan import gone, planned_files
+from pooler.statuses import TaskStatus
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
@@ -283,7 +284,7 @@ def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> No
         return
     last = journal.last_unfinished(args.pool)
     row = journal.task(last) if last is not None else None
-    if row is not None and row.status == "sampled":
+    if row is not None and row.status == TaskStatus.SAMPLED:
         ctx.note(f"pooler: the last task of {args.pool}, {row.id}, ran a sample (--sample) and this run "
                  "starts a new task; --resume continues the sampled one with its keys instead.")
 

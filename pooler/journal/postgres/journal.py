@@ -17,6 +17,7 @@ from pooler.journal.dburl import DbText
 from pooler.journal.postgres.schema import check_version, connect
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
+from pooler.statuses import TaskStatus
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
@@ -113,7 +114,7 @@ class PgJournal:
 
     def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
         """Record the task's answer; its status is the answer's unless given (``sampled``)."""
-        status = status or answer.get("status", "failed")
+        status = status or answer.get("status", TaskStatus.FAILED)
         self.query(
             "UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, "
             "skipped = %s, not_run = %s, answer = %s WHERE id = %s",

@@ -38,7 +38,7 @@ from pooler.journal.records import (
 )
 from pooler.journal.sqlite.file import SQL, alive, host, own_file, upgrade
 from pooler.journal.timeline import epoch_ms, run_row
-from pooler.statuses import LANDED
+from pooler.statuses import LANDED, TaskStatus
 
 
 class Journal:
@@ -212,7 +212,7 @@ class Journal:
         unless given (``sampled``: a ``--sample`` run that completed, which ``--resume`` continues)."""
         with self._tx() as db:
             db.execute(SQL["finish_task"], (
-                now_text(), status or answer.get("status", "failed"), answer.get("total"),
+                now_text(), status or answer.get("status", TaskStatus.FAILED), answer.get("total"),
                 answer.get("succeeded"), answer.get("failed"), answer.get("skipped"), answer.get("not_run"),
                 dumps(answer), task_id))
             # This process's run of the task has ended, though the process may go on (the MCP
