@@ -93,11 +93,11 @@ def test_a_journal_of_version_2_is_refused_until_upgraded_with_the_runners_width
         conn.execute("UPDATE pooler_meta SET value = '2' WHERE name = 'schema_version'")
     older = pooler("runs", "--journal", pg_url)
     assert older.returncode == 2
-    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs 3 - "
+    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs 4 - "
                             f"upgrade it with: pooler journal upgrade --journal {pg_url} (stop every runner "
                             "of it first)\n")
     upgraded = pooler("journal", "upgrade", "--journal", pg_url)
-    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to 3\n"
+    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to 4\n"
     with connect(pg_url) as conn:
         found = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'runners' "
                              "AND column_name = 'width'").fetchall()
