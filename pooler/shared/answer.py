@@ -11,6 +11,7 @@ from typing import Any
 
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
+from pooler.run.plancount import PlanCounts
 from pooler.shared.pg_journal import PgJournal
 
 
@@ -109,3 +110,24 @@ def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
     if not rows or rows[0][0] is None or (rows[0][1] != "running" and not rows[0][2]):
         return None
     return task_answer(journal, task, rows[0][0])
+
+
+def plan_counts_of(journal: Any, task: str) -> PlanCounts | None:
+    """A shared task counted against its plan (its work rows; a step over rows by its rows), as
+    ``pooler runs`` and ``pooler show`` count a task on SQLite: a call not recorded done is not run.
+    None for a journal that is not on PostgreSQL or a task that is not shared."""
+    from pooler.shared.pg_journal import PgJournal  # noqa: PLC0415
+
+    found = getattr(journal, "journal", journal)
+    if not isinstance(found, PgJournal):
+        return None
+    rows = found.query(
+        "SELECT CASE WHEN w.state <> 'done' THEN 'not_run' ELSE w.status END, sum(w.size) FROM work w "
+        "JOIN tasks t ON t.id = w.task WHERE w.task = %s AND w.kind = 'call' AND t.shared IS NOT NULL "
+        "GROUP BY 1", (task,))
+    if not rows:
+        return None
+    by = {str(status): int(n) for status, n in rows}
+    return PlanCounts(planned=sum(by.values()), completed=by.get("completed", 0), failed=by.get("failed", 0),
+                      in_doubt=by.get("in_doubt", 0), skipped=by.get("skipped", 0),
+                      not_run=by.get("not_run", 0))

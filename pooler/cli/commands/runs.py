@@ -25,6 +25,7 @@ from pooler.run.journal_records import TaskRow
 from pooler.run.plancount import PlanCounts, plan_counts
 from pooler.run.prune import parse_age, prune
 from pooler.run.taskview import DEAD, partial_answer, told
+from pooler.shared.answer import plan_counts_of
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +115,8 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
                 rows = [told(r, sqlite) for r in rows]
                 # Counted from the plan, so a task killed before it wrote its answer is counted too.
                 plans = {r.id: p for r in rows if (p := plan_counts(sqlite, r.id)) is not None}
+            else:
+                plans = {r.id: p for r in rows if (p := plan_counts_of(journal, r.id)) is not None}
         finally:
             journal.close()
     if args.json:
@@ -183,9 +186,9 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             if row.status == DEAD:
                 # No answer was written: the calls the journal holds are the run's partial answer.
                 answer = partial_answer(sqlite, row)
-            planned = plan_counts(sqlite, args.task)
-            if answer is not None and planned is not None:
-                answer = {**answer, "plan": asdict(planned)}
+        planned = plan_counts(sqlite, args.task) if sqlite is not None else plan_counts_of(journal, args.task)
+        if answer is not None and planned is not None:
+            answer = {**answer, "plan": asdict(planned)}
     finally:
         journal.close()
     if answer is None:

@@ -1,0 +1,111 @@
+"""A task behaves the same whichever journal keeps it: a SQLite file on one host, or PostgreSQL
+shared by runners on many.  Each test runs on both (``journal`` is ``sqlite`` or ``postgresql``).
+
+The first run of each task fails some calls (the store refuses them, or the runner is killed);
+the same task run again sends exactly what did not land, and ``pooler runs`` and ``pooler show``
+count it alike on both journals.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Store, pooler
+from sharedkit import start_runner, token_file, wait_for, write_pool
+
+from pooler.shared.schema import upgrade
+
+JOURNALS = [pytest.param("sqlite", id="sqlite"),
+            pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
+
+
+def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if kind == "sqlite":
+        return str(tmp_path / "journal.db")
+    url: str = request.getfixturevalue("pg_url")
+    upgrade(url)
+    return url
+
+
+def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str
+        ) -> tuple[int, dict[str, Any], str]:
+    token = token_file(out.parent / f"{out.name}-secret", store)
+    proc = pooler("run", str(pool), "--store", store.url, "--token-file", str(token), "--journal", journal,
+                  "--task", task, "--json", "--out", str(out), *extra)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def goods_pool(folder: Path, currencies: list[int]) -> Path:
+    """Goods added one a row, each in the currency its row names (a keyed step), then an unkeyed
+    step that refers to it: the store refuses a row whose currency it does not hold."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "goods.jsonl").write_text("".join(
+        json.dumps({"sku": f"S-{i}", "curr": c}) + "\n" for i, c in enumerate(currencies)))
+    return write_pool(folder, [
+        "stop_on_error: false", "pool:",
+        "  - {name: goods, unit: MELBIS_AGENT_STORE, command: CmdAdd, key: 'g-${row.sku}',",
+        "     params: {sku: '${row.sku}', name: 'Goods ${row.sku}', price: 10, curr_id: '${row.curr}'},",
+        "     for_each: {file: goods.jsonl}}",
+        "  - {name: after, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {last: '@goods.id'}}",
+    ])
+
+
+def add_currency(store: Store, name: str) -> None:
+    added = store.call("MELBIS_AGENT_CURRENCY", "CmdAdd", {"name": name, "multiplex": 1, "division": 1})
+    assert added.json()["data"]["result"] is True, added.text
+
+
+def sent(store: Store, since: int = 0) -> list[tuple[str, str | None]]:
+    """The commands the store carried out after the first ``since``, with their Idempotency-Keys."""
+    return [(op["command"], op["idempotency_key"]) for op in store.ops()[since:]]
+
+
+def counted(journal: str, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The task as ``pooler runs --json`` lists it and as ``pooler show --json`` shows it."""
+    listed = pooler("runs", "--journal", journal, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [t for t in json.loads(listed.stdout)["tasks"] if t["id"] == task]
+    shown = pooler("show", task, "--journal", journal, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return row, json.loads(shown.stdout)
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_round(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    add_currency(store, "Euro")
+    pool = goods_pool(tmp_path / "pool", [1, 1, 2, 1, 2])
+    before = len(store.ops())
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 1, err
+    assert sent(store, before) == [("CmdAdd", f"t:g-S-{i}") for i in range(5)]
+    assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (3, 2, 1)
+    row, shown = counted(where, "t")
+    assert (row["status"], row["runs"]) == ("partial", 1)
+    assert row["plan"] == shown["plan"] == {"planned": 6, "completed": 3, "failed": 2, "in_doubt": 0,
+                                            "skipped": 0, "not_run": 1}
+
+    add_currency(store, "Dollar")
+    before = len(store.ops())
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 0, err
+    # The refused rows under the key's second round, the step that referred to them now; nothing
+    # completed went out twice.
+    assert sent(store, before) == [("CmdAdd", "t:g-S-2/2"), ("CmdAdd", "t:g-S-4/2"), ("CmdEcho", None)]
+    assert answer["status"] == "completed"
+    assert answer["steps"][0]["rows"]["failed"] == 0
+    row, shown = counted(where, "t")
+    assert (row["status"], row["runs"]) == ("completed", 2)
+    assert row["plan"] == shown["plan"] == {"planned": 6, "completed": 6, "failed": 0, "in_doubt": 0,
+                                            "skipped": 0, "not_run": 0}
+    # Run once more, no keyed call is sent again.  An unkeyed one that completed is sent again
+    # on SQLite ("without keys a rerun repeats everything"); on PostgreSQL its work row is the
+    # record that it completed, and it stays so.
+    before = len(store.ops())
+    assert run(pool, store, where, "t", tmp_path / "out")[0] == 0
+    assert sent(store, before) == ([("CmdEcho", None)] if journal == "sqlite" else [])
