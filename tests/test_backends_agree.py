@@ -109,3 +109,41 @@ def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_roun
     before = len(store.ops())
     assert run(pool, store, where, "t", tmp_path / "out")[0] == 0
     assert sent(store, before) == ([("CmdEcho", None)] if journal == "sqlite" else [])
+
+
+def echo_pool(folder: Path, n: int) -> Path:
+    """One keyed step over ``n`` rows, one call at a time."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rows.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
+    return write_pool(folder, ["stop_on_error: false", "pool:",
+                               "  - {name: echo, unit: MELBIS_AGENT_TEST, command: CmdEcho,",
+                               "     params: {n: '${row.n}'}, key: 'k-${row.n}', for_each: {file: rows.jsonl}}"])
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+@pytest.mark.parametrize(("policy", "status", "action"), [("retry", "completed", "retried"),
+                                                          ("skip", "skipped", "skipped")])
+def test_calls_in_doubt_of_a_task_run_again_follow_its_in_doubt_policy(
+        journal: str, policy: str, status: str, action: str, store_factory: Any,
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    db, root = tmp_path / "shared.db", tmp_path / "shared-root"
+    faulty: Store = store_factory("--fault", "reset:1", db=db, root=root)
+    pool = echo_pool(tmp_path / "pool", 3)
+    code, answer, err = run(pool, faulty, where, "t", tmp_path / "out")
+    assert code == 1, err
+    assert answer["calls_in_doubt"] == 3
+    faulty.stop()
+    sound: Store = store_factory("--port", faulty.port, db=db, root=root)
+    code, answer, err = run(pool, sound, where, "t", tmp_path / "out", "--in-doubt", policy)
+    assert code == 0, err
+    # Sent again under the same key and round, a store that honours keys answers from its first
+    # try: each command ran once; skipped, nothing was sent again.
+    assert sent(sound) == [("CmdEcho", f"t:k-{i}") for i in range(3)]
+    rows = answer["steps"][0]["rows"]
+    assert (rows[status], rows["in_doubt"], rows["failed"]) == (3, 0, 0)
+    assert [(i["row"], i["action"]) for i in answer["in_doubt"]] == [(i, action) for i in range(3)]
+    row, shown = counted(where, "t")
+    assert row["plan"] == shown["plan"] == {"planned": 3, "completed": 3 if policy == "retry" else 0,
+                                            "failed": 0, "in_doubt": 0,
+                                            "skipped": 0 if policy == "retry" else 3, "not_run": 0}
