@@ -147,3 +147,28 @@ def test_calls_in_doubt_of_a_task_run_again_follow_its_in_doubt_policy(
     assert row["plan"] == shown["plan"] == {"planned": 3, "completed": 3 if policy == "retry" else 0,
                                             "failed": 0, "in_doubt": 0,
                                             "skipped": 0 if policy == "retry" else 3, "not_run": 0}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_task_killed_and_run_again_completes_every_row_exactly_once_by_key(
+        journal: str, store_factory: Any, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    store: Store = store_factory("--latency-ms", "20")
+    pool = echo_pool(tmp_path / "pool", 40)
+    # A short lease, so the killed runner's calls are taken back soon on PostgreSQL.
+    extra = ("--timeout", "1", "--lease", "2") if journal == "postgresql" else ()
+    killed = start_runner(pool, store, where, "t", tmp_path / "out", *extra)
+    wait_for(lambda: len(store.ops()) >= 5)
+    killed.send_signal(signal.SIGKILL)
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    killed.communicate()
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out", *extra)
+    assert code == 0, err
+    assert answer["steps"][0]["rows"]["total"] == 40
+    keys = [key for _, key in sent(store)]
+    assert sorted(keys) == sorted(f"t:k-{i}" for i in range(40))
+    row, shown = counted(where, "t")
+    assert row["status"] == "completed"
+    assert row["plan"] == shown["plan"] == {"planned": 40, "completed": 40, "failed": 0, "in_doubt": 0,
+                                            "skipped": 0, "not_run": 0}
