@@ -39,14 +39,14 @@ def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: st
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
-def goods_pool(folder: Path, currencies: list[int]) -> Path:
+def goods_pool(folder: Path, currencies: list[int], *, stop: bool = False) -> Path:
     """Goods added one a row, each in the currency its row names (a keyed step), then an unkeyed
     step that refers to it: the store refuses a row whose currency it does not hold."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "goods.jsonl").write_text("".join(
         json.dumps({"sku": f"S-{i}", "curr": c}) + "\n" for i, c in enumerate(currencies)))
     return write_pool(folder, [
-        "stop_on_error: false", "pool:",
+        f"stop_on_error: {str(stop).lower()}", "pool:",
         "  - {name: goods, unit: MELBIS_AGENT_STORE, command: CmdAdd, key: 'g-${row.sku}',",
         "     params: {sku: '${row.sku}', name: 'Goods ${row.sku}', price: 10, curr_id: '${row.curr}'},",
         "     for_each: {file: goods.jsonl}}",
@@ -171,4 +171,28 @@ def test_a_task_killed_and_run_again_completes_every_row_exactly_once_by_key(
     row, shown = counted(where, "t")
     assert row["status"] == "completed"
     assert row["plan"] == shown["plan"] == {"planned": 40, "completed": 40, "failed": 0, "in_doubt": 0,
+                                            "skipped": 0, "not_run": 0}
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_task_stopped_by_an_error_runs_on_when_run_again(journal: str, store: Store,
+                                                            request: pytest.FixtureRequest,
+                                                            tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    add_currency(store, "Euro")
+    pool = goods_pool(tmp_path / "pool", [1, 2, 1], stop=True)
+    before = len(store.ops())
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 1, err
+    assert sent(store, before) == [("CmdAdd", "t:g-S-0"), ("CmdAdd", "t:g-S-1")]
+    assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (1, 1, 2)
+    add_currency(store, "Dollar")
+    before = len(store.ops())
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 0, err
+    # The halt is the first run's: the failed row goes again under its next round, the rows and
+    # the step it held back are sent for the first time.
+    assert sent(store, before) == [("CmdAdd", "t:g-S-1/2"), ("CmdAdd", "t:g-S-2"), ("CmdEcho", None)]
+    row, shown = counted(where, "t")
+    assert row["plan"] == shown["plan"] == {"planned": 4, "completed": 4, "failed": 0, "in_doubt": 0,
                                             "skipped": 0, "not_run": 0}
