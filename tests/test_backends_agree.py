@@ -117,7 +117,8 @@ def echo_pool(folder: Path, n: int) -> Path:
     (folder / "rows.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(n)))
     return write_pool(folder, ["stop_on_error: false", "pool:",
                                "  - {name: echo, unit: MELBIS_AGENT_TEST, command: CmdEcho,",
-                               "     params: {n: '${row.n}'}, key: 'k-${row.n}', for_each: {file: rows.jsonl}}"])
+                               "     params: {n: '${row.n}'}, key: 'k-${row.n}',",
+                               "     for_each: {file: rows.jsonl}}"])
 
 
 @pytest.mark.parametrize("journal", JOURNALS)
