@@ -197,3 +197,27 @@ def test_a_task_stopped_by_an_error_runs_on_when_run_again(journal: str, store: 
     row, shown = counted(where, "t")
     assert row["plan"] == shown["plan"] == {"planned": 4, "completed": 4, "failed": 0, "in_doubt": 0,
                                             "skipped": 0, "not_run": 0}
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_call_carried_out_whose_tables_could_not_be_written_is_sent_again_under_the_same_round(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    pool = write_pool(tmp_path / "pool", [
+        "pool:", "  - {name: listing, unit: MELBIS_AGENT_TEST, command: CmdTable, key: tab,",
+        "     params: {rows: 2, width: 3}}"])
+    out = tmp_path / "out"
+    # A folder where the table's file goes: the answer's rows cannot be written.
+    blocked = out / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl"
+    blocked.mkdir(parents=True)
+    code, answer, err = run(pool, store, where, "t", out)
+    assert code == 1, err
+    step = answer["steps"][0]
+    assert (step["status"], step["result"]) == ("failed", True)
+    assert "The store carried the call out, but its tables could not be written" in step["message"]
+    blocked.rmdir()
+    code, answer, err = run(pool, store, where, "t", out)
+    assert code == 0, err
+    # The same key and round: the store answered from its record, and ran the command once.
+    assert sent(store) == [("CmdTable", "t:tab")]
+    assert answer["steps"][0]["status"] == "completed"
