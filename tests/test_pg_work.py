@@ -285,7 +285,8 @@ def test_a_runner_joining_a_task_a_live_runner_holds_resets_nothing_and_one_join
     assert claim(work) == []
     state = "SELECT num, idx, state, status, round FROM work WHERE task = 't' ORDER BY num, idx"
     before = journal.query(state)
-    assert before == [(1, 0, "done", "completed", 1), (1, 1, "done", "failed", 1), (2, 0, "done", "not_run", 1)]
+    assert before == [(1, 0, "done", "completed", 1), (1, 1, "done", "failed", 1),
+                      (2, 0, "done", "not_run", 1)]
     # The runner still holds the task: a runner joining now joins its run as it is.
     assert journal.join("t", "retry") is False
     assert journal.query(state) == before
