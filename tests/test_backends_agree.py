@@ -221,3 +221,24 @@ def test_a_call_carried_out_whose_tables_could_not_be_written_is_sent_again_unde
     # The same key and round: the store answered from its record, and ran the command once.
     assert sent(store) == [("CmdTable", "t:tab")]
     assert answer["steps"][0]["status"] == "completed"
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_task_run_again_with_in_doubt_stop_sends_nothing_and_names_the_call_in_doubt(
+        journal: str, store_factory: Any, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    db, root = tmp_path / "shared.db", tmp_path / "shared-root"
+    faulty: Store = store_factory("--fault", "reset:1", db=db, root=root)
+    pool = echo_pool(tmp_path / "pool", 1)
+    assert run(pool, faulty, where, "t", tmp_path / "out")[0] == 1
+    faulty.stop()
+    sound: Store = store_factory("--port", faulty.port, db=db, root=root)
+    code, answer, err = run(pool, sound, where, "t", tmp_path / "out", "--in-doubt", "stop")
+    assert code == 1, err
+    assert sent(sound) == [("CmdEcho", "t:k-0")]
+    assert [(i["row"], i["action"]) for i in answer["in_doubt"]] == [(0, "stopped")]
+    (failure,) = answer["steps"][0]["failures"]
+    assert failure["message"] == (
+        f"Step 1 (echo) was sent as {failure['step_id']} and its answer never came back: it may or may "
+        "not have been carried out. Check the store, then run the task again with --in-doubt skip (it "
+        "was done) or --in-doubt retry (send it again with the same Idempotency-Key).")
