@@ -242,3 +242,36 @@ def test_a_task_run_again_with_in_doubt_stop_sends_nothing_and_names_the_call_in
         f"Step 1 (echo) was sent as {failure['step_id']} and its answer never came back: it may or may "
         "not have been carried out. Check the store, then run the task again with --in-doubt skip (it "
         "was done) or --in-doubt retry (send it again with the same Idempotency-Key).")
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_calls_and_chunks_a_store_closed_on_are_sent_again_under_the_same_key_round(
+        journal: str, store_factory: Any, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    db, root = tmp_path / "shared.db", tmp_path / "shared-root"
+    refusing: Store = store_factory("--fault", "refuse:1", db=db, root=root)
+    folder = tmp_path / "pool"
+    folder.mkdir()
+    (folder / "rows.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(4)))
+    pool = write_pool(folder, [
+        "stop_on_error: false", "pool:",
+        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {each: '${row.n}'},",
+        "     key: 'e-${row.n}', for_each: {file: rows.jsonl}, retry: {attempts: 1}}",
+        "  - {name: chunks, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {tag: chunk},",
+        "     key: 'c-${row.n}', for_each: {file: rows.jsonl, chunk: 3, field: part}, retry: {attempts: 1}}",
+    ])
+    code, answer, err = run(pool, refusing, where, "t", tmp_path / "out")
+    assert code == 1, err
+    # The connection closed once the request left: in doubt, though the command never ran.
+    assert [(i["key"], i["action"]) for i in answer["in_doubt"]] == [
+        *((f"e-{i}", "left") for i in range(4)), ("c-0#0-2", "left"), ("c-3#3-3", "left")]
+    assert sent(refusing) == []
+    refusing.stop()
+    sound: Store = store_factory("--port", refusing.port, db=db, root=root)
+    code, answer, err = run(pool, sound, where, "t", tmp_path / "out")
+    assert code == 0, err
+    assert sent(sound) == [("CmdEcho", f"t:e-{i}") for i in range(4)] + [
+        ("CmdEcho", "t:c-0#0-2"), ("CmdEcho", "t:c-3#3-3")]
+    row, shown = counted(where, "t")
+    assert row["plan"] == shown["plan"] == {"planned": 8, "completed": 8, "failed": 0, "in_doubt": 0,
+                                            "skipped": 0, "not_run": 0}
