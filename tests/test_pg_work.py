@@ -93,11 +93,11 @@ def test_a_journal_of_version_2_is_refused_until_upgraded_with_the_runners_width
         conn.execute("UPDATE pooler_meta SET value = '2' WHERE name = 'schema_version'")
     older = pooler("runs", "--journal", pg_url)
     assert older.returncode == 2
-    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs 3 - "
+    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs 4 - "
                             f"upgrade it with: pooler journal upgrade --journal {pg_url} (stop every runner "
                             "of it first)\n")
     upgraded = pooler("journal", "upgrade", "--journal", pg_url)
-    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to 3\n"
+    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to 4\n"
     with connect(pg_url) as conn:
         found = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'runners' "
                              "AND column_name = 'width'").fetchall()
@@ -273,3 +273,26 @@ def test_a_runner_that_misses_its_lease_knows_it(journal: PgJournal) -> None:
     with pytest.raises(JournalError):
         held.check()
     held.close()
+
+
+def test_a_runner_joining_a_task_a_live_runner_holds_resets_nothing_and_one_joining_after_it_does(
+        journal: PgJournal) -> None:
+    plan(journal, "t", [(1, 0, [], None), (1, 1, [], None), (2, 0, [1], None)])
+    held, work = runner(journal, "t")
+    assert claim(work) == [(1, 0), (1, 1)]
+    finish(work, 1, 0)
+    finish(work, 1, 1, "failed")
+    assert claim(work) == []
+    state = "SELECT num, idx, state, status, round FROM work WHERE task = 't' ORDER BY num, idx"
+    before = journal.query(state)
+    assert before == [(1, 0, "done", "completed", 1), (1, 1, "done", "failed", 1),
+                      (2, 0, "done", "not_run", 1)]
+    # The runner still holds the task: a runner joining now joins its run as it is.
+    assert journal.join("t", "retry") is False
+    assert journal.query(state) == before
+    held.close()
+    # No live runner: a new run, the failed call under its next key round, the one it held back ready.
+    assert journal.join("t", "retry") is True
+    assert journal.query(state) == [(1, 0, "done", "completed", 1), (1, 1, "ready", None, 2),
+                                    (2, 0, "ready", None, 1)]
+    assert journal.query("SELECT runs, halted FROM tasks WHERE id = 't'") == [(3, None)]

@@ -1,5 +1,6 @@
 """A runner joins its task: the first plans it, the others find the plan; a run that asks for more
-rows than a sampled plan holds (``--sample`` then the full run) widens it first.
+rows than a sampled plan holds (``--sample`` then the full run) widens it first.  A runner that
+joins a task no live runner holds starts a new run of it, in which its failed calls are sent again.
 
 A plan is widened by the rows it lacks, read from the data files by the runner that asks for
 them, after the rows planned: the calls already done are never planned again, so every row
@@ -48,7 +49,7 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
         plan = compile_pool(joined, values=config.variables, sample=config.sample)
         planner = Planner(joined, task, config.variables, config.sample, plan.data)
         journal.widen(task, config.sample, planner.rows_beyond)
-    journal.join(task)
+    journal.join(task, config.in_doubt)
     return joined
 
 

@@ -225,6 +225,8 @@ class _Runner:
                 self._record(row, got)
                 return
             got.doubted = row.doubted
+            # The key's round is the work row's: a call that failed goes out again under the next.
+            got.ids = replace(got.ids, round=row.round)
             epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
             if epoch is None:
                 self.work.release(row)

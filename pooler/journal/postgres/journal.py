@@ -209,10 +209,10 @@ class PgJournal:
         """What the task's plan holds of each step, by step number."""
         return _planned(self.query(_PLANNED, (task_id,)))
 
-    def join(self, task_id: str) -> None:
-        """One more runner of the task: it runs again (a task that had finished is reopened)."""
-        self.query("UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %s",
-                   (task_id,))
+    def join(self, task_id: str, in_doubt: str) -> bool:
+        """One more runner of the task (a task that had finished is reopened); whether it starts a
+        new run, in which the calls that failed are sent again (``pooler_run_again``, 0004)."""
+        return bool(self.query("SELECT pooler_run_again(%s, %s)", (task_id, in_doubt))[0][0])
 
 
 # A placeholder of a step over a table counts once it is done (its step could not read the table).
