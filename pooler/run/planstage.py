@@ -2,10 +2,10 @@
 
 The compile step hands every row it checks to a ``PlanStage`` (the ``RowSink`` of
 ``pool/datafiles.py``), which writes the row as the plan records it (its key masked, its JSON) into
-a private SQLite file of its own, not into the journal: the check takes as long as the file, and a
-write transaction held on the journal that long would stall every other run on it.  Once the
-check passed, ``write_plan`` copies a step's staged rows into the task's plan in the transaction
-that creates the task, one ``INSERT ... SELECT`` inside SQLite.  A refused check leaves nothing:
+a private SQLite file of its own beside the journal, not into the journal: the check takes as long
+as the file, and a write transaction held on the journal that long would stall every other run on
+it.  Once the check passed, ``write_plan`` copies a step's staged rows into the task's plan in the
+transaction that creates the task, one ``INSERT ... SELECT`` inside SQLite.  A refused check leaves nothing:
 the file is removed when the stage closes.
 
 A row holding the value of a secret variable is never staged (its step stays out of the plan, as
@@ -40,8 +40,10 @@ SCHEMA = "plan_stage"
 class PlanStage:
     """The rows of every step the check read whole, as the plan will record them."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, folder: Path | None = None) -> None:
         self._redactor = redactor
+        #: Where the stage's own folder is made: beside the journal, a folder the operator named.
+        self._within = folder
         self._scope: ChainMap[str, Any] = ChainMap({}, {})
         self._folder: Path | None = None
         self._db: sqlite3.Connection | None = None
@@ -142,8 +144,10 @@ class PlanStage:
         if not self._batch:
             return
         if self._db is None:
-            # A folder only its owner can read, removed when the stage closes.
-            self._folder = Path(tempfile.mkdtemp(prefix="pooler-plan-"))
+            # A folder only its owner can read, removed when the stage closes; in the system's
+            # temporary folder only when the journal's folder is not there yet.
+            within = self._within if self._within is not None and self._within.is_dir() else None
+            self._folder = Path(tempfile.mkdtemp(prefix=".pooler-plan-", dir=within))
             self._db = sqlite3.connect(self._path(), isolation_level=None)
             # Nothing here outlives the run: no rollback journal, no syncing to the disk.
             self._db.execute("PRAGMA journal_mode = OFF")

@@ -210,7 +210,8 @@ def _plan_holds_gone(args: argparse.Namespace, plan: Plan, journal: Journal, ctx
 
 def handle(args: argparse.Namespace, ctx: Context) -> int:
     # The check's pass stages each data file's rows, so a new task's plan does not read them again.
-    with PlanStage(ctx.redactor) as stage:
+    spec = journal_spec(args.journal, ctx.environ)
+    with PlanStage(ctx.redactor, None if is_postgres(spec) else Path(spec).absolute().parent) as stage:
         return _handle(args, ctx, stage)
 
 
