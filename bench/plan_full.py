@@ -1,6 +1,6 @@
 """What ``pooler run`` does with a pool before its first call, no more: compile it with every check
-(each row of its data files read, each key checked) and record the task's plan in a fresh journal.
-``python bench/plan_full.py POOL JOURNAL``."""
+(each row of its data files read, each key checked, each row staged for the plan as it is read)
+and create the task with its plan in a fresh journal.  ``python bench/plan_full.py POOL JOURNAL``."""
 
 from __future__ import annotations
 
@@ -11,15 +11,19 @@ from pooler.pool.compiler import Inputs, compile_pool
 from pooler.pool.loader import load_pool
 from pooler.redact import Redactor
 from pooler.run.journal import Journal
-from pooler.run.taskplan import record_plan
+from pooler.run.planstage import PlanStage
+from pooler.run.taskplan import write_plan
 
 
 def main(pool_file: str, journal_file: str) -> None:
-    plan = compile_pool(load_pool(Path(pool_file), partial=True), inputs=Inputs())
-    assert plan.variables is not None
-    with Journal(journal_file) as journal:
-        task = journal.new_task(pool_file, "bench")
-        record_plan(journal, task, plan, plan.variables.values, Redactor())
+    redactor = Redactor()
+    with PlanStage(redactor, Path(journal_file).absolute().parent) as stage:
+        plan = compile_pool(load_pool(Path(pool_file), partial=True), inputs=Inputs(), rows=stage)
+        assert plan.variables is not None
+        values = plan.variables.values
+        with Journal(journal_file) as journal, stage.attached(journal):
+            journal.new_task(pool_file, "bench",
+                             also=lambda db, task: write_plan(db, task, plan, values, redactor, stage=stage))
 
 
 if __name__ == "__main__":

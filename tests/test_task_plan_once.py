@@ -39,10 +39,10 @@ def run(store: Store, tmp_path: Path, pool: Path, journal: Path, *extra: str,
 def plan_of(journal: Path, task: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     db = sqlite3.connect(journal)
     try:
-        rows = db.execute("SELECT num, row, key, data, done FROM plan_rows WHERE task = ? ORDER BY num, row",
-                          (task,)).fetchall()
-        files = db.execute("SELECT num, name, sha256, rows, chunk FROM plan_files WHERE task = ? ORDER BY num",
-                           (task,)).fetchall()
+        rows = db.execute("SELECT num, row, key, data, done FROM plan_rows WHERE task = ? "
+                          "ORDER BY num, row", (task,)).fetchall()
+        files = db.execute("SELECT num, name, sha256, rows, chunk FROM plan_files WHERE task = ? "
+                           "ORDER BY num", (task,)).fetchall()
     finally:
         db.close()
     return rows, files
@@ -58,10 +58,11 @@ def test_a_full_run_records_the_plan_a_sampled_run_reads_from_the_file(store: St
     rows, files = plan_of(tmp_path / "full" / "journal.sqlite", "T")
     # Every row of a chunk keyed by itself, as the plan of a sampled run keys it.
     assert [(n, r, k) for n, r, k, _, _ in rows] == [(1, i, f"imp-R{i:02d}") for i in range(12)]
-    assert json.loads(str(rows[7][3])) == {"ref": "R07", "sku": "SKU-R07", "name": "item R07", "price": "1.00"}
+    assert json.loads(str(rows[7][3])) == {"ref": "R07", "sku": "SKU-R07", "name": "item R07",
+                                           "price": "1.00"}
     assert (rows, files) == plan_of(tmp_path / "sampled.sqlite", "T")
     # The stage is gone with the run: the journal's folder holds the journal alone.
-    assert sorted(p.name for p in (tmp_path / "full").iterdir() if not p.name.startswith("journal.sqlite")) == []
+    assert [p.name for p in (tmp_path / "full").iterdir() if not p.name.startswith("journal.sqlite")] == []
 
 
 def test_a_full_run_whose_rows_hold_the_token_keeps_that_step_out_of_the_plan(
@@ -89,13 +90,15 @@ def test_a_full_run_whose_rows_hold_a_secret_variable_stages_none_of_it(store: S
     assert [ref for ref, _ in echoed(store)] == ["R00", "R01", "R02"]
 
 
-def test_a_secret_variable_in_the_key_is_masked_in_the_plan_of_a_full_run(store: Store, tmp_path: Path) -> None:
+def test_a_secret_variable_in_the_key_is_masked_in_the_plan_of_a_full_run(
+        store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, SECRET_KEY, refs(3))
     journal = tmp_path / "journal.sqlite"
     done = run(store, tmp_path, pool, journal, "--task", "T", env={"POOL_WORD": WORD})
     assert done.returncode == 0, done.stderr
     assert WORD.encode() not in journal.read_bytes()
-    assert [(r, k) for _, r, k, _, _ in plan_of(journal, "T")[0]] == [(i, f"echo-***-R{i:02d}") for i in range(3)]
+    keys = [(r, k) for _, r, k, _, _ in plan_of(journal, "T")[0]]
+    assert keys == [(i, f"echo-***-R{i:02d}") for i in range(3)]
 
 
 def test_a_full_run_refused_by_its_check_leaves_no_task_and_no_stage(store: Store, tmp_path: Path) -> None:
