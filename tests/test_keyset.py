@@ -3,7 +3,7 @@ temporary database, and a repeated key is still found, with the row that held it
 
 from __future__ import annotations
 
-from pooler.pool.keyset import BATCH, Holder, KeySet
+from pooler.pool.keyset import Holder, KeySet
 
 
 def test_a_repeated_key_is_found_before_and_after_the_set_moves_to_sqlite() -> None:
@@ -12,22 +12,11 @@ def test_a_repeated_key_is_found_before_and_after_the_set_moves_to_sqlite() -> N
         assert keys.add("k-0", Holder(1, 5)) == Holder(1, 0)
         for row in range(1, 1000):
             assert keys.add(f"k-{row}", Holder(1, row)) is None
-        assert keys._db is not None  # the set lives in the temporary table now
+        assert keys._memory == {}  # every key now lives in the temporary table
         assert keys.add("k-0", Holder(2, None)) == Holder(1, 0)
         assert keys.add("k-999", Holder(1, 1000)) == Holder(1, 999)
         assert keys.add("fixed", Holder(3, None)) is None
         assert keys.add("fixed", Holder(4, 7)) == Holder(3, None)
-
-
-def test_a_repeated_key_is_found_whether_its_batch_was_written_to_sqlite_or_not() -> None:
-    with KeySet(memory_keys=100) as keys:
-        for row in range(3 * BATCH):
-            assert keys.add(f"k-{row}", Holder(1, row)) is None
-        # Rows 100 on were written a batch at a time; the last ones are still held back.
-        assert 0 < len(keys._memory) < BATCH
-        for row in (0, 99, 100, BATCH + 7, 3 * BATCH - 1):
-            assert keys.add(f"k-{row}", Holder(2, 0)) == Holder(1, row)
-        assert keys.add("new", Holder(2, 1)) is None
 
 
 def test_keys_are_kept_as_digests_never_as_text() -> None:
