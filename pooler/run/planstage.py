@@ -118,7 +118,7 @@ class PlanStage:
         db.create_function("pooler_mask", 1, text, deterministic=True)
         db.execute("INSERT INTO plan_rows (task, num, row, key, data, done) "
                    f"SELECT ?, num, row, CASE WHEN {holds.format('key')} THEN pooler_mask(key) ELSE key END, "
-                   f"data, 0 FROM {SCHEMA}.rows WHERE num = ? ORDER BY row", (task, *texts, num))
+                   f"data, 0 FROM {SCHEMA}.rows WHERE num = ?", (task, *texts, num))
         return rows
 
     def close(self) -> None:
@@ -152,8 +152,9 @@ class PlanStage:
             # Nothing here outlives the run: no rollback journal, no syncing to the disk.
             self._db.execute("PRAGMA journal_mode = OFF")
             self._db.execute("PRAGMA synchronous = OFF")
+            # No index: rows come in order, and plan_rows' own key orders them when copied.
             self._db.execute("CREATE TABLE rows (num INTEGER NOT NULL, row INTEGER NOT NULL, key TEXT, "
-                             "data TEXT NOT NULL, PRIMARY KEY (num, row)) WITHOUT ROWID")
+                             "data TEXT NOT NULL)")
             self._db.execute("BEGIN")
         self._db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?)", self._batch)
         self._batch.clear()
