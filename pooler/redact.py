@@ -100,6 +100,10 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._secrets)
 
+    def texts(self) -> tuple[str, ...]:
+        """The texts masked: a text without any of them is left as it is (SQLite can look for them)."""
+        return tuple(self._secrets)
+
     def text(self, text: str) -> str:
         for secret in self._secrets:
             if secret not in text:

@@ -19,7 +19,7 @@ from typing import Any
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError, in_order
 from pooler.pool.against import check_against, field_types
 from pooler.pool.checks import check_pool
-from pooler.pool.datafiles import DataFile, data_path, locate, read_whole
+from pooler.pool.datafiles import DataFile, RowSink, data_path, locate, read_whole
 from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.model import Pool, Step
 from pooler.pool.references import parse_ref
@@ -53,7 +53,7 @@ class Plan:
 def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[str, Any] | None = None,
                  tools: list[dict[str, Any]] | None = None, read_data: bool = True,
                  sample: int | None = None, seed_words: bool = False, checks: bool = True,
-                 data_files: bool = True) -> Plan:
+                 data_files: bool = True, rows: RowSink | None = None) -> Plan:
     """The plan of ``pool``; ``CheckFailed`` with every problem when there is any.
 
     Variables come from ``inputs`` (resolved here) or are given resolved as ``values``; with neither
@@ -64,6 +64,8 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     ``checks=False`` only finds the data files (for a caller that checked the pool itself).
     ``data_files=False`` leaves the ``for_each`` files alone (neither located nor read): a runner
     joining a shared task gets its rows from the PostgreSQL journal, not from a file of its own.
+    ``rows`` takes every row of the data files as the check reads it (a run writes its plan from
+    them); not with ``sample``, which reads only the first rows.
     """
     problems: list[Problem] = list(pool.problems)
     if not pool.readable:
@@ -84,8 +86,11 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     if data_files:
         # With the store's declarations, every value a row puts into a declared field is checked.
         types = field_types(pool, tools) if tools is not None else {}
+        sink = rows if sample is None and variables is not None else None
+        if sink is not None and variables is not None:
+            sink.begin(variables.values, variables.secrets)
         data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
-                                          fields=checks, types=types)
+                                          fields=checks, types=types, sink=sink)
     else:
         # The files a call's params name are still read by this process, when it sends the call.
         data, data_problems = {}, [p for step in pool.steps for p in _jsonl_fields(pool, step)]
@@ -113,7 +118,7 @@ def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Probl
 
 def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sample: int | None,
                 fields: bool, types: Mapping[int, tuple[str, dict[str, str]]] | None = None,
-                ) -> tuple[dict[int, DataFile], list[Problem]]:
+                sink: RowSink | None = None) -> tuple[dict[int, DataFile], list[Problem]]:
     values = variables.values if variables is not None else None
     # Variables not given (a plain check): rows are still read, with the defaults the pool declares;
     # a key that needs a variable without one is then left unchecked.
@@ -134,7 +139,8 @@ def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sam
             if read_data:
                 # A field the header lacks is told once above, not again for every row.
                 problems.extend(read_whole(step, data, known, keys, sample, partial=values is None,
-                                           rows=not wrong, declared=(types or {}).get(step.num)))
+                                           rows=not wrong, declared=(types or {}).get(step.num),
+                                           sink=sink))
                 fe = step.for_each
                 if data.rows == 0 and not wrong and fe is not None and not fe.allow_empty:
                     problems.append(empty_source(step, f"the file {data.path}"))

@@ -9,11 +9,12 @@ The checks here are the ones a run would otherwise meet only at a row: a file th
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pooler.errors import PoolerError, Problem, did_you_mean
 from pooler.pool.keyset import Holder, KeySet
@@ -24,6 +25,21 @@ from pooler.pool.variables import OPEN, lookup, placeholders, render_key, substi
 
 #: Rows a problem names at most, so a file with a bad column does not print a million lines.
 MAX_ROW_PROBLEMS = 5
+
+
+class RowSink(Protocol):
+    """Takes every row the check's pass reads, so a run writes its task's plan from that one pass
+    (``run/taskplan.py``'s ``PlanStage``) instead of reading each data file again."""
+
+    def begin(self, values: Mapping[str, Any], secrets: Iterable[str]) -> None:
+        """The variables the rows' keys are filled from, and the secrets among them."""
+
+    def row(self, step: Step, index: int, row: dict[str, Any], key: str | None) -> None:
+        """Row ``index`` (from 0) of the step's file, with its key as the check filled it (None:
+        not filled, as for the rows after the first of a chunk)."""
+
+    def done(self, step: Step, rows: int) -> None:
+        """Every row of the step's file was handed over and read without a problem."""
 
 
 @dataclass
@@ -146,13 +162,14 @@ def _delimiter_hint(data: DataFile) -> str:
 
 def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeySet,
                sample: int | None, *, partial: bool = False, rows: bool = True,
-               declared: tuple[str, dict[str, str]] | None = None) -> list[Problem]:
+               declared: tuple[str, dict[str, str]] | None = None, sink: RowSink | None = None,
+               ) -> list[Problem]:
     """Read every row (up to ``sample``): count them, fill each row's templates and key as a call
     would, and add the keys to ``keys``.  Every problem found, each row named.  ``partial``: not
     every variable is known, so a key that needs one is not checked.  Without ``rows`` the rows'
     templates are not filled (a field the file lacks was told already).  With ``declared`` (the
     store's name of the command and its field types), every value a row gives a declared field
-    is cast as the store would cast it."""
+    is cast as the store would cast it.  ``sink`` takes every row as it is read."""
     each = step.for_each
     assert each is not None
     problems: list[str] = []
@@ -166,12 +183,14 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     numbered: Iterator[tuple[int | None, dict[str, Any]]] = data.numbered()
     if typed is not None:
         numbered = _typed(numbered, typed, dict(values))
-    source: Iterator[dict[str, Any]] = (row for _, row in numbered)
+    # map and zip step through the rows in C: a million-row file pays no Python frame for them.
+    source: Iterator[dict[str, Any]] = map(itemgetter(1), numbered)
     if sample is not None:
         source = islice(source, sample)
     count = 0
+    groups: Iterable[Sequence[dict[str, Any]]] = chunks(source, each.chunk) if each.chunk else zip(source)
     try:
-        for group in chunks(source, each.chunk) if each.chunk else ([r] for r in source):
+        for group in groups:
             first_row = count
             count += len(group)
             if needed and len(problems) < MAX_ROW_PROBLEMS:
@@ -179,11 +198,19 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
                     wrong = _row_problem(row, needed)
                     if wrong is not None:
                         problems.append(f"row {first_row + offset + 1} of {data.path}: {wrong}")
+            rendered = None
             if key is not None:
                 scope["row"] = group[0]
-                key_problems.extend(_key_problem(step, data, key, scope, keys=keys, first_row=first_row))
+                rendered, told = _key_problem(step, data, key, scope, keys=keys, first_row=first_row)
+                key_problems.extend(told)
+            if sink is not None:
+                for offset, row in enumerate(group):
+                    sink.row(step, first_row + offset, row, None if offset else rendered)
     except PoolerError as exc:
         problems.append(exc.message)
+    else:
+        if sink is not None:
+            sink.done(step, count)
     data.rows = count
     return [*(step.problem(message, "for_each", "file") for message in problems[:MAX_ROW_PROBLEMS + 1]),
             *(step.problem(message, "key") for message in key_problems[:MAX_ROW_PROBLEMS]),
@@ -222,22 +249,25 @@ def _row_problem(row: dict[str, Any], needed: list[list[str]]) -> str | None:
 
 
 def _key_problem(step: Step, data: DataFile, template: str, scope: Mapping[str, Any], *,
-                 keys: KeySet, first_row: int) -> list[str]:
+                 keys: KeySet, first_row: int) -> tuple[str | None, list[str]]:
+    """The row's key (None when it cannot be filled) and what is wrong with it."""
     try:
         key = render_key(template, scope)
     except PoolerError as exc:
-        return [f"row {first_row + 1} of {data.path}: {exc.message}"]
+        return None, [f"row {first_row + 1} of {data.path}: {exc.message}"]
     earlier = keys.add(key, Holder(step.num, first_row))
     if earlier is None:
-        return []
+        return key, []
     chunked = step.for_each is not None and step.for_each.chunk is not None
     what, both = ("the chunk from row", "the chunks from rows") if chunked else ("row", "rows")
     fix = ("keys must be unique: the second call would be skipped as done. Put the field that tells the "
            "rows apart in the key.")
     if earlier.row is None:
-        return [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which step {earlier.step} "
-                 "carries too - keys must be unique in a pool: a keyed call runs at most once per task.")]
+        return key, [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which step "
+                      f"{earlier.step} carries too - keys must be unique in a pool: a keyed call runs at "
+                      "most once per task.")]
     if earlier.step == step.num:
-        return [f"{both} {earlier.row + 1} and {first_row + 1} of {data.path} give one key [{key}] - {fix}"]
-    return [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which {what} {earlier.row + 1} "
-             f"of step {earlier.step} gives too - {fix}")]
+        return key, [(f"{both} {earlier.row + 1} and {first_row + 1} of {data.path} give one key "
+                      f"[{key}] - {fix}")]
+    return key, [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which {what} "
+                  f"{earlier.row + 1} of step {earlier.step} gives too - {fix}")]

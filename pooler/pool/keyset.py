@@ -8,8 +8,7 @@ removed by SQLite when closed).  Keys are kept as digests, so a secret in a key 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import sqlite3
@@ -21,9 +20,10 @@ MEMORY_KEYS = 20_000
 _ROW_BITS = 40
 
 
-@dataclass(frozen=True, slots=True)
-class Holder:
-    """Where a key was first met: the step's number and the row (0-based; None for no row)."""
+class Holder(NamedTuple):
+    """Where a key was first met: the step's number and the row (0-based; None for no row).  A
+    tuple, not a dataclass: one is made for every row of a data file, and a frozen dataclass costs
+    several times as much to make."""
 
     step: int
     row: int | None

@@ -33,6 +33,7 @@ Decisions the seeds leave open:
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -57,6 +58,7 @@ from pooler.run.call import CallRunner
 from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter, listener
 from pooler.run.opener import CallOpener, count_planned
+from pooler.run.planstage import PlanStage
 from pooler.run.replan import replan
 from pooler.run.scheduler import Scheduler, StepRun
 from pooler.run.storeid import store_identity
@@ -104,6 +106,8 @@ class RunConfig:
     #: Every run of the task is a pool of its own (the MCP server's tool_pool calls): each run
     #: plans the task anew from its own files, the keys of the earlier runs still holding.
     plan_each_run: bool = False
+    #: The rows the check's pass staged for the task's plan (a new task copies them from there).
+    stage: PlanStage | None = None
 
 
 class StopSignal(threading.Event):
@@ -158,8 +162,10 @@ def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: J
         # A new task is created with its plan, in one transaction: another process that finds the
         # task finds its plan too.
         write = None if journal.path is None else (
-            lambda db, tid: write_plan(db, tid, plan, values, config.redactor))
-        task, run_no, continued = _open_task(journal, pool, task_id, rerun, store, write=write)
+            lambda db, tid: write_plan(db, tid, plan, values, config.redactor, stage=config.stage))
+        with (config.stage.attached(journal) if config.stage is not None and write is not None
+              else contextlib.nullcontext()):
+            task, run_no, continued = _open_task(journal, pool, task_id, rerun, store, write=write)
         if continued and config.plan_each_run and journal.path is not None:
             record_plan(journal, task, plan, values, config.redactor, first_run=run_no)
             files = planned_files(journal, task)

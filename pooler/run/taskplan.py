@@ -29,6 +29,7 @@ from pooler.pool.datafiles import DataFile
 from pooler.pool.model import Pool
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
+from pooler.run.planstage import PlanStage
 
 #: Rows read from the journal at a time by a later run: memory stays bounded for any plan.
 PAGE = 2000
@@ -81,8 +82,9 @@ def record_plan(journal: Journal, task: str, plan: Plan, values: Mapping[str, An
 
 
 def write_plan(db: sqlite3.Connection, task: str, plan: Plan, values: Mapping[str, Any], redactor: Redactor,
-               *, first_run: int = 1, done: DoneRule | None = None) -> None:
-    """Write the task's plan in the caller's transaction (the one that creates the task)."""
+               *, first_run: int = 1, done: DoneRule | None = None, stage: PlanStage | None = None) -> None:
+    """Write the task's plan in the caller's transaction (the one that creates the task).  A step
+    the check's pass staged (``stage``, attached to ``db``) is copied from there, not read again."""
     pool = plan.pool
     pool_path = Path(pool.file)
     db.execute("DELETE FROM plan_rows WHERE task = ?", (task,))
@@ -94,6 +96,11 @@ def write_plan(db: sqlite3.Connection, task: str, plan: Plan, values: Mapping[st
     for step in pool.steps:
         data = plan.data.get(step.num)
         if data is None or step.for_each is None:
+            continue
+        staged = stage.copy(db, task, step.num) if stage is not None and done is None else None
+        if staged is not None:
+            files.append((task, step.num, shown(pool, data.path), str(data.path.absolute()),
+                          digest(data.path), staged, step.for_each.chunk, first_run))
             continue
         counter = [0]
         rows = _rows(task, step.num, step.key, data, _Fill(values, redactor, done, counter))

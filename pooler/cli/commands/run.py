@@ -52,6 +52,7 @@ from pooler.redact import short_warning
 from pooler.run.events import FanOut, NullReporter
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.lock import OutLock, PoolLock, lock_dir
+from pooler.run.planstage import PlanStage
 from pooler.run.taskplan import gone, planned_files
 from pooler.statuses import TaskStatus
 
@@ -140,9 +141,10 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
 
 
-def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
+def prepare(args: argparse.Namespace, ctx: Context, stage: PlanStage | None = None) -> Plan:
     """Load the pool, apply the flags, and compile it with its variables and data files: the plan
-    the run carries out, or every problem at once."""
+    the run carries out, or every problem at once.  ``stage`` takes the rows the check reads, for
+    the task's plan (not for a dry run, which writes nothing)."""
     pool = apply_overrides(load_pool(Path(args.pool), partial=True), args, ctx)
     inputs = variable_inputs(args, ctx)
     # A runner of a shared task (PostgreSQL journal) needs no data file: the runner that plans the
@@ -150,7 +152,8 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
     shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
     try:
         try:
-            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared)
+            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared,
+                                rows=None if args.dry_run or shared else stage)
         except CheckFailed as exc:
             if not _only_gone(args, exc):
                 raise
@@ -212,9 +215,16 @@ def _plan_holds_gone(args: argparse.Namespace, plan: Plan, journal: Journal, ctx
 
 
 def handle(args: argparse.Namespace, ctx: Context) -> int:
+    # The check's pass stages each data file's rows, so a new task's plan does not read them again.
+    spec = journal_spec(args.journal, ctx.environ)
+    with PlanStage(ctx.redactor, None if is_postgres(spec) else Path(spec).absolute().parent) as stage:
+        return _handle(args, ctx, stage)
+
+
+def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
     if args.replan and not (args.task or args.resume):
         raise UsageError("--replan plans a task again: give it with --task ID or --resume.")
-    plan = prepare(args, ctx)
+    plan = prepare(args, ctx, stage)
     if args.dry_run:
         return show_plan(plan, args, ctx)
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
@@ -246,7 +256,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         reporter = FanOut([screen, sent, *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
-                           redactor=ctx.redactor, sample=args.sample, replan=args.replan,
+                           redactor=ctx.redactor, sample=args.sample, replan=args.replan, stage=stage,
                            again=run_again(args, ctx, client.shown_url, journal_path))
         stop = StopSignal()
         try:

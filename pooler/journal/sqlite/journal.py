@@ -129,6 +129,18 @@ class Journal:
         error."""
         return self._tx()
 
+    @contextmanager
+    def attached(self, path: Path, schema: str) -> Iterator[None]:
+        """Another SQLite file readable as ``schema`` on the journal's connection for the block (a
+        task's staged plan, copied in by SQLite itself)."""
+        with self._lock:
+            self._db.execute(f"ATTACH DATABASE ? AS {schema}", (str(path),))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._db.execute(f"DETACH DATABASE {schema}")
+
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of a read-only query, read whole: keep it small (page through big tables)."""
         return self._query(sql, args)
