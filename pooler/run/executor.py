@@ -53,6 +53,7 @@ from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter, listener
+from pooler.run.identity import table_prefix
 from pooler.run.journal import Journal
 from pooler.run.journal_records import pool_identity
 from pooler.run.journal_timeline import run_facts
@@ -293,7 +294,7 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     deps = {r.key for r in refs_to(step.params, known)}
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
-    return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
+    return StepPlan(step=step, prefix=table_prefix(step),
                     params=plan_params(step.params, known, step), deps=deps,
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pooler.run.identity import chunk_span
 from pooler.run.journal import Journal
-from pooler.run.keys import chunk_span
 from pooler.run.taskplan import POOL_FILE, PlannedFile, planned_files
 from pooler.statuses import CallStatus
 

@@ -22,8 +22,8 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.pool.compiler import Plan
 from pooler.redact import Redactor
+from pooler.run.identity import chunk_span
 from pooler.run.journal import Journal
-from pooler.run.keys import chunk_span
 from pooler.run.taskplan import PlannedFile, planned_files, record_plan
 from pooler.statuses import LANDED
 
