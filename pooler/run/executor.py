@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
-from pooler.pool.compiler import Plan, compile_pool
+from pooler.pool.compiler import Plan, data_of
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
 from pooler.pool.references import refs_to
@@ -128,9 +128,9 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
     """Run a pool the caller has checked (see ``run_plan``): only its data files are found here.
 
     A data file missing raises ``CheckFailed`` and leaves the journal as it was.  ``pooler run``,
-    ``check`` and ``tool_pool`` build their plan with every check by ``compiler.compile_pool``.
+    ``check`` and ``tool_pool`` build their plan with every check in ``pooler.pool.compiler``.
     """
-    plan = compile_pool(pool, values=_values(config.variables), sample=config.sample, checks=False)
+    plan = data_of(pool, _values(config.variables), config.sample)
     return run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
 
 

@@ -32,7 +32,7 @@ from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.plural import plural
-from pooler.pool.compiler import Plan, compile_pool
+from pooler.pool.compiler import Plan, plan_for_run
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool
 from pooler.redact import short_warning
@@ -138,13 +138,13 @@ def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
     shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
     try:
         try:
-            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared)
+            plan = plan_for_run(pool, inputs, sample=args.sample, data_files=not shared)
         except CheckFailed as exc:
             if not _only_gone(args, exc):
                 raise
             # A task run again takes its rows from its recorded plan: a data file gone since is
             # fine, once the journal shows the plan holds its rows (checked in handle).
-            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=False)
+            plan = plan_for_run(pool, inputs, sample=args.sample, data_files=False)
             args.gone_files = exc
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
