@@ -24,7 +24,7 @@ from pooler.errors import PoolerError, StoreError
 from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
-from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, serial_value
+from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, StepState, serial_value
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.identity import chunk_key, chunk_span, idempotency_header, job_call, step_id
 from pooler.run.journal import Journal
@@ -66,6 +66,8 @@ class CallRunner:
         self._vars = dict(self.variables)
         #: The chunks this task recorded: (key of the first row, first row) -> last row.
         self._spans: dict[tuple[str, int], int] = {}
+        #: What this run changed of each step's table files, by step number.
+        self._states: dict[int, StepState] = {}
         for key in self.keyed:
             span = chunk_span(key)
             if span is not None:
@@ -335,11 +337,13 @@ class CallRunner:
                                      call=job_call)
         # The calls of a step over rows share its files: the first one of this run starts them
         # afresh (unless a rerun keeps the rows its skipped calls wrote), the others append.
-        with plan.lock:
-            append = plan.written or plan.keep_tables
+        # setdefault is one step under the GIL: two workers starting the step's files share one state.
+        state = self._states.setdefault(plan.step.num, StepState())
+        with state.lock:
+            append = state.written or plan.keep_tables
             written = self.writer.write(plan.prefix, tables, into=plan.step.into, append=append,
                                         redactor=self.redactor, call=job_call)
-            plan.written = True
+            state.written = True
         return written
 
     def _entry(self, ready: Prepared, status: str, reply: Reply, tables: dict[str, Any],

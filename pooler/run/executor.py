@@ -295,7 +295,7 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
     return StepPlan(step=step, prefix=table_prefix(step),
-                    params=plan_params(step.params, known, step), deps=deps,
+                    params=plan_params(step.params, known, step), deps=frozenset(deps),
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)
 
