@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import socket
 import threading
@@ -16,10 +17,10 @@ from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, statuses, step
 from pooler.errors import InputError
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.loader import load_pool, load_pool_value
-from pooler.pool.model import ForEach, Retry
+from pooler.pool.model import ForEach, Retry, Step
 from pooler.pool.variables import Variables
 from pooler.redact import Redactor
-from pooler.run.executor import StopSignal
+from pooler.run.executor import StopSignal, step_plan
 
 IMPORT = "MELBIS_AGENT_IMPORT_GOODS"
 
@@ -638,3 +639,14 @@ def test_a_row_the_data_file_breaks_at_fails_the_step_there(store: Store, tmp_pa
     assert summary["failures"][0]["message"] == (f"{data} line 3 is not whole json - Expecting ',' delimiter "
                                                  "at column 8; write one JSON object per line.")
     assert [op["params"] for op in ops_of(store)] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_step_plan_is_frozen_so_no_run_can_change_what_another_run_reads() -> None:
+    """The shared runner keeps one plan per step for all its calls; what a run changes (the table
+    files it started) lives in the run's own state, never in the plan."""
+    plan = step_plan(Step(num=1, unit=TEST, command="CmdEcho", params={"a": 1}), set(), keep_tables=False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.keep_tables = True  # type: ignore[misc]
+    assert isinstance(plan.deps, frozenset)
+    assert not hasattr(plan, "written")
+    assert not hasattr(plan, "tables")

@@ -16,7 +16,7 @@ from typing import Any
 
 from helpers import ROOT, Store, answer_of, pooler
 
-from pooler.run.keys import chunk_key, chunk_span, idempotency_header
+from pooler.run.identity import chunk_key, chunk_span, idempotency_header
 from pooler.run.storeid import store_identity
 
 POOLS = ROOT / "pools"

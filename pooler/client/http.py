@@ -60,7 +60,7 @@ READ_COST = 4
 #: The longest ``Retry-After`` a call waits for; a store asking for more gets the call failed.
 MAX_RETRY_AFTER = 60.0
 _IN_DOUBT = IN_DOUBT
-# Visible ASCII: what an Idempotency-Key header carries unchanged.  pooler.run.keys makes the header
+# Visible ASCII: what an Idempotency-Key header carries unchanged.  pooler.run.identity makes the header
 # (with "%" escaped there), so a header it made goes out as it is.
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
 _TOKEN_OK = re.compile(r"[\x21-\x7e]+")

@@ -26,7 +26,7 @@ from pooler.mcp.planning import commit, make_plan
 from pooler.mcp.plans import DEFAULT_TTL, PlanStore
 from pooler.mcp.schemas import MAX_POOL_STEPS
 from pooler.mcp.tool_run import confine_jsonl_fields
-from pooler.pool.compiler import Plan, compile_pool
+from pooler.pool.compiler import Plan, plan_for_tool_pool
 from pooler.pool.loader import load_pool_value
 from pooler.pool.model import Pool
 from pooler.redact import Redactor
@@ -172,7 +172,7 @@ class PoolRuns:
         pool = load_pool_value(value, file=str(self.out / POOL_FILE), base=self.out, partial=True)
         check_loaded(pool)
         # The compile step of every other way to run a pool, with the seed's words of data.
-        return compile_pool(pool, values={}, seed_words=True, tools=tools), task
+        return plan_for_tool_pool(pool, tools), task
 
     def call(self, arguments: Mapping[str, Any], *, session_task: str | None = None,
              reporter: Reporter | None = None, stop: threading.Event | None = None) -> Outcome:

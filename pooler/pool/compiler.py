@@ -107,6 +107,39 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
                 sample=sample)
 
 
+# What each caller needs of the compile step, by name: a caller says what it does, not which of
+# compile_pool's switches it sets, and a switch changed here changes every caller of that need.
+
+def plan_for_check(pool: Pool, inputs: Inputs | None = None, *, tools: list[dict[str, Any]] | None = None,
+                   read_data: bool = True) -> Plan:
+    """``pooler check``: every check; the rows read only when ``read_data`` (``--data``)."""
+    return compile_pool(pool, inputs=inputs, tools=tools, read_data=read_data)
+
+
+def plan_for_run(pool: Pool, inputs: Inputs, *, sample: int | None = None, data_files: bool = True,
+                 rows: RowSink | None = None) -> Plan:
+    """``pooler run``: every check, the data files read (up to ``sample`` rows each), each row
+    handed to ``rows`` as it is checked (the task's plan); without ``data_files`` the rows come
+    from a journal (a shared task, or a task's recorded plan)."""
+    return compile_pool(pool, inputs=inputs, sample=sample, data_files=data_files, rows=rows)
+
+
+def plan_for_tool_pool(pool: Pool, tools: list[dict[str, Any]] | None) -> Plan:
+    """The MCP server's ``tool_pool``: no variables, the store's tools, and the seed's words of data."""
+    return compile_pool(pool, values={}, seed_words=True, tools=tools)
+
+
+def plan_for_joining_runner(pool: Pool, values: Mapping[str, Any], sample: int | None) -> Plan:
+    """A runner that plans (or widens) a shared task: every check and every row read, with the
+    variables it runs with, before the task's rows go to the journal."""
+    return compile_pool(pool, values=values, sample=sample)
+
+
+def data_of(pool: Pool, values: Mapping[str, Any], sample: int | None) -> Plan:
+    """The data files of a pool its caller has checked already (``run_pool``): found, not checked."""
+    return compile_pool(pool, values=values, sample=sample, checks=False)
+
+
 def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Problem]]:
     try:
         return resolve_variables(pool, inputs.overrides, inputs.vars_file, inputs.environ), []

@@ -8,7 +8,6 @@ reporter, which are all safe to share.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 from collections import ChainMap
@@ -28,10 +27,10 @@ from pooler.journal.timeline import epoch_ms
 from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
-from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, serial_value
+from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, StepState, serial_value
 from pooler.run.entries import ANSWER_KEYS, IDENTITY_KEYS, counted_done, not_sent
 from pooler.run.events import CallEnd, Reporter
-from pooler.run.keys import chunk_key, chunk_span, idempotency_header
+from pooler.run.identity import chunk_key, chunk_span, idempotency_header, job_call, step_id
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
 
@@ -67,6 +66,8 @@ class CallRunner:
         self._vars = dict(self.variables)
         #: The chunks this task recorded: (key of the first row, first row) -> last row.
         self._spans: dict[tuple[str, int], int] = {}
+        #: What this run changed of each step's table files, by step number.
+        self._states: dict[int, StepState] = {}
         for key in self.keyed:
             span = chunk_span(key)
             if span is not None:
@@ -130,11 +131,10 @@ class CallRunner:
             ready.serial = serial_value(params, self.serialize_on)
         return ready
 
-    def call_ids(self, call: Call, key: str | None, step_id: str | None) -> CallId:
-        if step_id is None:
-            row = "" if call.row is None else f"-{call.row}"
-            step_id = f"{self.task}-{call.plan.step.num}{row}-{self.run}"
-        return CallId(self.task, self.run, call.plan.step.num, call.row, key, step_id)
+    def call_ids(self, call: Call, key: str | None, given: str | None) -> CallId:
+        if given is None:
+            given = step_id(self.task, call.plan.step.num, call.row, self.run)
+        return CallId(self.task, self.run, call.plan.step.num, call.row, key, given)
 
     def _earlier(self, call: Call, key: str, found: CallRecord) -> Outcome | None:
         """A key an earlier run of the task recorded: done is skipped; in doubt follows the policy."""
@@ -218,7 +218,8 @@ class CallRunner:
         note = ""
         if data.get("tables"):
             try:
-                tables = self._write_tables(call, data["tables"], _job_call(ready))
+                ids = ready.ids
+                tables = self._write_tables(call, data["tables"], job_call(ids.task, ids.key, ids.round))
             except RowsTooDeepError as exc:
                 # What the store answered cannot be read: as for any answer too deep, in doubt.
                 kind = kinds.TOO_DEEP
@@ -334,11 +335,13 @@ class CallRunner:
                                      call=job_call)
         # The calls of a step over rows share its files: the first one of this run starts them
         # afresh (unless a rerun keeps the rows its skipped calls wrote), the others append.
-        with plan.lock:
-            append = plan.written or plan.keep_tables
+        # setdefault is one step under the GIL: two workers starting the step's files share one state.
+        state = self._states.setdefault(plan.step.num, StepState())
+        with state.lock:
+            append = state.written or plan.keep_tables
             written = self.writer.write(plan.prefix, tables, into=plan.step.into, append=append,
                                         redactor=self.redactor, call=job_call)
-            plan.written = True
+            state.written = True
         return written
 
     def _entry(self, ready: Prepared, status: str, reply: Reply, tables: dict[str, Any],
@@ -356,14 +359,6 @@ class CallRunner:
             entry[name if name not in entry and name != "time" else f"store_{name}"] = value
         entry["time"] = reply.time()
         return entry
-
-
-def _job_call(ready: Prepared) -> str | None:
-    """A keyed call's identity in a job's ledger: sent again under the same key and round, the
-    store answers it with the same rows, which the job already holds."""
-    if ready.ids.key is None:
-        return None
-    return json.dumps([ready.ids.task, ready.ids.key, ready.ids.round], ensure_ascii=False)
 
 
 def _backoff(retry: Retry, tries: int) -> float:

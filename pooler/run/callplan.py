@@ -1,5 +1,5 @@
-"""What a call is: a step's plan (worked out once), one call of it, a call made ready to send,
-and its outcome; and the value a call is serialized on.
+"""What a call is: a step's plan (worked out once, frozen) and what a run changes of it, one call
+of it, a call made ready to send, and its outcome; and the value a call is serialized on.
 
 The executor, the scheduler, the call runner and a shared task's runner all pass these around.
 """
@@ -17,25 +17,31 @@ from pooler.pool.paramplan import ParamsPlan
 from pooler.run.entries import Entry, head
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepPlan:
-    """What is worked out once per step and reused by each of its calls."""
+    """What is worked out once per step and reused by each of its calls: the same for every run
+    and every runner of a task (what a run changes of a step is its ``StepState``)."""
 
     step: Step
     prefix: str
     #: The params walked once: only templates and references are filled per call.
     params: ParamsPlan
     #: Lower-case names of the earlier steps this one waits for (references and for_each.step).
-    deps: set[str]
+    deps: frozenset[str]
     over_rows: bool
     #: For a step over rows sent in chunks: the params field that takes each chunk's rows.
     chunk_field: str | None = None
     #: Rerun of a task with a keyed step over rows: its table file keeps the rows of earlier runs.
     keep_tables: bool = False
+
+
+@dataclass
+class StepState:
+    """What one run changes of a step's table files: whether a call of this run has started them
+    (the calls of a step over rows after it append), under the lock their appends take."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
     written: bool = False
-    #: Names of the tables the step's calls gave (read by a later ``for_each.step``).
-    tables: set[str] = field(default_factory=set)
 
 
 @dataclass

@@ -47,7 +47,7 @@ from pooler.errors import JournalError
 from pooler.journal.records import pool_identity
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.timeline import run_facts
-from pooler.pool.compiler import Plan, compile_pool
+from pooler.pool.compiler import Plan, data_of
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
 from pooler.pool.references import refs_to
@@ -57,6 +57,7 @@ from pooler.run.answer import Collector
 from pooler.run.call import CallRunner
 from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter, listener
+from pooler.run.identity import table_prefix
 from pooler.run.opener import CallOpener, count_planned
 from pooler.run.planstage import PlanStage
 from pooler.run.replan import replan
@@ -132,9 +133,9 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: J
     """Run a pool the caller has checked (see ``run_plan``): only its data files are found here.
 
     A data file missing raises ``CheckFailed`` and leaves the journal as it was.  ``pooler run``,
-    ``check`` and ``tool_pool`` build their plan with every check by ``compiler.compile_pool``.
+    ``check`` and ``tool_pool`` build their plan with every check in ``pooler.pool.compiler``.
     """
-    plan = compile_pool(pool, values=_values(config.variables), sample=config.sample, checks=False)
+    plan = data_of(pool, _values(config.variables), config.sample)
     return run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
 
 
@@ -301,8 +302,8 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     deps = {r.key for r in refs_to(step.params, known)}
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
-    return StepPlan(step=step, prefix=f"step{step.num}.{step.unit}.{step.command}",
-                    params=plan_params(step.params, known, step), deps=deps,
+    return StepPlan(step=step, prefix=table_prefix(step),
+                    params=plan_params(step.params, known, step), deps=frozenset(deps),
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)
 

@@ -120,7 +120,7 @@ class CallOpener:
                                 "for_each", "step"))
         table = fe.table
         if table is None:
-            written = sorted(source.plan.tables)
+            written = sorted(source.tables)
             if len(written) != 1:
                 _raise(step.problem(
                     f"step {step.num} reads the rows of step {source.plan.step.label}, which wrote "

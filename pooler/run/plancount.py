@@ -18,7 +18,7 @@ from typing import Any
 from pooler.journal.records import PLAN_ORDER as _ORDER
 from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
-from pooler.run.keys import chunk_span
+from pooler.run.identity import chunk_span
 from pooler.run.taskplan import POOL_FILE, PlannedFile, planned_files
 from pooler.statuses import CallStatus, final_status
 

@@ -23,7 +23,7 @@ from pooler.errors import JournalError
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.compiler import Plan
 from pooler.redact import Redactor
-from pooler.run.keys import chunk_span
+from pooler.run.identity import chunk_span
 from pooler.run.taskplan import PlannedFile, planned_files, record_plan
 from pooler.statuses import DOUBTFUL, LANDED
 

@@ -58,6 +58,7 @@ class StepRun:
     bad: str = ""
     last_row: int = -2
     detail: Any = None
+    #: The tables the step's calls gave, by name (read by a later ``for_each.step``).
     tables: dict[str, Any] = field(default_factory=dict)
     #: When the step started (monotonic seconds): a step over rows reports its wall time.
     started: float | None = None
@@ -275,7 +276,7 @@ class Scheduler:
             self.reporter.rows_progress(step, run.rows_done, run.rows_total)
         if outcome.status in LANDED:
             if isinstance(entry.get("tables"), dict):
-                run.plan.tables.update(entry["tables"])
+                run.tables.update(entry["tables"])
             row = outcome.call.row if outcome.call.row is not None else -1
             if row >= run.last_row:
                 run.last_row, run.detail = row, outcome.detail

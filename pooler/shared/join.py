@@ -15,7 +15,7 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal.postgres.journal import PgJournal, narrower
 from pooler.journal.records import pool_identity
-from pooler.pool.compiler import compile_pool
+from pooler.pool.compiler import plan_for_joining_runner
 from pooler.pool.model import Options, Pool
 from pooler.run.executor import RunConfig
 from pooler.shared.answer import steps_doc
@@ -34,7 +34,7 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
         # The runner that plans the task reads the data files, by the compile step's rules (the
         # empty-source rule, every row's key, the delimiter and encoding, variables in the name):
         # a problem refuses the run before the task exists and before anything is sent.
-        plan = compile_pool(pool, values=config.variables, sample=config.sample)
+        plan = plan_for_joining_runner(pool, config.variables, config.sample)
         planner = Planner(pool, task, config.variables, config.sample, plan.data)
         if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
             return pool
@@ -46,7 +46,7 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
     joined = replace(pool, options=Options(**found["options"]))
     if narrower(found.get("sample"), config.sample):
         # Read before the task is joined: a data file that cannot be read refuses this run alone.
-        plan = compile_pool(joined, values=config.variables, sample=config.sample)
+        plan = plan_for_joining_runner(joined, config.variables, config.sample)
         planner = Planner(joined, task, config.variables, config.sample, plan.data)
         journal.widen(task, config.sample, planner.rows_beyond)
     journal.join(task, config.in_doubt)

@@ -20,7 +20,7 @@ from pooler.cli.commands.common import (
 )
 from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
-from pooler.pool.compiler import Inputs, compile_pool
+from pooler.pool.compiler import Inputs, plan_for_check
 from pooler.pool.declared import is_declarations, load_declarations
 from pooler.pool.loader import load_pool
 from pooler.pool.model import Pool
@@ -76,7 +76,7 @@ def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None
     if inputs is not None and redactor is not None:
         mask_variables(pool, inputs, redactor)
     try:
-        compile_pool(pool, inputs=inputs, tools=tools, read_data=data)
+        plan_for_check(pool, inputs, tools=tools, read_data=data)
     except PoolerError as exc:
         return list(exc.problems()), pool
     return [], pool

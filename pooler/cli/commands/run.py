@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import os
-import signal
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import Any, TextIO
+from typing import Any
 
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import (
@@ -28,6 +22,7 @@ from pooler.cli.commands.common import (
 )
 from pooler.cli.commands.dry_run import show_plan
 from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
+from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log
 from pooler.cli.commands.run_files import (
     add_run_files,
     check_report_journal,
@@ -45,11 +40,11 @@ from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres
 from pooler.journal.sqlite.journal import Journal
 from pooler.plural import plural
-from pooler.pool.compiler import Plan, compile_pool
+from pooler.pool.compiler import Plan, plan_for_run
 from pooler.pool.loader import load_pool
-from pooler.pool.model import MODES, Pool, Step
+from pooler.pool.model import MODES, Pool
 from pooler.redact import short_warning
-from pooler.run.events import FanOut, NullReporter
+from pooler.run.events import FanOut
 from pooler.run.executor import RunConfig, StopSignal, run_plan
 from pooler.run.lock import OutLock, PoolLock, lock_dir
 from pooler.run.planstage import PlanStage
@@ -57,7 +52,6 @@ from pooler.run.taskplan import gone, planned_files
 from pooler.statuses import TaskStatus
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
-SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 IN_DOUBT = ("retry", "stop", "skip")
 
 
@@ -152,14 +146,14 @@ def prepare(args: argparse.Namespace, ctx: Context, stage: PlanStage | None = No
     shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
     try:
         try:
-            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=not shared,
+            plan = plan_for_run(pool, inputs, sample=args.sample, data_files=not shared,
                                 rows=None if args.dry_run or shared else stage)
         except CheckFailed as exc:
             if not _only_gone(args, exc):
                 raise
             # A task run again takes its rows from its recorded plan: a data file gone since is
             # fine, once the journal shows the plan holds its rows (checked in handle).
-            plan = compile_pool(pool, inputs=inputs, sample=args.sample, data_files=False)
+            plan = plan_for_run(pool, inputs, sample=args.sample, data_files=False)
             args.gone_files = exc
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
@@ -279,15 +273,6 @@ def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
     return answered(args, ctx, answer, interrupts)
 
 
-def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], interrupts: Interrupts) -> int:
-    """The answer printed (with --json) and the run's exit status."""
-    if args.json:
-        ctx.emit_json(answer)
-    if interrupts.signum is not None:
-        return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
-    return ExitStatus.OK if answer.get("result") else ExitStatus.FAILED
-
-
 def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> None:
     """A full run that starts a new task beside a sampled one is told how to continue the sample."""
     if args.task is not None or args.resume or args.sample is not None:
@@ -311,82 +296,3 @@ def say_what_resume_does(args: argparse.Namespace, pool: Pool, journal: Journal,
     if journal.last_unfinished(pool.file) is None:
         ctx.note(f"pooler: --resume: no unfinished task of {pool.file} in the journal; this run starts a "
                  "new task.")
-
-
-class SentCounter(NullReporter):
-    """Counts the calls that left, so an error can tell a refused pool from a stopped one, and
-    keeps the task's id for the outcome document of a run that stopped."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.task: str | None = None
-        self._lock = threading.Lock()
-
-    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
-        self.task = task_id
-
-    def step_started(self, step: Step, call: int) -> None:
-        with self._lock:
-            self.calls += 1
-
-
-class open_log:  # noqa: N801 - used as a context manager, named like open()
-    """The ``--log`` file opened for appending (owner-only when new), or nothing."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.file: TextIO | None = None
-
-    def __enter__(self) -> TextIO | None:
-        if self.path is None:
-            return None
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise UsageError(f"cannot open the log file {self.path}: {exc.strerror} - "
-                             "check that its folder exists and can be written") from None
-        self.file = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
-        return self.file
-
-    def __exit__(self, *exc: object) -> None:
-        if self.file is not None:
-            self.file.close()
-
-
-class Interrupts:
-    """SIGINT/SIGTERM during a run: the first asks the executor to stop starting calls; the second
-    leaves at once with the same status, after flushing what can be flushed."""
-
-    def __init__(self, stop: StopSignal, ctx: Context, flush: list[TextIO | None],
-                 say: Callable[[str], None] | None = None) -> None:
-        self.stop = stop
-        self.ctx = ctx
-        # Through the reporter: a notice printed past a live view is drawn over at its next refresh.
-        self.say = say or ctx.note
-        self.flush = flush
-        self.signum: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def handler(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum is not None:
-            for stream in self.flush:
-                if stream is not None:
-                    with contextlib.suppress(OSError, ValueError):
-                        stream.flush()
-            os._exit(SIGNAL_STATUS[signal.Signals(self.signum)])
-        self.signum = signum
-        self.stop.request(signal.Signals(signum).name)
-        self.say(f"pooler: {signal.Signals(signum).name}: no new calls start; the calls in flight "
-                 "finish (signal again to leave at once)")
-
-    def __enter__(self) -> Interrupts:
-        # Signal handlers can only be set from the main thread; a library caller keeps its own.
-        if threading.current_thread() is threading.main_thread():
-            for signum in SIGNAL_STATUS:
-                self._old[signum] = signal.signal(signum, self.handler)
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        for signum, old in self._old.items():
-            signal.signal(signum, old)

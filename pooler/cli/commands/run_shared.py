@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
 from pooler.cli.commands.monitoring import Monitoring
+from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log
 from pooler.cli.commands.run_files import write_run_files
 from pooler.cli.outcome import outcome_document
 from pooler.cli.render import make_reporter
@@ -66,7 +67,6 @@ def _unfinished(pool: Pool, url: str, ctx: Context) -> str | None:
 
 def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str,
                   *, tracing: Tracing | None = None) -> int:
-    from pooler.cli.commands.run import Interrupts, SentCounter, answered, open_log  # noqa: PLC0415
     from pooler.shared.runner import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
 
     if args.replan:

@@ -1,4 +1,10 @@
-"""What a keyed call is known by: its key in the journal and its Idempotency-Key header.
+"""What a call is known by: its step id, its key's chunk form, its Idempotency-Key header, its id in
+a job's ledger and the prefix of its step's table files.  Every part of pooler that names a call
+(the single-host run, a shared task's runners, the journal's tools) takes the name from here, so
+one form never drifts from another.
+
+A call's step id is ``<task>-<num>[-<row>]-<run>``: the task, the step's number, the row (or first
+row of a chunk) of a step over rows, and the run of the task that made it.
 
 Two different (task, key, round) triples never share a header: the task and the key are
 percent-encoded with ``:`` and ``/`` among the characters encoded, so the one raw ``:`` of a header
@@ -12,8 +18,11 @@ and the 500-row chunk of a full run that starts at the same row are two calls, n
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import quote
+
+from pooler.pool.model import Step
 
 # Visible ASCII but the characters the header gives a meaning to: "%" (the escape), ":" and "/".
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%:/")
@@ -37,3 +46,22 @@ def chunk_span(key: str) -> tuple[str, int, int] | None:
     if found is None:
         return None
     return key[: found.start()], int(found.group(1)), int(found.group(2))
+
+
+def step_id(task: str, num: int, row: int | None, run: int) -> str:
+    """The step id of call ``num`` (row ``row``, None for a step of one call) in run ``run``."""
+    part = "" if row is None else f"-{row}"
+    return f"{task}-{num}{part}-{run}"
+
+
+def job_call(task: str, key: str | None, round_: int) -> str | None:
+    """A keyed call's identity in a job's ledger: sent again under the same key and round, the
+    store answers it with the same rows, which the job already holds.  None for a call without key."""
+    if key is None:
+        return None
+    return json.dumps([task, key, round_], ensure_ascii=False)
+
+
+def table_prefix(step: Step) -> str:
+    """What the table files of ``step`` are named after: ``step<num>.<unit>.<command>``."""
+    return f"step{step.num}.{step.unit}.{step.command}"

@@ -1,0 +1,110 @@
+"""What ``pooler run`` shares between a run on one host and a runner of a shared task: the signals
+that stop it, the log file, the count of calls that left, and the exit status of its answer."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any, TextIO
+
+from pooler.cli.commands.common import Context
+from pooler.errors import UsageError
+from pooler.exits import ExitStatus
+from pooler.pool.model import Pool, Step
+from pooler.run.events import NullReporter
+from pooler.run.executor import StopSignal
+
+SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
+
+
+def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], interrupts: Interrupts) -> int:
+    """The answer printed (with --json) and the run's exit status."""
+    if args.json:
+        ctx.emit_json(answer)
+    if interrupts.signum is not None:
+        return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
+    return ExitStatus.OK if answer.get("result") else ExitStatus.FAILED
+
+
+class SentCounter(NullReporter):
+    """Counts the calls that left, so an error can tell a refused pool from a stopped one, and
+    keeps the task's id for the outcome document of a run that stopped."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.task: str | None = None
+        self._lock = threading.Lock()
+
+    def pool_started(self, pool: Pool, task_id: str, total: int) -> None:
+        self.task = task_id
+
+    def step_started(self, step: Step, call: int) -> None:
+        with self._lock:
+            self.calls += 1
+
+
+class open_log:  # noqa: N801 - used as a context manager, named like open()
+    """The ``--log`` file opened for appending (owner-only when new), or nothing."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.file: TextIO | None = None
+
+    def __enter__(self) -> TextIO | None:
+        if self.path is None:
+            return None
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise UsageError(f"cannot open the log file {self.path}: {exc.strerror} - "
+                             "check that its folder exists and can be written") from None
+        self.file = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+        return self.file
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+class Interrupts:
+    """SIGINT/SIGTERM during a run: the first asks the executor to stop starting calls; the second
+    leaves at once with the same status, after flushing what can be flushed."""
+
+    def __init__(self, stop: StopSignal, ctx: Context, flush: list[TextIO | None],
+                 say: Callable[[str], None] | None = None) -> None:
+        self.stop = stop
+        self.ctx = ctx
+        # Through the reporter: a notice printed past a live view is drawn over at its next refresh.
+        self.say = say or ctx.note
+        self.flush = flush
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            for stream in self.flush:
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.flush()
+            os._exit(SIGNAL_STATUS[signal.Signals(self.signum)])
+        self.signum = signum
+        self.stop.request(signal.Signals(signum).name)
+        self.say(f"pooler: {signal.Signals(signum).name}: no new calls start; the calls in flight "
+                 "finish (signal again to leave at once)")
+
+    def __enter__(self) -> Interrupts:
+        # Signal handlers can only be set from the main thread; a library caller keeps its own.
+        if threading.current_thread() is threading.main_thread():
+            for signum in SIGNAL_STATUS:
+                self._old[signum] = signal.signal(signum, self.handler)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for signum, old in self._old.items():
+            signal.signal(signum, old)
