@@ -28,7 +28,7 @@ from pooler.shared.join import join_task
 from pooler.shared.lease import Lease, LeaseLost
 from pooler.shared.pg_journal import PgJournal
 from pooler.shared.plan import PLACEHOLDER, Planner, step_plans
-from pooler.shared.work import Settled, WorkRow, WorkStore
+from pooler.shared.work import GateAhead, Settled, WorkRow, WorkStore
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
@@ -126,6 +126,8 @@ class _Runner:
                                 redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base, keyed={},
                                 in_doubt_policy=config.in_doubt)
+        #: The claim moves the calls whose key material the plan holds to sent: one round trip a call.
+        self.ahead = GateAhead(int(run_no), [s.num for s in pool.steps if s.key is not None])
         self.broken: str | None = None
         self._pool = ThreadPoolExecutor(self.width, "pooler-shared")
         self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
@@ -189,12 +191,14 @@ class _Runner:
         """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
         if tidy or self._pending is None:
             self._flush()
-            return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy)
+            return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy,
+                                   ahead=self.ahead)
         row, outcome = self._pending
         self._pending = None
         detail = self.config.redactor.value(outcome.detail)
         recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
-                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap)
+                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap,
+                                                  ahead=self.ahead)
         if recorded:
             self._recorded(row, outcome, detail)
         return rows
@@ -223,7 +227,11 @@ class _Runner:
                 self._record(row, got)
                 return
             got.doubted = row.doubted
-            epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
+            epoch = row.epoch
+            if epoch is None or (row.key_text, row.step_id, row.round) != (got.ids.key, got.ids.step_id,
+                                                                           got.ids.round):
+                # Not moved to sent by the claim, or under key material other than this runner's.
+                epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
             if epoch is None:
                 self.work.release(row)
                 return
@@ -386,7 +394,7 @@ class _Runner:
         # The task's sample as it is now (a full run may have widened it since this runner joined);
         # the calls a sampled plan made of the table stay, and its rows after them are planned.
         sample = (self.journal.shared(self.task) or {}).get("sample")
-        planner = Planner(self.pool, self.task, self.config.variables, sample)
+        planner = Planner(self.pool, self.task, self.config.variables, sample, redactor=self.config.redactor)
         held = self.work.planned(row.num)
         self.work.expand(row, list(planner.rows_of(step, data[held.rows:], first=held.rows,
                                                    idx=held.next_idx)))

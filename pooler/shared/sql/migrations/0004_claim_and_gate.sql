@@ -1,0 +1,35 @@
+-- A claim that also moves the calls it hands out to sent, so a call costs one round trip: its
+-- outcome, the claim of the next calls and their gate go in one statement.
+-- The claim is pooler_claim's (the task's lock, the cap, the fair share, serialize_on, the steps
+-- referred to).  Then, as the runner's gate does: the task's row read FOR SHARE (a halt either
+-- waits for these calls to be marked sent, or is seen here and none is), the lease alive by the
+-- clock of now (not of the transaction's start, which waited for the task's lock), and each call
+-- its own fencing epoch.  Only a call whose key material is known here moves: a call of a step
+-- with a key (p_keyed) whose plan holds the key, and the step id the runner gives every call of
+-- this run (p_run).  The rest stay claimed, for the runner's own gate; a runner that makes other
+-- key material for a call moved here (other variables) gates it again under its own.
+CREATE OR REPLACE FUNCTION pooler_claim_gate(p_task TEXT, p_runner TEXT, p_limit INTEGER, p_cap INTEGER,
+    p_run INTEGER, p_keyed INTEGER[])
+RETURNS SETOF work LANGUAGE plpgsql AS $$
+DECLARE
+    v_nums INTEGER[];
+    v_idxs INTEGER[];
+    v_halted TEXT;
+BEGIN
+    SELECT array_agg(c.num), array_agg(c.idx) INTO v_nums, v_idxs
+    FROM pooler_claim(p_task, p_runner, p_limit, p_cap) c;
+    IF v_nums IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT halted INTO v_halted FROM tasks WHERE id = p_task FOR SHARE;
+    IF v_halted IS NULL AND EXISTS (SELECT 1 FROM runners WHERE id = p_runner
+                                    AND lease_until > clock_timestamp()) THEN
+        UPDATE work SET state = 'sent', sent_at = clock_timestamp(),
+            step_id = p_task || '-' || num || coalesce('-' || row_first, '') || '-' || p_run,
+            epoch = nextval('pooler_epoch')
+        WHERE task = p_task AND (num, idx) IN (SELECT * FROM unnest(v_nums, v_idxs))
+          AND runner = p_runner AND state = 'claimed' AND kind = 'call'
+          AND (key_text IS NOT NULL OR NOT num = ANY(p_keyed));
+    END IF;
+    RETURN QUERY SELECT * FROM work WHERE task = p_task AND (num, idx) IN (SELECT * FROM unnest(v_nums, v_idxs));
+END $$;
