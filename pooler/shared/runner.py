@@ -294,7 +294,9 @@ class _Runner:
                     self._pending = (row, outcome)
             if not until_empty:
                 return
-        self._flush()
+        if until_empty:
+            # Only at the end: a collect with nothing in flight keeps the outcome for the next claim.
+            self._flush()
 
     def _quiet(self, action: Any, *args: Any) -> None:
         try:
