@@ -21,11 +21,11 @@ from pooler.shared.join import join_task
 from pooler.shared.lease import Lease
 from pooler.shared.pg_journal import PgJournal
 from pooler.shared.schema import upgrade
-from pooler.shared.work import GateAhead, Settled, WorkRow, WorkStore
+from pooler.shared.work import Settled, WorkRow, WorkStore
 
 pytestmark = pytest.mark.postgres
-#: Run 1 of the task; step 1 has a key, step 2 none.
-AHEAD = GateAhead(1, [1])
+#: The run of the task the runners send in.
+RUN = 1
 
 
 @pytest.fixture
@@ -36,8 +36,10 @@ def journal(pg_url: str) -> Iterator[PgJournal]:
 
 
 def plan(journal: PgJournal, rows: list[tuple[int, int, str | None, str | None]]) -> None:
-    """Task ``t`` whose calls are (num, idx, serial, the key the plan holds)."""
-    work = [("t", num, idx, "call", idx, None, 1, None, [], serial, key) for num, idx, serial, key in rows]
+    """Task ``t`` whose calls are (num, idx, serial, the key the plan holds): ``?`` for a key it does
+    not hold (a plan made before plans held keys), None for a step without a key."""
+    work = [("t", num, idx, "call", idx, None, 1, None, [], serial, None if key == "?" else key,
+             None if key == "?" else True) for num, idx, serial, key in rows]
     assert journal.create_shared("t", "/pool.yaml", {"steps": []}, work)
 
 
@@ -55,7 +57,7 @@ def runner(journal: PgJournal, lease: float = 30) -> tuple[Lease, WorkStore]:
 
 
 def claim(work: WorkStore, n: int = 10, cap: int = 100) -> list[WorkRow]:
-    return work.claim(n, cap, never, blocked, tidy=False, ahead=AHEAD)
+    return work.claim(n, cap, never, blocked, tidy=False, gate_run=RUN)
 
 
 def states(journal: PgJournal) -> list[tuple[int, int, str, str | None, str | None]]:
@@ -72,7 +74,7 @@ def test_the_claim_moves_each_call_whose_key_the_plan_holds_to_sent_under_an_epo
         journal: PgJournal) -> None:
     # Step 1 is keyed: its first call's key is planned, its second's is not (a plan made before
     # plans held keys); step 2 has no key.
-    plan(journal, [(1, 0, None, "k-0"), (1, 1, None, None), (2, 0, None, None)])
+    plan(journal, [(1, 0, None, "k-0"), (1, 1, None, "?"), (2, 0, None, None)])
     held, work = runner(journal)
     rows = claim(work)
     assert [(r.num, r.idx, r.step_id) for r in rows] == [(1, 0, "t-1-0-1"), (1, 1, None), (2, 0, "t-2-0-1")]
@@ -155,7 +157,7 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     la, a = runner(journal)
     (first,) = claim(a, 1)
     ok, (second,) = a.done_and_claim(first, "completed", {"num": 1, "status": "completed"}, None, doubt=None,
-                                     limit=1, cap=1, ahead=AHEAD)
+                                     limit=1, cap=1, gate_run=RUN)
     assert ok
     assert (second.idx, second.step_id) == (1, "t-1-1-1")
     assert second.epoch is not None
@@ -165,11 +167,11 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     # is refused, and the claim that went with it hands it nothing.
     expire(journal, la)
     lb, b = runner(journal)
-    (taken,) = b.claim(1, 1, lambda row: None, blocked, ahead=AHEAD)
+    (taken,) = b.claim(1, 1, lambda row: None, blocked, gate_run=RUN)
     assert taken.epoch is not None
     assert taken.epoch > second.epoch
     ok, rows = a.done_and_claim(second, "completed", {"num": 1, "status": "completed"}, None, doubt=None,
-                                limit=1, cap=1, ahead=AHEAD)
+                                limit=1, cap=1, gate_run=RUN)
     assert (ok, rows) == (False, [])
     assert journal.query("SELECT state, runner, status, doubted FROM work WHERE task = 't' AND idx = 1") == [
         ("sent", lb.id, None, "t-1-1-1")]

@@ -19,7 +19,7 @@ from pooler.shared.schema import check_version, connect
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
 WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial",
-                "key_text")
+                "key_text", "key_planned")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pooler.shared.join import join_task
 from pooler.shared.lease import Lease, LeaseLost
 from pooler.shared.pg_journal import PgJournal
 from pooler.shared.plan import PLACEHOLDER, Planner, step_plans
-from pooler.shared.work import GateAhead, Settled, WorkRow, WorkStore
+from pooler.shared.work import Settled, WorkRow, WorkStore
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
@@ -126,8 +126,6 @@ class _Runner:
                                 redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base, keyed={},
                                 in_doubt_policy=config.in_doubt)
-        #: The claim moves the calls whose key material the plan holds to sent: one round trip a call.
-        self.ahead = GateAhead(int(run_no), [s.num for s in pool.steps if s.key is not None])
         self.broken: str | None = None
         self._pool = ThreadPoolExecutor(self.width, "pooler-shared")
         self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
@@ -192,13 +190,13 @@ class _Runner:
         if tidy or self._pending is None:
             self._flush()
             return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy,
-                                   ahead=self.ahead)
+                                   gate_run=self.calls.run)
         row, outcome = self._pending
         self._pending = None
         detail = self.config.redactor.value(outcome.detail)
         recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
                                                   doubt=outcome.in_doubt, limit=free, cap=self.cap,
-                                                  ahead=self.ahead)
+                                                  gate_run=self.calls.run)
         if recorded:
             self._recorded(row, outcome, detail)
         return rows

@@ -42,18 +42,8 @@ class WorkRow:
     doubted: str | None
     key_text: str | None
     step_id: str | None
-    #: The fencing epoch when the claim moved the call to sent (see ``GateAhead``); None: claimed.
+    #: The fencing epoch when the claim moved the call to sent (``gate_run``); None: claimed.
     epoch: int | None = None
-
-
-@dataclass(frozen=True)
-class GateAhead:
-    """What a claim needs to move the calls it hands out to ``sent`` in the same round trip: the
-    run of the task the runner sends them in (part of each call's step id) and the steps with a
-    key (a call of one moves only when the plan holds its key)."""
-
-    run: int
-    keyed: list[int]
 
 
 @dataclass
@@ -98,9 +88,10 @@ class WorkStore:
         return JournalError(f"the journal {self.journal.where()} failed: {self.journal.text.error(exc)}")
 
     def claim(self, limit: int, cap: int, on_doubt: DoubtPolicy, on_blocked: BlockedPolicy, *,
-              tidy: bool = True, ahead: GateAhead | None = None) -> list[WorkRow]:
+              tidy: bool = True, gate_run: int | None = None) -> list[WorkRow]:
         """Up to ``limit`` calls this runner may send, within the task-wide ``cap``, in file order;
-        with ``ahead``, those whose key material the plan holds already moved to sent.
+        with ``gate_run`` (the run of the task this runner sends in, part of each call's step id),
+        those whose key the plan holds already moved to sent, as ``gate`` does.
 
         With ``tidy``, first take back the calls of expired runners and end the calls whose step
         cannot run: a runner asks for that when it found nothing to claim, and now and then.
@@ -110,17 +101,17 @@ class WorkStore:
                 db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.task,))
                 self._reclaim(db, on_doubt)
                 self._settle_blocked(db, on_blocked)
-        claim, more = self._claim("%s", ahead)
+        claim, more = self._claim("%s", gate_run)
         _, rows = self._one(f"SELECT {_CLAIMED} FROM {claim}", (self.task, self.runner, limit, cap, *more),
                             fetch=True)
         return sorted((WorkRow(*r) for r in rows), key=lambda r: (r.num, r.idx))
 
     @staticmethod
-    def _claim(limit: str, ahead: GateAhead | None) -> tuple[str, tuple[Any, ...]]:
+    def _claim(limit: str, gate_run: int | None) -> tuple[str, tuple[Any, ...]]:
         """The claim's function call (its limit the SQL ``limit``) and the arguments after the cap."""
-        if ahead is None:
+        if gate_run is None:
             return f"pooler_claim(%s, %s, {limit}, %s)", ()
-        return f"pooler_claim_gate(%s, %s, {limit}, %s, %s, %s)", (ahead.run, ahead.keyed)
+        return f"pooler_claim_gate(%s, %s, {limit}, %s, %s)", (gate_run,)
 
     def _reclaim(self, db: Any, on_doubt: DoubtPolicy) -> None:
         """The calls of runners whose lease expired (or that left with calls they could not
@@ -218,12 +209,12 @@ class WorkStore:
 
     def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
                        doubt: str | None, limit: int, cap: int,
-                       ahead: GateAhead | None = None) -> tuple[bool, list[WorkRow]]:
+                       gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
         """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
-        ``ahead``, and moved to sent as ``claim`` does), in one round trip: whether the outcome was
-        recorded, and the calls claimed."""
+        ``gate_run``, and moved to sent as ``claim`` does), in one round trip: whether the outcome
+        was recorded, and the calls claimed."""
         # The claim takes the outcome's result as an argument, so it runs after it.
-        claim, more = self._claim("CASE WHEN d.ok IS NULL THEN 0 ELSE %s END", ahead)
+        claim, more = self._claim("CASE WHEN d.ok IS NULL THEN 0 ELSE %s END", gate_run)
         columns = ", ".join("c." + c.strip() for c in _ROW.split(","))
         _, rows = self._one(
             f"SELECT d.ok, {columns}, CASE WHEN c.state = 'sent' THEN c.epoch END FROM "
