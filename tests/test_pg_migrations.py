@@ -53,7 +53,7 @@ def test_the_schema_version_is_the_number_of_the_last_migration() -> None:
     assert SCHEMA_VERSION == 4
     assert [m.number for m in MIGRATIONS] == [1, 2, 3, 4]
     assert MIGRATIONS[1].functions == ("pooler_claim", "pooler_done")
-    assert MIGRATIONS[3].functions == ("pooler_claim_gate",)
+    assert MIGRATIONS[3].functions == ("pooler_claim_gate", "pooler_claim")
     assert MIGRATIONS[3].columns == (("work", "key_planned"),)
     assert MIGRATIONS[0].tables == ("pooler_meta", "tasks", "runners", "work", "table_rows")
 
