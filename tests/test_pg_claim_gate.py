@@ -202,8 +202,9 @@ def test_a_sequential_keyed_task_costs_the_journal_one_transaction_a_call(
     run(pool, store, pg_url, tmp_path)
     (after,) = query(pg_url, "SELECT txid_current()")[0]
     # Each call's outcome, the next call's claim and its move to sent commit together; planning,
-    # joining, the lease and the task's end take a few more.  Two a call would be 80 and more.
-    assert after - before - 1 <= calls + 8
+    # joining, the lease and the task's end take a few more (and the server's autovacuum may).
+    # Two a call would be 80 and more.
+    assert after - before - 1 < calls * 3 // 2
     rows = query(pg_url, "SELECT key_text, step_id, status, epoch FROM work ORDER BY idx")
     assert [r[:3] for r in rows] == [(f"op-a-{i}", f"t-1-{i}-1", "completed") for i in range(calls)]
     epochs = [r[3] for r in rows]
