@@ -29,7 +29,8 @@ def journal(pg_url: str) -> Iterator[PgJournal]:
 
 def plan(journal: PgJournal, task: str, rows: list[tuple[int, int, list[int], str | None]]) -> None:
     """A task whose calls are (num, idx, deps, serial)."""
-    work = [(task, num, idx, "call", idx, None, 1, None, deps, serial) for num, idx, deps, serial in rows]
+    work = [(task, num, idx, "call", idx, None, 1, None, deps, serial, None, None)
+            for num, idx, deps, serial in rows]
     assert journal.create_shared(task, "/pool.yaml", {"steps": []}, work)
 
 
@@ -93,11 +94,12 @@ def test_a_journal_of_version_2_is_refused_until_upgraded_with_the_runners_width
         conn.execute("UPDATE pooler_meta SET value = '2' WHERE name = 'schema_version'")
     older = pooler("runs", "--journal", pg_url)
     assert older.returncode == 2
-    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs 4 - "
+    assert older.stderr == (f"pooler: the journal {pg_url} has schema version 2, this pooler needs "
+                            f"{SCHEMA_VERSION} - "
                             f"upgrade it with: pooler journal upgrade --journal {pg_url} (stop every runner "
                             "of it first)\n")
     upgraded = pooler("journal", "upgrade", "--journal", pg_url)
-    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to 4\n"
+    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 2 to {SCHEMA_VERSION}\n"
     with connect(pg_url) as conn:
         found = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'runners' "
                              "AND column_name = 'width'").fetchall()

@@ -35,7 +35,8 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
         # empty-source rule, every row's key, the delimiter and encoding, variables in the name):
         # a problem refuses the run before the task exists and before anything is sent.
         plan = plan_for_joining_runner(pool, config.variables, config.sample)
-        planner = Planner(pool, task, config.variables, config.sample, plan.data)
+        planner = Planner(pool, task, config.variables, config.sample, plan.data,
+                          redactor=config.redactor)
         if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
             return pool
         found = journal.shared(task)
@@ -47,7 +48,8 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
     if narrower(found.get("sample"), config.sample):
         # Read before the task is joined: a data file that cannot be read refuses this run alone.
         plan = plan_for_joining_runner(joined, config.variables, config.sample)
-        planner = Planner(joined, task, config.variables, config.sample, plan.data)
+        planner = Planner(joined, task, config.variables, config.sample, plan.data,
+                          redactor=config.redactor)
         journal.widen(task, config.sample, planner.rows_beyond)
     journal.join(task, config.in_doubt)
     return joined

@@ -23,8 +23,11 @@ from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
 from pooler.pool.rows import chunks
+from pooler.pool.variables import render_key
+from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.executor import step_plan
+from pooler.run.identity import chunk_key
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
 PLACEHOLDER = -1
@@ -61,11 +64,13 @@ class Planner:
     """Makes the work rows of a task (and, later, of a step over an earlier step's table)."""
 
     def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None,
-                 data: Mapping[int, DataFile] | None = None) -> None:
+                 data: Mapping[int, DataFile] | None = None, *, redactor: Redactor | None = None) -> None:
         self.pool = pool
         self.task = task
         self.variables = dict(variables)
         self.sample = sample
+        #: Masks each call's key as the journal keeps keys; without it the plan holds no keys.
+        self.redactor = redactor
         #: The data file of every step over a file, as the compile step found it (variables filled
         #: in its name, its delimiter and encoding); only the runner that plans the task has them.
         self.data = dict(data or {})
@@ -86,7 +91,7 @@ class Planner:
             elif fe.file:
                 yield from self.rows_of(step, self.data[step.num].iter_rows())
             else:
-                yield (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, deps, None)
+                yield self._placeholder(step.num, deps)
 
     def rows_of(self, step: Step, data: Iterable[Any], *, first: int = 0, idx: int = 0
                 ) -> Iterator[tuple[Any, ...]]:
@@ -123,7 +128,10 @@ class Planner:
                 yield from self.rows_of(step, rows, first=held.rows, idx=held.next_idx)
             elif not held.placeholder:
                 deps = dep_nums(self.pool, self.plans[step.num])
-                yield (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, deps, None)
+                yield self._placeholder(step.num, deps)
+
+    def _placeholder(self, num: int, deps: list[int]) -> tuple[Any, ...]:
+        return (self.task, num, PLACEHOLDER, "expand", None, None, 1, None, deps, None, None, None)
 
     def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
              deps: list[int]) -> tuple[Any, ...]:
@@ -133,7 +141,29 @@ class Planner:
         first, last, size = rows
         serial = self._serial(plan, data, last is not None) if self.serialize_on else None
         return (self.task, plan.step.num, idx, "call", first, last, size,
-                None if data is None else Json(data), deps, serial)
+                None if data is None else Json(data), deps, serial, *self._key(plan, rows, data))
+
+    def _key(self, plan: StepPlan, rows: tuple[int | None, int | None, int], data: Any
+             ) -> tuple[str | None, bool | None]:
+        """The call's key as a runner makes it (a key holds only ``${row...}`` and variables), and
+        whether it is known here, so the claim that hands the call out can move it to sent in the
+        same round trip; (None, True): no key; (None, None): none made here (the runner makes it,
+        and tells what is wrong with it)."""
+        first, last, _ = rows
+        if self.redactor is None:
+            return None, None
+        if plan.step.key is None:
+            return None, True
+        scope = dict(self.variables)
+        if data is not None:
+            scope["row"] = data[0] if last is not None else data
+        try:
+            key = render_key(plan.step.key, scope)
+        except PoolerError:
+            return None, None
+        if last is not None:
+            key = chunk_key(key, first or 0, last)
+        return self.redactor.text(key), True
 
     def _serial(self, plan: StepPlan, data: Any, chunked: bool) -> str | None:
         """A digest of the call's serialize_on value: equal values, equal digests, no value stored."""

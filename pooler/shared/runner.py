@@ -191,12 +191,14 @@ class _Runner:
         """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
         if tidy or self._pending is None:
             self._flush()
-            return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy)
+            return self.work.claim(free, self.cap, self._on_doubt, self._on_blocked, tidy=tidy,
+                                   gate_run=self.calls.run)
         row, outcome = self._pending
         self._pending = None
         detail = self.config.redactor.value(outcome.detail)
         recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
-                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap)
+                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap,
+                                                  gate_run=self.calls.run)
         if recorded:
             self._recorded(row, outcome, detail)
         return rows
@@ -227,7 +229,11 @@ class _Runner:
             got.doubted = row.doubted
             # The key's round is the work row's: a call that failed goes out again under the next.
             got.ids = replace(got.ids, round=row.round)
-            epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
+            epoch = row.epoch
+            if epoch is None or (row.key_text, row.step_id, row.round) != (got.ids.key, got.ids.step_id,
+                                                                           got.ids.round):
+                # Not moved to sent by the claim, or under key material other than this runner's.
+                epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
             if epoch is None:
                 self.work.release(row)
                 return
@@ -290,7 +296,9 @@ class _Runner:
                     self._pending = (row, outcome)
             if not until_empty:
                 return
-        self._flush()
+        if until_empty:
+            # Only at the end: a collect with nothing in flight keeps the outcome for the next claim.
+            self._flush()
 
     def _quiet(self, action: Any, *args: Any) -> None:
         try:
@@ -386,7 +394,7 @@ class _Runner:
         # The task's sample as it is now (a full run may have widened it since this runner joined);
         # the calls a sampled plan made of the table stay, and its rows after them are planned.
         sample = (self.journal.shared(self.task) or {}).get("sample")
-        planner = Planner(self.pool, self.task, self.config.variables, sample)
+        planner = Planner(self.pool, self.task, self.config.variables, sample, redactor=self.config.redactor)
         held = self.work.planned(row.num)
         self.work.expand(row, list(planner.rows_of(step, data[held.rows:], first=held.rows,
                                                    idx=held.next_idx)))

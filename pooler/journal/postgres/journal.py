@@ -21,9 +21,11 @@ from pooler.statuses import TaskStatus
 
 _TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
-WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial")
+WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial",
+                "key_text", "key_planned")
 #: Their types, told to COPY once: without them every value of every row is looked at for its type.
-WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "json", "int4[]", "text")
+WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "json", "int4[]", "text", "text",
+              "bool")
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.journal import PgJournal, Planned
+from pooler.journal.postgres.journal import WORK_COLUMNS, PgJournal, Planned
 
 _ROW = ("num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, "
         "step_id")
 _DONE = "pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+#: A claimed row, and its epoch when the claim moved it to sent.
+_CLAIMED = f"{_ROW}, CASE WHEN state = 'sent' THEN epoch END"
 
 
 @dataclass
@@ -40,6 +42,8 @@ class WorkRow:
     doubted: str | None
     key_text: str | None
     step_id: str | None
+    #: The fencing epoch when the claim moved the call to sent (``gate_run``); None: claimed.
+    epoch: int | None = None
 
 
 @dataclass
@@ -84,8 +88,10 @@ class WorkStore:
         return JournalError(f"the journal {self.journal.where()} failed: {self.journal.text.error(exc)}")
 
     def claim(self, limit: int, cap: int, on_doubt: DoubtPolicy, on_blocked: BlockedPolicy, *,
-              tidy: bool = True) -> list[WorkRow]:
-        """Up to ``limit`` calls this runner may send, within the task-wide ``cap``, in file order.
+              tidy: bool = True, gate_run: int | None = None) -> list[WorkRow]:
+        """Up to ``limit`` calls this runner may send, within the task-wide ``cap``, in file order;
+        with ``gate_run`` (the run of the task this runner sends in, part of each call's step id),
+        those whose key the plan holds already moved to sent, as ``gate`` does.
 
         With ``tidy``, first take back the calls of expired runners and end the calls whose step
         cannot run: a runner asks for that when it found nothing to claim, and now and then.
@@ -95,9 +101,17 @@ class WorkStore:
                 db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.task,))
                 self._reclaim(db, on_doubt)
                 self._settle_blocked(db, on_blocked)
-        _, rows = self._one(f"SELECT {_ROW} FROM pooler_claim(%s, %s, %s, %s)",
-                            (self.task, self.runner, limit, cap), fetch=True)
+        claim, more = self._claim("%s", gate_run)
+        _, rows = self._one(f"SELECT {_CLAIMED} FROM {claim}", (self.task, self.runner, limit, cap, *more),
+                            fetch=True)
         return sorted((WorkRow(*r) for r in rows), key=lambda r: (r.num, r.idx))
+
+    @staticmethod
+    def _claim(limit: str, gate_run: int | None) -> tuple[str, tuple[Any, ...]]:
+        """The claim's function call (its limit the SQL ``limit``) and the arguments after the cap."""
+        if gate_run is None:
+            return f"pooler_claim(%s, %s, {limit}, %s)", ()
+        return f"pooler_claim_gate(%s, %s, {limit}, %s, %s)", (gate_run,)
 
     def _reclaim(self, db: Any, on_doubt: DoubtPolicy) -> None:
         """The calls of runners whose lease expired (or that left with calls they could not
@@ -155,14 +169,17 @@ class WorkStore:
 
         The task's row is read ``FOR SHARE``: a halt (which updates that row) either waits for this
         call to be marked sent, or is seen by it; so no call is sent after the halt was recorded.
+        A call the claim moved to sent with other key material is gated again, under a new epoch.
         """
         changed, rows = self._one(
             "WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE) "
             "UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, "
             "round = %s, epoch = nextval('pooler_epoch') WHERE task = %s AND num = %s AND idx = %s "
-            "AND runner = %s AND state = 'claimed' AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL) "
+            "AND runner = %s AND (state = 'claimed' OR state = 'sent' AND epoch = %s) "
+            "AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL) "
             "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now()) RETURNING epoch",
-            (self.task, key, step_id, rnd, self.task, row.num, row.idx, self.runner, self.runner), fetch=True)
+            (self.task, key, step_id, rnd, self.task, row.num, row.idx, self.runner, row.epoch, self.runner),
+            fetch=True)
         return int(rows[0][0]) if changed == 1 else None
 
     def _one(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> tuple[int, list[Any]]:
@@ -191,15 +208,18 @@ class WorkStore:
                 entry.get("key"), entry.get("step_id"))
 
     def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
-                       doubt: str | None, limit: int, cap: int) -> tuple[bool, list[WorkRow]]:
-        """A call's outcome (no tables, no halt) recorded and the next calls claimed, in one round
-        trip: whether the outcome was recorded, and the calls claimed."""
+                       doubt: str | None, limit: int, cap: int,
+                       gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
+        """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
+        ``gate_run``, and moved to sent as ``claim`` does), in one round trip: whether the outcome
+        was recorded, and the calls claimed."""
         # The claim takes the outcome's result as an argument, so it runs after it.
+        claim, more = self._claim("CASE WHEN d.ok IS NULL THEN 0 ELSE %s END", gate_run)
+        columns = ", ".join("c." + c.strip() for c in _ROW.split(","))
         _, rows = self._one(
-            f"SELECT d.ok, {', '.join('c.' + c.strip() for c in _ROW.split(','))} FROM "
-            f"(SELECT {_DONE} AS ok) d LEFT JOIN LATERAL pooler_claim(%s, %s, "
-            "CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s) c ON true",
-            (*self._done_args(row, status, entry, detail, doubt), self.task, self.runner, limit, cap),
+            f"SELECT d.ok, {columns}, CASE WHEN c.state = 'sent' THEN c.epoch END FROM "
+            f"(SELECT {_DONE} AS ok) d LEFT JOIN LATERAL {claim} c ON true",
+            (*self._done_args(row, status, entry, detail, doubt), self.task, self.runner, limit, cap, *more),
             fetch=True)
         claimed = [WorkRow(*r[1:]) for r in rows if r[1] is not None]
         return bool(rows and rows[0][0]), sorted(claimed, key=lambda r: (r.num, r.idx))
@@ -236,8 +256,7 @@ class WorkStore:
                              "AND state = 'claimed'", (self.task, row.num, row.idx, self.runner))
             if cur.rowcount != 1:
                 return False
-            with db.cursor().copy("COPY work (task, num, idx, kind, row_first, row_last, size, data, "
-                                  "deps, serial) FROM STDIN") as copy:
+            with db.cursor().copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
                 for values in work:
                     copy.write_row(values)
             return True

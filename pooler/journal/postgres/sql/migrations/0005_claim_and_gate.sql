@@ -1,0 +1,68 @@
+-- A claim that also moves the calls it hands out to sent, so a call costs one round trip: its
+-- outcome, the claim of the next calls and their gate go in one statement.
+-- Whether the plan holds the call's key material: true when key_text is the call's key as the
+-- planner's variables made it, masked (NULL: its step has no key); NULL for a call planned before
+-- this version, or whose key the planner could not make.
+ALTER TABLE work ADD COLUMN IF NOT EXISTS key_planned BOOLEAN;
+-- A claim: under the task's advisory lock (so the count of calls in flight is exact when it is
+-- weighed against the cap), the first ready calls in file order whose steps referred to have
+-- completed and whose serialize_on value has no earlier call not done, as many as the cap and
+-- this runner's fair share leave.  With p_run (the run of the task the runner sends in), each
+-- call whose key the plan holds goes straight to sent, as the runner's gate would move it: the
+-- task's row read FOR SHARE (a halt either waits for this claim to commit, or is seen and nothing
+-- is claimed), the lease alive by the clock of now (not of the transaction's start, which may
+-- have waited for the task's lock), an epoch for each call, and the step id the runner gives it.
+-- The rest are claimed, for the runner's own gate; a runner that makes another key for a call
+-- (other variables) gates it again.  A function, so it costs one round trip.
+CREATE OR REPLACE FUNCTION pooler_claim_gate(p_task TEXT, p_runner TEXT, p_limit INTEGER, p_cap INTEGER,
+    p_run INTEGER)
+RETURNS SETOF work LANGUAGE plpgsql AS $$
+DECLARE
+    v_halted TEXT;
+    v_busy INTEGER;
+    v_mine INTEGER;
+    v_gate BOOLEAN;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext(p_task));
+    IF p_run IS NULL THEN
+        SELECT halted INTO v_halted FROM tasks WHERE id = p_task;
+    ELSE
+        SELECT halted INTO v_halted FROM tasks WHERE id = p_task FOR SHARE;
+    END IF;
+    IF NOT FOUND OR v_halted IS NOT NULL THEN
+        RETURN;
+    END IF;
+    SELECT count(*), count(*) FILTER (WHERE runner = p_runner) INTO v_busy, v_mine
+    FROM work WHERE task = p_task AND state IN ('claimed', 'sent');
+    IF p_cap - v_busy <= 0 THEN
+        RETURN;
+    END IF;
+    -- Held to its share only while the cap is shared: a runner alone takes the whole cap.
+    p_limit := least(p_limit, pooler_share(p_task, p_runner, p_cap) - v_mine);
+    IF p_limit <= 0 THEN
+        RETURN;
+    END IF;
+    v_gate := p_run IS NOT NULL AND EXISTS (SELECT 1 FROM runners WHERE id = p_runner
+                                            AND lease_until > clock_timestamp());
+    RETURN QUERY
+    UPDATE work SET runner = p_runner,
+        state = CASE WHEN v_gate AND kind = 'call' AND key_planned THEN 'sent' ELSE 'claimed' END,
+        sent_at = CASE WHEN v_gate AND kind = 'call' AND key_planned THEN clock_timestamp() ELSE sent_at END,
+        step_id = CASE WHEN v_gate AND kind = 'call' AND key_planned
+                       THEN p_task || '-' || num || coalesce('-' || row_first, '') || '-' || p_run
+                       ELSE step_id END,
+        epoch = CASE WHEN v_gate AND kind = 'call' AND key_planned THEN nextval('pooler_epoch') ELSE epoch END
+    WHERE ctid = ANY(ARRAY(
+        SELECT w.ctid FROM work w WHERE w.task = p_task AND w.state = 'ready'
+          AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
+               AND d.num = ANY(w.deps) AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+          AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task
+               AND s.serial = w.serial AND (s.num, s.idx) < (w.num, w.idx) AND s.state <> 'done'))
+        ORDER BY w.num, w.idx LIMIT least(p_limit, p_cap - v_busy) FOR UPDATE SKIP LOCKED))
+    RETURNING *;
+END $$;
+-- The claim alone (nothing moved to sent): one rule, in the function above.
+CREATE OR REPLACE FUNCTION pooler_claim(p_task TEXT, p_runner TEXT, p_limit INTEGER, p_cap INTEGER)
+RETURNS SETOF work LANGUAGE sql AS $$
+    SELECT * FROM pooler_claim_gate(p_task, p_runner, p_limit, p_cap, NULL)
+$$;
