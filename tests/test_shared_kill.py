@@ -202,3 +202,25 @@ def test_the_database_going_away_stops_the_runner_with_nothing_unrecorded(store:
         assert json.loads(shown.stdout)["plan"] == plan
     finally:
         server.stop()
+
+
+@pytest.mark.process
+def test_a_runner_killed_on_this_machine_is_taken_back_at_once_by_the_next_run(store: Store, pg_url: str,
+                                                                              tmp_path: Path) -> None:
+    upgrade(pg_url)
+    pool = write_pool(tmp_path, ["pool:"] + [
+        f"  - {{unit: MELBIS_AGENT_TEST, command: CmdSleep, params: {{ms: {150 + i}}}, key: k{i}}}"
+        for i in range(6)])
+    # The default lease (120 s): the run after the kill must not wait for it to run out.
+    killed = start_runner(pool, store, pg_url, "t", tmp_path / "out-a")
+    wait_for(lambda: query(pg_url, "SELECT count(*) FROM work WHERE state = 'sent'")[0][0] == 1
+             and query(pg_url, "SELECT count(*) FROM work WHERE state = 'done'")[0][0] >= 2)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    code, answer, err = finish(start_runner(pool, store, pg_url, "t", tmp_path / "out-b"), timeout=60)
+    assert code == 0, err
+    assert answer is not None
+    assert (answer["status"], answer["succeeded"]) == ("completed", 6)
+    # The call in flight when it was killed is in doubt, and sent again under its key.
+    assert [i["action"] for i in answer["in_doubt"]] == ["retried"]
+    assert sorted(carried_out(store).values()) == [1] * 6

@@ -127,10 +127,18 @@ class PgJournal:
         """Runners of the task whose lease is alive now (on the database's clock), but for those
         of this machine whose process is gone: a runner killed here is dead before its lease ends,
         as a run of a SQLite journal is."""
+        return len(self._leases(task_id)[0])
+
+    def _leases(self, task_id: str) -> tuple[list[str], list[str]]:
+        """The runners of the task holding a live lease, and those among them killed on this
+        machine (their process is gone): the one rule of who is alive."""
         here = socket.gethostname()
-        rows = self.query("SELECT host, pid FROM runners WHERE task = %s AND lease_until > now()",
-                          (task_id,))
-        return sum(1 for where, pid in rows if where != here or alive(int(pid)))
+        live: list[str] = []
+        dead: list[str] = []
+        for runner, where, pid in self.query(
+                "SELECT id, host, pid FROM runners WHERE task = %s AND lease_until > now()", (task_id,)):
+            (dead if where == here and not alive(int(pid)) else live).append(str(runner))
+        return live, dead
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
         """The task counted against its work rows: rows of a step over rows (calls of the others)
@@ -214,6 +222,11 @@ class PgJournal:
     def join(self, task_id: str, in_doubt: str) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
         new run, in which the calls that failed are sent again (``pooler_run_again``, 0004)."""
+        _, dead = self._leases(task_id)
+        if dead:
+            # Killed here: their leases end now, so this runner takes their calls back at once
+            # (in doubt, by the task's policy) rather than when the leases would have run out.
+            self.query("UPDATE runners SET lease_until = now() WHERE id = ANY(%s)", (dead,))
         return bool(self.query("SELECT pooler_run_again(%s, %s)", (task_id, in_doubt))[0][0])
 
 
