@@ -14,12 +14,11 @@ from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText
-from pooler.journal.postgres.schema import check_version, connect
+from pooler.journal.postgres.schema import SQL, check_version, connect
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
 from pooler.statuses import TaskStatus
 
-_TASK_COLUMNS = "id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run"
 #: The columns of a work row a plan gives, in COPY order.
 WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial",
                 "key_text", "key_planned")
@@ -93,22 +92,20 @@ class PgJournal:
     # What runs and show read
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
-        rows = self.query(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY created DESC, id DESC LIMIT %s",
-                          (limit,))
+        rows = self.query(SQL["tasks"], (limit,))
         return [TaskRow(*r) for r in rows]
 
     def task(self, task_id: str) -> TaskRow | None:
-        rows = self.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = %s", (task_id,))
+        rows = self.query(SQL["task"], (task_id,))
         return TaskRow(*rows[0]) if rows else None
 
     def last_unfinished(self, pool_file: str) -> str | None:
         """The latest task of ``pool_file`` (as ``pool_identity`` gives it) that did not complete."""
-        rows = self.query("SELECT id FROM tasks WHERE pool_file = %s AND status <> 'completed' "
-                          "ORDER BY created DESC, id DESC LIMIT 1", (pool_file,))
+        rows = self.query(SQL["last_unfinished"], (pool_file,))
         return str(rows[0][0]) if rows else None
 
     def answer(self, task_id: str) -> dict[str, Any] | None:
-        rows = self.query("SELECT answer FROM tasks WHERE id = %s", (task_id,))
+        rows = self.query(SQL["answer"], (task_id,))
         if not rows or rows[0][0] is None:
             return None
         found: dict[str, Any] = json.loads(rows[0][0])
@@ -117,10 +114,8 @@ class PgJournal:
     def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
         """Record the task's answer; its status is the answer's unless given (``sampled``)."""
         status = status or answer.get("status", TaskStatus.FAILED)
-        self.query(
-            "UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, "
-            "skipped = %s, not_run = %s, answer = %s WHERE id = %s",
-            (stamp(), status, answer.get("total"), answer.get("succeeded"), answer.get("failed"),
+        self.query(SQL["finish_task"], (
+            stamp(), status, answer.get("total"), answer.get("succeeded"), answer.get("failed"),
              answer.get("skipped"), answer.get("not_run"), dumps(answer), task_id))
 
     def live_runners(self, task_id: str) -> int:
@@ -135,15 +130,14 @@ class PgJournal:
         here = socket.gethostname()
         live: list[str] = []
         dead: list[str] = []
-        for runner, where, pid in self.query(
-                "SELECT id, host, pid FROM runners WHERE task = %s AND lease_until > now()", (task_id,)):
+        for runner, where, pid in self.query(SQL["live_leases"], (task_id,)):
             (dead if where == here and not alive(int(pid)) else live).append(str(runner))
         return live, dead
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
         """The task counted against its work rows: rows of a step over rows (calls of the others)
         by status; a call sent whose answer is not recorded is in doubt, one never sent not run."""
-        rows = self.query(_PLAN_COUNTS, (task_id,))
+        rows = self.query(SQL["plan_counts"], (task_id,))
         if not rows or rows[0][0] is None:
             return None
         planned, completed, failed, in_doubt, skipped = (int(v or 0) for v in rows[0])
@@ -154,7 +148,7 @@ class PgJournal:
 
     def shared(self, task_id: str) -> dict[str, Any] | None:
         """The stored pool document and options of a shared task; None when there is no such task."""
-        rows = self.query("SELECT shared FROM tasks WHERE id = %s", (task_id,))
+        rows = self.query(SQL["shared"], (task_id,))
         if not rows:
             return None
         if rows[0][0] is None:
@@ -204,7 +198,7 @@ class PgJournal:
                                               (task_id,)).fetchone()
                     if found is None or not narrower(found[0].get("sample"), sample):
                         return False
-                    planned = _planned(self.conn.execute(_PLANNED, (task_id,)).fetchall())
+                    planned = _planned(self.conn.execute(SQL["planned"], (task_id,)).fetchall())
                     with self.conn.cursor().copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
                         copy.set_types(WORK_TYPES)
                         for row in more(planned):
@@ -217,7 +211,7 @@ class PgJournal:
 
     def planned(self, task_id: str) -> dict[int, Planned]:
         """What the task's plan holds of each step, by step number."""
-        return _planned(self.query(_PLANNED, (task_id,)))
+        return _planned(self.query(SQL["planned"], (task_id,)))
 
     def join(self, task_id: str, in_doubt: str) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
@@ -226,20 +220,8 @@ class PgJournal:
         if dead:
             # Killed here: their leases end now, so this runner takes their calls back at once
             # (in doubt, by the task's policy) rather than when the leases would have run out.
-            self.query("UPDATE runners SET lease_until = now() WHERE id = ANY(%s)", (dead,))
-        return bool(self.query("SELECT pooler_run_again(%s, %s)", (task_id, in_doubt))[0][0])
-
-
-# A placeholder of a step over a table counts once it is done (its step could not read the table).
-_PLAN_COUNTS = (
-    "SELECT sum(size), sum(size) FILTER (WHERE state = 'done' AND status = 'completed'), "
-    "sum(size) FILTER (WHERE state = 'done' AND status = 'failed'), "
-    "sum(size) FILTER (WHERE state = 'sent' OR (state = 'done' AND status = 'in_doubt')), "
-    "sum(size) FILTER (WHERE state = 'done' AND status = 'skipped') "
-    "FROM work WHERE task = %s AND (kind = 'call' OR state = 'done')")
-_PLANNED = ("SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0), "
-            "coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0), bool_or(kind = 'expand') "
-            "FROM work WHERE task = %s GROUP BY num")
+            self.query(SQL["end_leases"], (dead,))
+        return bool(self.query(SQL["run_again"], (task_id, in_doubt))[0][0])
 
 
 def _planned(rows: Iterable[tuple[Any, ...]]) -> dict[int, Planned]:

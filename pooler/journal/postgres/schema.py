@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText, argument, shown
 from pooler.journal.migrations import Migration, read_migrations
+from pooler.journal.queries import read_queries
 
 if TYPE_CHECKING:
     import psycopg
 
 #: The journal's SQL: ``migrations/NNNN_what.sql``, applied in the order of their numbers.
 MIGRATIONS_DIR = Path(__file__).with_name("sql") / "migrations"
+#: The journal's queries, by name (``sql/queries.sql``).
+SQL = read_queries(Path(__file__).with_name("sql") / "queries.sql")
 MIGRATIONS = read_migrations(MIGRATIONS_DIR)
 #: The schema version this pooler needs: the number of the last migration, so it changes whenever
 #: the schema does.  ``pooler journal upgrade`` brings an older journal to it.
