@@ -48,6 +48,8 @@ class WorkState(_Word):
     READY = "ready"
     CLAIMED = "claimed"
     SENT = "sent"
+    #: Recorded in doubt by an earlier run: a task run again leaves it to its runners' rule.
+    DOUBT = "doubt"
     DONE = "done"
 
 

@@ -43,7 +43,7 @@ def plan(journal: PgJournal, rows: list[tuple[int, int, str | None, str | None]]
     assert journal.create_shared("t", "/pool.yaml", {"steps": []}, work)
 
 
-def never(row: WorkRow) -> Settled | None:
+def never(row: WorkRow, expired: bool) -> Settled | None:
     raise AssertionError(f"no call should be in doubt: {row}")
 
 
@@ -166,7 +166,7 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     # is refused, and the claim that went with it hands it nothing.
     expire(journal, la)
     lb, b = runner(journal)
-    (taken,) = b.claim(1, 1, lambda row: None, blocked, gate_run=RUN)
+    (taken,) = b.claim(1, 1, lambda row, expired: None, blocked, gate_run=RUN)
     assert taken.epoch is not None
     assert taken.epoch > second.epoch
     ok, rows = a.done_and_claim(second, "completed", {"num": 1, "status": "completed"}, None, doubt=None,

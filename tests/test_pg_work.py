@@ -34,7 +34,7 @@ def plan(journal: PgJournal, task: str, rows: list[tuple[int, int, list[int], st
     assert journal.create_shared(task, "/pool.yaml", {"steps": []}, work)
 
 
-def never(row: WorkRow) -> Settled | None:
+def never(row: WorkRow, expired: bool) -> Settled | None:
     raise AssertionError(f"no call should be in doubt: {row}")
 
 
@@ -204,7 +204,8 @@ def test_an_expired_runners_calls_are_taken_back(journal: PgJournal) -> None:
     lb, b = runner(journal, "t")
     seen: list[tuple[int, str | None]] = []
 
-    def doubt(row: WorkRow) -> Settled | None:
+    def doubt(row: WorkRow, expired: bool) -> Settled | None:
+        assert expired, "sent by a runner whose lease expired"
         seen.append((row.idx, row.key_text))
         if row.key_text is not None:
             return None
@@ -232,7 +233,7 @@ def test_a_call_taken_back_is_sent_under_a_higher_epoch(journal: PgJournal) -> N
     assert first is not None
     expire(journal, la)
     lb, b = runner(journal, "t")
-    (again,) = b.claim(1, 10, lambda r: None, blocked)
+    (again,) = b.claim(1, 10, lambda r, expired: None, blocked)
     later = b.gate(again, "k", "t-1-0-1", 1)
     assert later is not None
     assert later > first
@@ -253,7 +254,8 @@ def test_a_runner_that_left_with_a_call_it_could_not_record_leaves_it_in_doubt(j
     lb, b = runner(journal, "t")
     seen: list[int] = []
 
-    def doubt(row: WorkRow) -> Settled | None:
+    def doubt(row: WorkRow, expired: bool) -> Settled | None:
+        assert expired, "sent by a runner whose lease expired"
         seen.append(row.idx)
         return Settled("in_doubt", {"num": 1, "status": "in_doubt"})
 

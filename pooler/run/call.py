@@ -28,9 +28,10 @@ from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepPlan, StepState, serial_value
-from pooler.run.entries import ANSWER_KEYS, IDENTITY_KEYS, counted_done, not_sent
+from pooler.run.entries import ANSWER_KEYS, IDENTITY_KEYS, not_sent
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.identity import chunk_key, chunk_span, idempotency_header, job_call, step_id
+from pooler.run.rulings import rule_in_doubt
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
 
@@ -157,24 +158,12 @@ class CallRunner:
                            in_doubt=action, doubted=doubted if isinstance(doubted, str) else None)
         if found.run in self.live_runs:
             return self._taken(call, key, found)
-        if self.in_doubt_policy == "retry":
+        ruling = rule_in_doubt(call.head(), call.plan.step, key, found.step_id, self.in_doubt_policy)
+        if ruling is None:
             return None
-        if self.in_doubt_policy == "skip":
-            entry = self.redactor.value(counted_done(
-                call.head(), key, found.step_id, f"counted done without its answer: the call {found.step_id} "
-                "was sent and its answer never came back (--in-doubt skip)."))
-            self.journal.record(ids, CallStatus.SKIPPED, entry, in_doubt=True)
-            return Outcome(call, CallStatus.SKIPPED, entry, None, in_doubt="skipped", step_id=found.step_id)
-        step = call.plan.step
-        named = f" ({step.name})" if step.name else ""
-        message = (f"Step {step.num}{named} was sent as {found.step_id} and its answer never came back: "
-                   "it may or may not have been carried out. Check the store, then run the task again "
-                   "with --in-doubt skip (it was done) or --in-doubt retry (send it again with the "
-                   "same Idempotency-Key).")
-        entry = self.redactor.value(not_sent(call.head(), CallStatus.IN_DOUBT, key, message,
-                                             step_id=found.step_id))
-        self.journal.record(ids, CallStatus.IN_DOUBT, entry)
-        return Outcome(call, CallStatus.IN_DOUBT, entry, None, halt=True, in_doubt="stopped",
+        entry = self.redactor.value(ruling.entry)
+        self.journal.record(ids, ruling.status, entry, in_doubt=ruling.status == CallStatus.SKIPPED)
+        return Outcome(call, ruling.status, entry, None, halt=ruling.halt, in_doubt=ruling.action,
                        step_id=found.step_id)
 
     def not_sent(self, call: Call, ids: CallId, status: str, message: str) -> Outcome:

@@ -17,6 +17,7 @@ from pooler.pool.compiler import Plan, empty_source
 from pooler.pool.model import Step
 from pooler.pool.rows import count_rows, iter_rows
 from pooler.run.callplan import Call, StepPlan
+from pooler.run.rulings import table_to_read
 from pooler.run.scheduler import StepRun
 from pooler.run.tables import TableWriter
 
@@ -118,18 +119,13 @@ class CallOpener:
         if source is None:
             _raise(step.problem(f"for_each.step of step {step.num} names no earlier step: {fe.step}.",
                                 "for_each", "step"))
-        table = fe.table
-        if table is None:
-            written = sorted(source.tables)
-            if len(written) != 1:
-                _raise(step.problem(
-                    f"step {step.num} reads the rows of step {source.plan.step.label}, which wrote "
-                    f"{len(written)} tables ({', '.join(written) or 'none'}) - name one with "
-                    "for_each.table.", "for_each"))
-            table = written[0]
+        table, problem = table_to_read(step, source.plan.step.label, sorted(source.tables))
+        if problem is not None:
+            _raise(step.problem(problem, "for_each"))
+        assert table is not None
         path = self.writer.path_for(source.plan.prefix, table)
         if not path.is_file():
             _raise(step.problem(
-                f"step {step.num} reads the table {table} of step {source.plan.step.label}, which "
-                f"wrote no such table (no file {path}).", "for_each"))
+                f"step {step.num} reads the table {table} of step {source.plan.step.label}, whose file "
+                f"{path} is gone.", "for_each"))
         return path

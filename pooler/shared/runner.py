@@ -23,9 +23,10 @@ from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
 from pooler.pool.model import Pool
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared
-from pooler.run.entries import Entry, counted_done, not_run, not_sent
+from pooler.run.entries import Entry, not_run, not_sent
 from pooler.run.events import Reporter, listener
 from pooler.run.executor import RunConfig, pool_base
+from pooler.run.rulings import BY_EXPIRED_RUNNER, rule_in_doubt, table_to_read
 from pooler.shared.answer import task_answer
 from pooler.shared.io import GatedClient, KeepingWriter, NoCallLog
 from pooler.shared.join import join_task
@@ -338,26 +339,15 @@ class _Runner:
     def _head(self, row: WorkRow) -> Entry:
         return self._call(row).head()
 
-    def _on_doubt(self, row: WorkRow) -> Settled | None:
-        """A call an expired runner sent and never recorded: the task's --in-doubt policy."""
-        step = self.steps[row.num]
-        policy = self.config.in_doubt
-        if row.key_text is not None and policy == "retry":
+    def _on_doubt(self, row: WorkRow, expired: bool) -> Settled | None:
+        """A call sent and never recorded, by a runner whose lease expired or by an earlier run of
+        the task: the task's --in-doubt policy, by the rule a single-host run follows."""
+        ruling = rule_in_doubt(self._head(row), self.steps[row.num], row.key_text, row.step_id,
+                               self.config.in_doubt, sender=BY_EXPIRED_RUNNER if expired else "")
+        if ruling is None:
             return None
-        if policy == "skip":
-            entry = counted_done(self._head(row), row.key_text, row.step_id,
-                                 f"counted done without its answer: the call {row.step_id} was sent by a "
-                                 "runner whose lease expired (--in-doubt skip).")
-            return Settled(CallStatus.SKIPPED, self.config.redactor.value(entry), doubt="skipped")
-        named = f" ({step.name})" if step.name else ""
-        message = (f"Step {step.num}{named} was sent as {row.step_id} by a runner whose lease expired, and "
-                   "its answer never came back: it may or may not have been carried out. Check the "
-                   "store, then run the task again with --in-doubt skip (it was done) or --in-doubt "
-                   "retry (send it again with the same Idempotency-Key).")
-        entry = self.config.redactor.value(
-            not_sent(self._head(row), CallStatus.IN_DOUBT, row.key_text, message, step_id=row.step_id))
-        stopping = policy == "stop" or self.pool.options.stop_on_error
-        return Settled(CallStatus.IN_DOUBT, entry, doubt="stopped" if policy == "stop" else None,
+        stopping = ruling.halt or (ruling.status == CallStatus.IN_DOUBT and self.pool.options.stop_on_error)
+        return Settled(ruling.status, self.config.redactor.value(ruling.entry), doubt=ruling.action,
                        halt=f"step {row.num} in doubt" if stopping else None)
 
     def _on_blocked(self, row: WorkRow, dep: int, status: str) -> Settled:
@@ -374,14 +364,7 @@ class _Runner:
         source = self.pool.step_named(fe.step)
         assert source is not None
         names, _ = self.work.table(source.num, None)
-        name = fe.table
-        problem = None
-        if name is None and len(names) != 1:
-            problem = (f"step {step.num} reads the rows of step {source.label}, which wrote {len(names)} "
-                       f"tables ({', '.join(names) or 'none'}) - name one with for_each.table.")
-        elif name is not None and name not in names:
-            problem = (f"step {step.num} reads the table {name} of step {source.label}, which wrote no "
-                       "such table.")
+        name, problem = table_to_read(step, source.label, names)
         if problem is not None:
             # As a step whose data broke: one failed call at its first row.
             entry = self.config.redactor.value(
@@ -390,7 +373,8 @@ class _Runner:
             self.work.done(replace(row, idx=PLACEHOLDER), CallStatus.FAILED, entry, None, doubt=None,
                            halt=halt)
             return
-        _, data = self.work.table(source.num, name or names[0])
+        assert name is not None
+        _, data = self.work.table(source.num, name)
         # The task's sample as it is now (a full run may have widened it since this runner joined);
         # the calls a sampled plan made of the table stay, and its rows after them are planned.
         sample = (self.journal.shared(self.task) or {}).get("sample")

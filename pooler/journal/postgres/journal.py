@@ -19,10 +19,8 @@ from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
 from pooler.statuses import TaskStatus
 
-#: The columns of a work row a plan gives, in COPY order.
-WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial",
-                "key_text", "key_planned")
-#: Their types, told to COPY once: without them every value of every row is looked at for its type.
+#: The types of the columns of a work row a plan gives, in the order of ``SQL["copy_work"]``, told
+#: to COPY once: without them every value of every row is looked at for its type.
 WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "json", "int4[]", "text", "text",
               "bool")
 
@@ -173,7 +171,7 @@ class PgJournal:
                     if made is None:
                         return False
                     cur = self.conn.cursor()
-                    with cur.copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+                    with cur.copy(SQL["copy_work"]) as copy:
                         copy.set_types(WORK_TYPES)
                         for row in work:
                             copy.write_row(row)
@@ -199,7 +197,7 @@ class PgJournal:
                     if found is None or not narrower(found[0].get("sample"), sample):
                         return False
                     planned = _planned(self.conn.execute(SQL["planned"], (task_id,)).fetchall())
-                    with self.conn.cursor().copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+                    with self.conn.cursor().copy(SQL["copy_work"]) as copy:
                         copy.set_types(WORK_TYPES)
                         for row in more(planned):
                             copy.write_row(row)

@@ -15,13 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.journal import WORK_COLUMNS, PgJournal, Planned
-
-_ROW = ("num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, "
-        "step_id")
-_DONE = "pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-#: A claimed row, and its epoch when the claim moved it to sent.
-_CLAIMED = f"{_ROW}, CASE WHEN state = 'sent' THEN epoch END"
+from pooler.journal.postgres.journal import PgJournal, Planned
+from pooler.journal.postgres.schema import SQL
 
 
 @dataclass
@@ -56,9 +51,10 @@ class Settled:
     halt: str | None = None
 
 
-#: What a runner does with a call an expired runner sent without recording its answer:
-#: None puts it back to be sent again (same key, same round); a ``Settled`` ends it.
-DoubtPolicy = Callable[[WorkRow], Settled | None]
+#: What a runner does with a call sent without its answer recorded (by a runner whose lease
+#: expired, when the flag says so; else by an earlier run): None puts it back to be sent again
+#: (same key, same round); a ``Settled`` ends it.
+DoubtPolicy = Callable[[WorkRow, bool], Settled | None]
 #: A ready call whose step cannot run (a step it refers to did not complete): how it ends.
 BlockedPolicy = Callable[[WorkRow, int, str], Settled]
 
@@ -98,57 +94,36 @@ class WorkStore:
         """
         if tidy:
             with self._tx() as db:
-                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.task,))
+                db.execute(SQL["lock_task"], (self.task,))
                 self._reclaim(db, on_doubt)
                 self._settle_blocked(db, on_blocked)
-        claim, more = self._claim("%s", gate_run)
-        _, rows = self._one(f"SELECT {_CLAIMED} FROM {claim}", (self.task, self.runner, limit, cap, *more),
-                            fetch=True)
-        return sorted((WorkRow(*r) for r in rows), key=lambda r: (r.num, r.idx))
-
-    @staticmethod
-    def _claim(limit: str, gate_run: int | None) -> tuple[str, tuple[Any, ...]]:
-        """The claim's function call (its limit the SQL ``limit``) and the arguments after the cap."""
+        args = (self.task, self.runner, limit, cap)
         if gate_run is None:
-            return f"pooler_claim(%s, %s, {limit}, %s)", ()
-        return f"pooler_claim_gate(%s, %s, {limit}, %s, %s)", (gate_run,)
+            _, rows = self._one(SQL["claim"], args, fetch=True)
+        else:
+            _, rows = self._one(SQL["claim_gate"], (*args, gate_run), fetch=True)
+        return sorted((WorkRow(*r) for r in rows), key=lambda r: (r.num, r.idx))
 
     def _reclaim(self, db: Any, on_doubt: DoubtPolicy) -> None:
         """The calls of runners whose lease expired (or that left with calls they could not
-        record): unsent ones back to ready, sent ones in doubt."""
-        gone = [r[0] for r in db.execute(
-            "SELECT id FROM runners WHERE task = %s AND lease_until < now() UNION "
-            "SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sent') "
-            "AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner)",
-            (self.task, self.task)).fetchall()]
-        if not gone:
-            return
-        db.execute("UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' "
-                   "AND runner = ANY(%s)", (self.task, gone))
-        sent = db.execute(f"SELECT {_ROW} FROM work WHERE task = %s AND state = 'sent' AND runner = ANY(%s) "
-                          "ORDER BY num, idx", (self.task, gone)).fetchall()
-        for columns in sent:
+        record): unsent ones back to ready, sent ones ruled in doubt; and the calls an earlier run
+        recorded in doubt, which a run again leaves to this rule too."""
+        gone = [r[0] for r in db.execute(SQL["gone_runners"], (self.task, self.task)).fetchall()]
+        if gone:
+            db.execute(SQL["unclaim_gone"], (self.task, gone))
+        for *columns, expired in db.execute(SQL["in_doubt_to_rule"], (self.task, gone)).fetchall():
             row = WorkRow(*columns)
-            decided = on_doubt(row)
+            decided = on_doubt(row, bool(expired))
             if decided is None:
-                db.execute("UPDATE work SET state = 'ready', runner = NULL, doubted = %s "
-                           "WHERE task = %s AND num = %s AND idx = %s",
-                           (row.step_id, self.task, row.num, row.idx))
+                db.execute(SQL["send_again"], (row.step_id, self.task, row.num, row.idx))
             else:
                 self._end(db, row.num, row.idx, decided)
-        db.execute("DELETE FROM runners WHERE id = ANY(%s)", (gone,))
+        if gone:
+            db.execute(SQL["forget_runners"], (gone,))
 
     def _settle_blocked(self, db: Any, on_blocked: BlockedPolicy) -> None:
         """Ready calls of a step that refers to one that did not complete: not run."""
-        rows = db.execute(
-            f"SELECT {_ROW}, (SELECT d.num FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) "
-            "  AND d.state = 'done' AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num LIMIT 1), "
-            " (SELECT d.status FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) "
-            "  AND d.state = 'done' AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num, "
-            "  d.status = 'in_doubt' DESC LIMIT 1) "
-            "FROM work w WHERE w.task = %s AND w.state = 'ready' AND w.deps <> '{}' AND EXISTS (SELECT 1 "
-            "FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done' "
-            "AND d.status NOT IN ('completed', 'skipped')) FOR UPDATE SKIP LOCKED", (self.task,)).fetchall()
+        rows = db.execute(SQL["blocked"], (self.task,)).fetchall()
         for columns in rows:
             how = on_blocked(WorkRow(*columns[:-2]), columns[-2], columns[-1])
             self._end(db, columns[0], columns[1], how)
@@ -156,12 +131,10 @@ class WorkStore:
     def _end(self, db: Any, num: int, idx: int, how: Settled) -> None:
         from psycopg.types.json import Json  # noqa: PLC0415
 
-        db.execute("UPDATE work SET state = 'done', runner = NULL, status = %s, entry = %s, doubt = %s, "
-                   "done_at = now() WHERE task = %s AND num = %s AND idx = %s",
-                   (how.status, None if how.entry is None else Json(how.entry), how.doubt, self.task, num,
-                    idx))
+        db.execute(SQL["end_call"], (how.status, None if how.entry is None else Json(how.entry), how.doubt,
+                                     self.task, num, idx))
         if how.halt:
-            db.execute("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s", (how.halt, self.task))
+            db.execute(SQL["halt_task"], (how.halt, self.task))
 
     def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int) -> int | None:
         """``claimed → sent``, only while this runner's lease is alive and the task not halted: the
@@ -171,15 +144,8 @@ class WorkStore:
         call to be marked sent, or is seen by it; so no call is sent after the halt was recorded.
         A call the claim moved to sent with other key material is gated again, under a new epoch.
         """
-        changed, rows = self._one(
-            "WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE) "
-            "UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, "
-            "round = %s, epoch = nextval('pooler_epoch') WHERE task = %s AND num = %s AND idx = %s "
-            "AND runner = %s AND (state = 'claimed' OR state = 'sent' AND epoch = %s) "
-            "AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL) "
-            "AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now()) RETURNING epoch",
-            (self.task, key, step_id, rnd, self.task, row.num, row.idx, self.runner, row.epoch, self.runner),
-            fetch=True)
+        changed, rows = self._one(SQL["gate"], (self.task, key, step_id, rnd, self.task, row.num, row.idx,
+                                                self.runner, row.epoch, self.runner), fetch=True)
         return int(rows[0][0]) if changed == 1 else None
 
     def _one(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> tuple[int, list[Any]]:
@@ -196,9 +162,7 @@ class WorkStore:
     def release(self, row: WorkRow) -> None:
         """A call this runner claimed and will not send: back to ready for any runner."""
         with self._tx() as db:
-            db.execute("UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND num = %s "
-                       "AND idx = %s AND runner = %s AND state IN ('claimed', 'sent')",
-                       (self.task, row.num, row.idx, self.runner))
+            db.execute(SQL["release"], (self.task, row.num, row.idx, self.runner))
 
     def _done_args(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
                    doubt: str | None) -> tuple[Any, ...]:
@@ -213,14 +177,11 @@ class WorkStore:
         """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
         ``gate_run``, and moved to sent as ``claim`` does), in one round trip: whether the outcome
         was recorded, and the calls claimed."""
-        # The claim takes the outcome's result as an argument, so it runs after it.
-        claim, more = self._claim("CASE WHEN d.ok IS NULL THEN 0 ELSE %s END", gate_run)
-        columns = ", ".join("c." + c.strip() for c in _ROW.split(","))
-        _, rows = self._one(
-            f"SELECT d.ok, {columns}, CASE WHEN c.state = 'sent' THEN c.epoch END FROM "
-            f"(SELECT {_DONE} AS ok) d LEFT JOIN LATERAL {claim} c ON true",
-            (*self._done_args(row, status, entry, detail, doubt), self.task, self.runner, limit, cap, *more),
-            fetch=True)
+        args = (*self._done_args(row, status, entry, detail, doubt), self.task, self.runner, limit, cap)
+        if gate_run is None:
+            _, rows = self._one(SQL["done_and_claim"], args, fetch=True)
+        else:
+            _, rows = self._one(SQL["done_and_claim_gate"], (*args, gate_run), fetch=True)
         claimed = [WorkRow(*r[1:]) for r in rows if r[1] is not None]
         return bool(rows and rows[0][0]), sorted(claimed, key=lambda r: (r.num, r.idx))
 
@@ -232,31 +193,27 @@ class WorkStore:
 
         args = self._done_args(row, status, entry, detail, doubt)
         if not tables and not halt:
-            return bool(self._one(f"SELECT {_DONE}", args, fetch=True)[1][0][0])
+            return bool(self._one(SQL["done"], args, fetch=True)[1][0][0])
         with self._tx() as db:
-            if not db.execute(f"SELECT {_DONE}", args).fetchone()[0]:
+            if not db.execute(SQL["done"], args).fetchone()[0]:
                 return False
             if halt:
                 # A gate that read the task's row waits for this to commit (see ``gate``); the call
                 # is done once the halt holds.
-                db.execute("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s", (halt, self.task))
-                db.execute("UPDATE work SET done_at = clock_timestamp() WHERE task = %s AND num = %s "
-                           "AND idx = %s", (self.task, row.num, row.idx))
+                db.execute(SQL["halt_task"], (halt, self.task))
+                db.execute(SQL["done_now"], (self.task, row.num, row.idx))
             for name, rows in (tables or {}).items():
-                db.execute("INSERT INTO table_rows (task, num, idx, name, prefix, into_job, rows) "
-                           "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (task, num, idx, name) "
-                           "DO UPDATE SET rows = excluded.rows",
+                db.execute(SQL["keep_table_rows"],
                            (self.task, row.num, row.idx, name, prefix, into, Json(rows)))
             return True
 
     def expand(self, row: WorkRow, work: list[tuple[Any, ...]]) -> bool:
         """Put the calls of a step over an earlier step's table in place of its placeholder."""
         with self._tx() as db:
-            cur = db.execute("DELETE FROM work WHERE task = %s AND num = %s AND idx = %s AND runner = %s "
-                             "AND state = 'claimed'", (self.task, row.num, row.idx, self.runner))
+            cur = db.execute(SQL["take_placeholder"], (self.task, row.num, row.idx, self.runner))
             if cur.rowcount != 1:
                 return False
-            with db.cursor().copy(f"COPY work ({', '.join(WORK_COLUMNS)}) FROM STDIN") as copy:
+            with db.cursor().copy(SQL["copy_work"]) as copy:
                 for values in work:
                     copy.write_row(values)
             return True
@@ -266,34 +223,25 @@ class WorkStore:
         return self.journal.planned(self.task).get(num, Planned(0, 0, False))
 
     def halt(self, reason: str) -> None:
-        self.journal.query("UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s",
-                           (reason, self.task))
+        self.journal.query(SQL["halt_task"], (reason, self.task))
 
     def open_counts(self) -> tuple[int, int, str | None]:
         """Calls ready, calls claimed or sent (by anyone), and why the task halted (or None)."""
-        rows = self.journal.query(
-            "SELECT count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state <> 'ready'), "
-            "(SELECT halted FROM tasks WHERE id = %s) FROM work WHERE task = %s AND state <> 'done'",
-            (self.task, self.task))
+        rows = self.journal.query(SQL["open_counts"], (self.task, self.task))
         ready, held, halted = rows[0]
         return int(ready), int(held), halted
 
     def details(self, nums: list[int]) -> dict[int, Any]:
         """The detail each step gives references: that of its last call that completed."""
-        rows = self.journal.query(
-            "SELECT DISTINCT ON (num) num, detail FROM work WHERE task = %s AND num = ANY(%s) "
-            "AND status IN ('completed', 'skipped') ORDER BY num, idx DESC", (self.task, nums))
+        rows = self.journal.query(SQL["details"], (self.task, nums))
         return {int(n): d for n, d in rows}
 
     def table(self, num: int, name: str | None) -> tuple[list[str], list[Any]]:
         """The names of the tables step ``num`` gave, and the rows of ``name`` in call order."""
-        names = [r[0] for r in self.journal.query(
-            "SELECT DISTINCT name FROM table_rows WHERE task = %s AND num = %s ORDER BY name",
-            (self.task, num))]
+        names = [r[0] for r in self.journal.query(SQL["table_names"], (self.task, num))]
         if name is None:
             return names, []
         rows: list[Any] = []
-        for (part,) in self.journal.query("SELECT rows FROM table_rows WHERE task = %s AND num = %s "
-                                          "AND name = %s ORDER BY idx", (self.task, num, name)):
+        for (part,) in self.journal.query(SQL["table_parts"], (self.task, num, name)):
             rows.extend(part)
         return names, rows

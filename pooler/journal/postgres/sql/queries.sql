@@ -41,12 +41,13 @@ SELECT pooler_run_again(%s, %s);
 -- The plan
 
 -- name: plan_counts
--- A call sent whose answer is not recorded is in doubt; a placeholder of a step over a table
+-- A call sent whose answer is not recorded is in doubt, as is one a run again left to its runners'
+-- rule (state doubt); a placeholder of a step over a table
 -- counts once it is done (its step could not read the table).
 SELECT sum(size),
        sum(size) FILTER (WHERE state = 'done' AND status = 'completed'),
        sum(size) FILTER (WHERE state = 'done' AND status = 'failed'),
-       sum(size) FILTER (WHERE state = 'sent' OR (state = 'done' AND status = 'in_doubt')),
+       sum(size) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
        sum(size) FILTER (WHERE state = 'done' AND status = 'skipped')
 FROM work WHERE task = %s AND (kind = 'call' OR state = 'done');
 
@@ -56,3 +57,132 @@ FROM work WHERE task = %s AND (kind = 'call' OR state = 'done');
 SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0),
        coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0), bool_or(kind = 'expand')
 FROM work WHERE task = %s GROUP BY num;
+
+-- The work of a task, as one runner sees it (work.py). A work row is read as its columns
+-- num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
+-- step_id (WorkRow's fields); a claimed one also gives its epoch when the claim moved it to sent.
+
+-- name: lock_task
+SELECT pg_advisory_xact_lock(hashtext(%s));
+
+-- name: claim
+SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
+       step_id, CASE WHEN state = 'sent' THEN epoch END
+FROM pooler_claim(%s, %s, %s, %s);
+
+-- name: claim_gate
+SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
+       step_id, CASE WHEN state = 'sent' THEN epoch END
+FROM pooler_claim_gate(%s, %s, %s, %s, %s);
+
+-- name: done_and_claim
+-- A call's outcome and the next claim in one statement: the claim takes the outcome's result as
+-- an argument, so it runs after it (and claims nothing when the outcome was not this runner's).
+SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.deps, c.serial,
+       c.round, c.doubted, c.key_text, c.step_id, CASE WHEN c.state = 'sent' THEN c.epoch END
+FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok) d
+LEFT JOIN LATERAL pooler_claim(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s) c ON true;
+
+-- name: done_and_claim_gate
+SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.deps, c.serial,
+       c.round, c.doubted, c.key_text, c.step_id, CASE WHEN c.state = 'sent' THEN c.epoch END
+FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok) d
+LEFT JOIN LATERAL pooler_claim_gate(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s, %s) c ON true;
+
+-- name: gone_runners
+-- Runners whose lease expired, and runners that left with calls they could not record.
+SELECT id FROM runners WHERE task = %s AND lease_until < now()
+UNION
+SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sent')
+  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
+
+-- name: unclaim_gone
+UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' AND runner = ANY(%s);
+
+-- name: in_doubt_to_rule
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false).
+SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
+       step_id, state = 'sent'
+FROM work WHERE task = %s AND (state = 'doubt' OR state = 'sent' AND runner = ANY(%s))
+ORDER BY num, idx;
+
+-- name: send_again
+-- A call in doubt sent again under its same key and round, naming the call it repeats.
+UPDATE work SET state = 'ready', runner = NULL, doubted = %s, status = NULL, entry = NULL, detail = NULL,
+                doubt = NULL, done_at = NULL
+WHERE task = %s AND num = %s AND idx = %s;
+
+-- name: forget_runners
+DELETE FROM runners WHERE id = ANY(%s);
+
+-- name: blocked
+-- Ready calls of a step that refers to one that did not complete, with the first such step and
+-- its status (in doubt before the others).
+SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
+       (SELECT d.num FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
+          AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num LIMIT 1),
+       (SELECT d.status FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
+          AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num, d.status = 'in_doubt' DESC LIMIT 1)
+FROM work w WHERE w.task = %s AND w.state = 'ready' AND w.deps <> '{}'
+  AND EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
+                AND d.status NOT IN ('completed', 'skipped'))
+FOR UPDATE SKIP LOCKED;
+
+-- name: end_call
+UPDATE work SET state = 'done', runner = NULL, status = %s, entry = %s, doubt = %s, done_at = now()
+WHERE task = %s AND num = %s AND idx = %s;
+
+-- name: halt_task
+UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s;
+
+-- name: gate
+-- claimed -> sent, only while the runner's lease is alive and the task not halted (see WorkStore.gate).
+WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE)
+UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, round = %s,
+                epoch = nextval('pooler_epoch')
+WHERE task = %s AND num = %s AND idx = %s AND runner = %s
+  AND (state = 'claimed' OR state = 'sent' AND epoch = %s)
+  AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL)
+  AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())
+RETURNING epoch;
+
+-- name: release
+UPDATE work SET state = 'ready', runner = NULL
+WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state IN ('claimed', 'sent');
+
+-- name: done
+SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- name: done_now
+-- A call whose outcome halted the task is done once the halt holds.
+UPDATE work SET done_at = clock_timestamp() WHERE task = %s AND num = %s AND idx = %s;
+
+-- name: keep_table_rows
+INSERT INTO table_rows (task, num, idx, name, prefix, into_job, rows) VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (task, num, idx, name) DO UPDATE SET rows = excluded.rows;
+
+-- name: take_placeholder
+DELETE FROM work WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed';
+
+-- name: open_counts
+-- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted.
+SELECT count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state <> 'ready'),
+       (SELECT halted FROM tasks WHERE id = %s)
+FROM work WHERE task = %s AND state <> 'done';
+
+-- name: details
+-- The detail each step gives references: that of its last call that completed.
+SELECT DISTINCT ON (num) num, detail FROM work
+WHERE task = %s AND num = ANY(%s) AND status IN ('completed', 'skipped') ORDER BY num, idx DESC;
+
+-- name: table_names
+SELECT DISTINCT name FROM table_rows WHERE task = %s AND num = %s ORDER BY name;
+
+-- name: table_parts
+SELECT rows FROM table_rows WHERE task = %s AND num = %s AND name = %s ORDER BY idx;
+
+-- name: copy_work
+-- The work rows a plan gives (a task planned, widened, or a step over a table expanded); the
+-- values come in this order (journal.py's WORK_TYPES gives their types).
+COPY work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned)
+FROM STDIN;
