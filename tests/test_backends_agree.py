@@ -98,7 +98,10 @@ def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_roun
     # completed went out twice.
     assert sent(store, before) == [("CmdAdd", "t:g-S-2/2"), ("CmdAdd", "t:g-S-4/2"), ("CmdEcho", None)]
     assert answer["status"] == "completed"
-    assert answer["steps"][0]["rows"]["failed"] == 0
+    # This run's answer, alike on both: the rows an earlier run did are skipped, not completed.
+    assert (answer["succeeded"], answer["failed"], answer["skipped"], answer["not_run"]) == (3, 0, 3, 0)
+    assert answer["steps"][0]["rows"] == {"total": 5, "completed": 2, "skipped": 3, "failed": 0,
+                                          "in_doubt": 0, "not_run": 0}
     row, shown = counted(where, "t")
     assert (row["status"], row["runs"]) == ("completed", 2)
     assert row["plan"] == shown["plan"] == {"planned": 6, "completed": 6, "failed": 0, "in_doubt": 0,
@@ -107,8 +110,11 @@ def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_roun
     # on SQLite ("without keys a rerun repeats everything"); on PostgreSQL its work row is the
     # record that it completed, and it stays so.
     before = len(store.ops())
-    assert run(pool, store, where, "t", tmp_path / "out")[0] == 0
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 0, err
     assert sent(store, before) == ([("CmdEcho", None)] if journal == "sqlite" else [])
+    assert (answer["succeeded"], answer["skipped"]) == ((1, 5) if journal == "sqlite" else (0, 6))
+    assert answer["steps"][1]["status"] == ("completed" if journal == "sqlite" else "skipped")
 
 
 def echo_pool(folder: Path, n: int) -> Path:

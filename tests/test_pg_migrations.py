@@ -52,7 +52,8 @@ def test_the_schema_version_is_the_number_of_the_last_migration() -> None:
                      "0004_run_again.sql", "0005_claim_and_gate.sql", "0006_in_doubt_ruled_by_the_runner.sql"]
     assert SCHEMA_VERSION == 6
     assert [m.number for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6]
-    assert MIGRATIONS[5].functions == ("pooler_run_again",)
+    assert MIGRATIONS[5].functions == ("pooler_run_again", "pooler_done")
+    assert MIGRATIONS[5].columns == (("work", "done_run"), ("tasks", "again"))
     assert MIGRATIONS[3].functions == ("pooler_entry_with", "pooler_run_again")
     assert MIGRATIONS[1].functions == ("pooler_claim", "pooler_done")
     assert MIGRATIONS[4].functions == ("pooler_claim_gate", "pooler_claim")

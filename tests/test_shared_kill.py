@@ -220,7 +220,10 @@ def test_a_runner_killed_on_this_machine_is_taken_back_at_once_by_the_next_run(s
     code, answer, err = finish(start_runner(pool, store, pg_url, "t", tmp_path / "out-b"), timeout=60)
     assert code == 0, err
     assert answer is not None
-    assert (answer["status"], answer["succeeded"]) == ("completed", 6)
+    # A new run of the task: the calls the killed run did are skipped in its answer, as on SQLite.
+    assert answer["status"] == "completed"
+    assert answer["succeeded"] + answer["skipped"] == 6
+    assert answer["skipped"] >= 2
     # The call in flight when it was killed is in doubt, and sent again under its key.
     assert [i["action"] for i in answer["in_doubt"]] == ["retried"]
     assert sorted(carried_out(store).values()) == [1] * 6

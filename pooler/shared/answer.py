@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from pooler.journal.postgres.journal import PgJournal
+from pooler.journal.postgres.schema import SQL
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
@@ -28,11 +29,13 @@ def steps_doc(pool: Pool) -> list[dict[str, Any]]:
 def task_answer(journal: PgJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
                 interrupted: str | None = None) -> dict[str, Any]:
     """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool."""
-    rows = journal.query("SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, "
-                         "detail FROM work WHERE task = %s ORDER BY num, idx", (task,))
     by_num: dict[int, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        by_num.setdefault(int(row[0]), []).append(row)
+    for *row, earlier in journal.query(SQL["answer_rows"], (task, task)):
+        if earlier and row[5] == CallStatus.COMPLETED:
+            # Done by an earlier run of the task: not sent in this one, as a single-host run
+            # tells a key an earlier run did.
+            row[5], row[6] = CallStatus.SKIPPED, {**row[6], "status": CallStatus.SKIPPED}
+        by_num.setdefault(int(row[0]), []).append(tuple(row))
     collector = Collector(include_results=bool(shared["options"]["include_results"]))
     total = 0
     for step in shared["steps"]:
@@ -107,7 +110,7 @@ def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
 
     if not isinstance(journal, PgJournal):
         return None
-    rows = journal.query("SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s", (task,))
+    rows = journal.query(SQL["answer_state"], (task,))
     if not rows or rows[0][0] is None or (rows[0][1] != TaskStatus.RUNNING and not rows[0][2]):
         return None
     return task_answer(journal, task, rows[0][0])

@@ -129,7 +129,8 @@ FROM work w WHERE w.task = %s AND w.state = 'ready' AND w.deps <> '{}'
 FOR UPDATE SKIP LOCKED;
 
 -- name: end_call
-UPDATE work SET state = 'done', runner = NULL, status = %s, entry = %s, doubt = %s, done_at = now()
+UPDATE work SET state = 'done', runner = NULL, status = %s, entry = %s, doubt = %s, done_at = now(),
+                done_run = (SELECT runs FROM tasks WHERE id = %s)
 WHERE task = %s AND num = %s AND idx = %s;
 
 -- name: halt_task
@@ -186,3 +187,15 @@ SELECT rows FROM table_rows WHERE task = %s AND num = %s AND name = %s ORDER BY 
 -- values come in this order (journal.py's WORK_TYPES gives their types).
 COPY work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned)
 FROM STDIN;
+
+-- A shared task's answer (shared/answer.py)
+
+-- name: answer_rows
+-- Every call of the task in file order, and whether it was done in an earlier run than the one
+-- the task is in (a call done before schema version 6 has no run: it was).
+SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail,
+       state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = %s))
+FROM work WHERE task = %s ORDER BY num, idx;
+
+-- name: answer_state
+SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s;

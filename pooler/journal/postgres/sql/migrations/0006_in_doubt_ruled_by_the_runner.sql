@@ -26,7 +26,25 @@ BEGIN
     WHERE task = p_task AND state = 'done' AND status = 'not_run';
     UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
     WHERE task = p_task AND state = 'done' AND status = 'in_doubt';
-    UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL, halted = NULL,
+    UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished = NULL, halted = NULL,
         shared = shared || jsonb_build_object('in_doubt', p_in_doubt) WHERE id = p_task;
     RETURN true;
+END $$;
+-- The run of the task a call was done in, and the run the task is in now (a run again starts
+-- one; a runner that joins a run some live runner holds takes part in it): an answer tells a call
+-- done in an earlier run `skipped`, as a single-host run tells a key an earlier run did.  Calls
+-- done before this version have no run: they were done before the journal was upgraded, so in
+-- an earlier run than any after it.
+ALTER TABLE work ADD COLUMN IF NOT EXISTS done_run INTEGER;
+ALTER TABLE tasks ADD COLUMN IF NOT EXISTS again INTEGER NOT NULL DEFAULT 1;
+CREATE OR REPLACE FUNCTION pooler_done(p_task TEXT, p_runner TEXT, p_num INTEGER, p_idx INTEGER,
+    p_status TEXT, p_entry JSON, p_detail JSON, p_doubt TEXT, p_key TEXT, p_step_id TEXT)
+RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE work SET state = 'done', status = p_status, entry = p_entry, detail = p_detail, doubt = p_doubt,
+        key_text = p_key, step_id = p_step_id, done_at = clock_timestamp(),
+        done_run = (SELECT runs FROM tasks WHERE id = p_task)
+    WHERE task = p_task AND num = p_num AND idx = p_idx AND runner = p_runner
+      AND state IN ('claimed', 'sent');
+    RETURN FOUND;
 END $$;
