@@ -173,20 +173,42 @@ def test_a_run_writes_its_junit_file_on_either_journal(
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("1", "0", "0")
 
 
-@pytest.mark.postgres
-def test_a_report_asked_of_a_run_on_postgresql_is_refused_before_anything_is_sent(
-        store: Store, pg_url: str, tmp_path: Path) -> None:
-    upgrade(pg_url)
-    pool = rows_pool(tmp_path / "pool", 4)
-    proc = pooler("run", str(pool), "--store", store.url, "--token-file",
-                  str(token_file(tmp_path / "secret", store)), "--journal", pg_url, "--task", "t",
-                  "--report", str(tmp_path / "report.html"))
-    assert proc.returncode == 2
-    assert proc.stderr == ("pooler: --report draws the calls a SQLite journal keeps; a task on a PostgreSQL "
-                           "journal has no HTML report yet - use --junit, or 'pooler show TASK --json'\n"
-                           "pooler: refused before the first step; nothing was sent.\n")
-    assert store.ops() == []
-    assert not (tmp_path / "report.html").exists()
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_the_report_of_a_task_run_twice_draws_each_run_alike_on_either_journal(
+        journal: str, store_factory: Any, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    from browser import Elements  # noqa: PLC0415
+
+    where = journal_of(journal, request, tmp_path)
+    db, root = tmp_path / "shared.db", tmp_path / "shared-root"
+    faulty: Store = store_factory("--fault", "reset:1", db=db, root=root)
+    pool = rows_pool(tmp_path / "pool", 3)
+    report = tmp_path / "report.html"
+    code, _, err = run(pool, faulty, where, "t", tmp_path / "out", "--report", str(report))
+    assert code == 1, err
+    assert f"pooler: the report of task t written to {report}" in err
+    first = Elements(report.read_text(encoding="utf-8"))
+    text = " ".join(first.all_text().split())
+    assert "3 calls in doubt" in text
+    assert len([b for b in first.having("rect", "bar") if b["class"] == "tip bar in_doubt"]) == 3
+    # The command it tells runs the task again where it went (a URL without its password).
+    assert f"--task t --store {faulty.url} --out {tmp_path / 'out'} --journal {where} --in-doubt skip" in text
+    faulty.stop()
+    sound: Store = store_factory("--port", faulty.port, db=db, root=root)
+    code, _, err = run(pool, sound, where, "t", tmp_path / "out", "--report", str(report))
+    assert code == 0, err
+    page = Elements(report.read_text(encoding="utf-8"))
+    assert [s["id"] for s in page.having("section", "run")] == ["run-2", "run-1"]
+    assert "Run 2 (the latest)" in page.all_text()
+    assert page.having("section", id="in-doubt") == []
+    # Every attempt on its run's timeline: three lost answers, then the same calls answered.
+    kinds = [b["class"] for b in page.having("rect", "bar")]
+    assert sorted(kinds) == ["tip bar completed"] * 3 + ["tip bar in_doubt"] * 3
+    # pooler show --html draws the same page from the journal alone.
+    shown = tmp_path / "shown.html"
+    proc = pooler("show", "t", "--journal", where, "--html", str(shown))
+    assert proc.returncode == 0, proc.stderr
+    again = Elements(shown.read_text(encoding="utf-8"))
+    assert [b["class"] for b in again.having("rect", "bar")] == kinds
 
 
 @pytest.mark.parametrize("journal", JOURNALS)

@@ -7,8 +7,8 @@ which the layers below the shared task never do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from pooler.journal.records import PlanCounts, TaskRow, default_journal_path
 
@@ -41,6 +41,66 @@ class TaskView(Protocol):
         """How messages name this journal (a path, or a URL without its password)."""
 
     def close(self) -> None: ...
+
+
+class RunFacts(NamedTuple):
+    """What a journal keeps of one run of a task for its report: the store, the batch options, the
+    steps (masked), and the options a command needs to run the task again as this run went."""
+
+    store: str | None
+    mode: str | None
+    width: int | None
+    serialize_on: str | None
+    steps: list[dict[str, Any]]
+    again: list[str] | None
+
+
+class CallRecordRow(NamedTuple):
+    """One record of a call, without its answer, as a task's report draws it on its timeline:
+    ``sent_ms``/``done_ms`` in epoch milliseconds, else the older ``sent_at``/``done_at`` stamps;
+    a call sent whose answer is not recorded has the status ``sent``."""
+
+    id: int
+    run: int
+    num: int
+    row: int | None
+    key: str | None
+    step_id: str | None
+    status: str
+    in_doubt: bool
+    lane: int | None
+    serial: str | None
+    sent_ms: int | None
+    done_ms: int | None
+    sent_at: str | None
+    done_at: str | None
+
+
+class CallHistory(Protocol):
+    """What a task's HTML report reads of any journal: its runs, every record of its calls (one a
+    row, read as they come: a 100,000-call task never sits in memory whole), and the entries of
+    the few calls it names."""
+
+    def task(self, task_id: str) -> TaskRow | None: ...
+
+    def answer(self, task_id: str) -> dict[str, Any] | None: ...
+
+    def where(self) -> str: ...
+
+    def run_facts(self, task_id: str) -> dict[int, RunFacts]:
+        """Each run's facts, by run number."""
+
+    def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
+        """Every record of the task's calls, in the order they were made."""
+
+    def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The first entry of each step, by step number (its name, unit and command)."""
+
+    def entries(self, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The entries of the records ``ids``."""
+
+    def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
+        """The entries of the completed calls of run ``run`` that wrote a table."""
 
 
 def journal_spec(given: str | None, environ: Mapping[str, str]) -> str:

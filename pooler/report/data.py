@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pooler.journal.api import CallHistory, RunFacts
 from pooler.journal.records import TaskRow
-from pooler.journal.sqlite.journal import Journal
 from pooler.statuses import DOUBTFUL, CallStatus, RecordStatus, final_status
 
 #: Statuses of a call that reached the store, as the timeline colours them.  ``sent`` is a call
@@ -31,9 +31,6 @@ FAILURES_SHOWN = 100
 #: Failed calls the top of the page lists (the in-doubt ones are all listed: each needs a look).
 TROUBLE_SHOWN = 50
 SLOWEST_SHOWN = 10
-
-_CALLS = ("SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, "
-          "sent_at, done_at FROM calls WHERE task = ? ORDER BY id")
 
 
 @dataclass(slots=True)
@@ -122,29 +119,27 @@ class ReportData:
     again: str = ""
 
 
-def load_report(journal: Journal, task_id: str) -> ReportData | None:
+def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     """The report's facts of one task, or None when the journal does not hold it."""
     task = journal.task(task_id)
     if task is None:
         return None
-    facts = {int(r[0]): r[1:] for r in journal.cursor(
-        "SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = ? "
-        "ORDER BY run", (task_id,))}
+    facts = journal.run_facts(task_id)
     by_run: dict[int, list[CallRow]] = defaultdict(list)
-    for r in journal.cursor(_CALLS, (task_id,)):
-        sent, done = r[10], r[11]
-        if sent is None and r[12] is not None:
-            sent, done = _stamp(r[12]), _stamp(r[13])
-        by_run[r[1]].append(CallRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), r[8], r[9],
-                                    sent, done))
+    for r in journal.call_records(task_id):
+        sent, done = r.sent_ms, r.done_ms
+        if sent is None and r.sent_at is not None:
+            sent, done = _stamp(r.sent_at), _stamp(r.done_at)
+        by_run[r.run].append(CallRow(r.id, r.run, r.num, r.row, r.key, r.step_id, r.status, r.in_doubt,
+                                     r.lane, r.serial, sent, done))
     steps = _steps(journal, task_id, facts)
     answer = journal.answer(task_id)
     runs: list[RunData] = []
     for number in sorted(set(by_run) | set(facts), reverse=True):
         fact = facts.get(number)
         calls = by_run.get(number, [])
-        run = RunData(number, (fact and fact[1]) or "sequential", int((fact and fact[2]) or 1),
-                      fact[3] if fact else None, calls)
+        run = RunData(number, (fact and fact.mode) or "sequential", int((fact and fact.width) or 1),
+                      fact.serialize_on if fact else None, calls)
         _fill_lanes(run)
         runs.append(run)
     last = runs[0].calls if runs else []
@@ -159,10 +154,10 @@ def load_report(journal: Journal, task_id: str) -> ReportData | None:
             named.extend(s.slowest)
             named.extend(s.failures)
     _read_entries(journal, named)
-    store = next((str(f[0]) for _, f in sorted(facts.items(), reverse=True) if f[0]), None)
+    store = next((str(f.store) for _, f in sorted(facts.items(), reverse=True) if f.store), None)
     tables = _tables(answer, journal, task_id, last)
     latest = facts.get(max(facts)) if facts else None
-    again = shlex.join(json.loads(latest[5])) if latest is not None and latest[5] else ""
+    again = shlex.join(latest.again) if latest is not None and latest.again else ""
     return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
                       len(failed_all) - len(failed), again)
 
@@ -177,19 +172,16 @@ def _stamp(text: str | None) -> int | None:
         return None
 
 
-def _steps(journal: Journal, task_id: str, facts: dict[int, tuple[Any, ...]]) -> dict[int, StepInfo]:
+def _steps(journal: CallHistory, task_id: str, facts: dict[int, RunFacts]) -> dict[int, StepInfo]:
     """Every step of the task: from the runs' facts, else from the first entry of each step."""
     steps: dict[int, StepInfo] = {}
     for fact in facts.values():
-        for s in json.loads(fact[4] or "[]"):
+        for s in fact.steps:
             steps[int(s["num"])] = StepInfo(int(s["num"]), s.get("name"), str(s.get("unit", "")),
                                             str(s.get("command", "")), bool(s.get("over_rows")))
-    for num, result in journal.cursor(
-            "SELECT num, result FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task = ? "
-            "GROUP BY num)", (task_id,)):
+    for num, entry in journal.first_entries(task_id):
         if num in steps:
             continue
-        entry = json.loads(result) if result else {}
         steps[num] = StepInfo(num, entry.get("name"), str(entry.get("unit", "")),
                               str(entry.get("command", "")), "row" in entry or "rows" in entry)
     return steps
@@ -259,17 +251,14 @@ def _answer_rows(answer: dict[str, Any] | None, num: int) -> int | None:
     return None
 
 
-def _read_entries(journal: Journal, calls: list[CallRow]) -> None:
+def _read_entries(journal: CallHistory, calls: list[CallRow]) -> None:
     """The entries (message, tables...) of the calls the report names, read by their ids."""
     wanted: dict[int, list[CallRow]] = defaultdict(list)
     for c in calls:
         wanted[c.id].append(c)
     ids = sorted(wanted)
     for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        marks = ",".join("?" * len(part))
-        for rid, result in journal.cursor(f"SELECT id, result FROM calls WHERE id IN ({marks})", tuple(part)):
-            entry = json.loads(result) if result else {}
+        for rid, entry in journal.entries(ids[start:start + 500]):
             for call in wanted[rid]:
                 call.entry = entry
                 message = entry.get("message", "")
@@ -287,7 +276,7 @@ def _counts(task: TaskRow, last: list[CallRow]) -> dict[str, int]:
             "in_doubt": seen["in_doubt"], "skipped": seen["skipped"], "not_run": seen["not_run"]}
 
 
-def _tables(answer: dict[str, Any] | None, journal: Journal, task_id: str,
+def _tables(answer: dict[str, Any] | None, journal: CallHistory, task_id: str,
             last: list[CallRow]) -> list[dict[str, Any]]:
     """The tables the last run wrote: from its answer, else added up from its calls' entries."""
     found: dict[tuple[int, str], dict[str, Any]] = {}
@@ -295,11 +284,8 @@ def _tables(answer: dict[str, Any] | None, journal: Journal, task_id: str,
     if answer is not None:
         entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
     elif last:
-        # No answer (a run killed): the entries of its calls that wrote a table, picked in SQL so
-        # that 100,000 calls without tables are not decoded for nothing.
-        entries = [json.loads(r[0]) for r in journal.cursor(
-            "SELECT result FROM calls WHERE task = ? AND run = ? AND status = 'completed' "
-            "AND result LIKE '%\"tables\":{\"%'", (task_id, last[0].run))]
+        # No answer (a run killed): the entries of its calls that wrote a table.
+        entries = list(journal.table_entries(task_id, last[0].run))
     for entry in entries:
         for name, table in (entry.get("tables") or {}).items():
             if not isinstance(table, dict):

@@ -20,7 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from pooler.errors import JournalError, UsageError
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.api import CallHistory
 from pooler.redact import Redactor
 from pooler.report.data import clock, load_report
 from pooler.report.timeline import CELL, LANE, layout
@@ -64,11 +64,11 @@ def _environment(redactor: Redactor) -> jinja2.Environment:
     return env
 
 
-def render_report(journal: Journal, task_id: str, redactor: Redactor | None = None) -> str:
+def render_report(journal: CallHistory, task_id: str, redactor: Redactor | None = None) -> str:
     """The HTML page of ``task_id``; JournalError when the journal does not hold the task."""
     data = load_report(journal, task_id)
     if data is None:
-        raise JournalError(f"no task {task_id} in the journal {journal.path or ':memory:'} - "
+        raise JournalError(f"no task {task_id} in the journal {journal.where()} - "
                            "'pooler runs' lists the tasks it holds.")
     css, js = _asset("report.css"), _asset("report.js")
     csp = (f"default-src 'none'; style-src {_sha256(css)}; script-src {_sha256(js)}; img-src 'none'; "
@@ -81,10 +81,10 @@ def render_report(journal: Journal, task_id: str, redactor: Redactor | None = No
         r=data, timelines={run.run: layout(run, data.steps) for run in data.runs}, step_index=order,
         csp=csp, clock=clock, duration=_duration, cell=CELL, lane=LANE, **own,
         version=__version__, generated=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        journal=str(journal.path or ":memory:"))
+        journal=journal.where())
 
 
-def write_report(journal: Journal, task_id: str, path: Path, redactor: Redactor | None = None) -> None:
+def write_report(journal: CallHistory, task_id: str, path: Path, redactor: Redactor | None = None) -> None:
     """The report written to ``path`` (owner-only when new: it may name what the store holds)."""
     page = render_report(journal, task_id, redactor)
     try:

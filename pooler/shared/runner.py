@@ -17,9 +17,11 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.journal.postgres.history import PgHistory
 from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.lease import Lease, LeaseLost
 from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
+from pooler.journal.timeline import run_facts
 from pooler.pool.model import Pool
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Call, Outcome, Prepared
@@ -66,6 +68,8 @@ def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: Sha
     stop = stop or threading.Event()
     with PgJournal(shared.url) as journal:
         pool = join_task(journal, pool, config)
+        PgHistory(journal).record_run(config.task_id or "",
+                                      config.redactor.value(run_facts(pool, client, config.again)))
         kept = journal.shared(config.task_id or "") or {}
         in_doubt = kept.get("in_doubt", config.in_doubt)
         runner = _Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), shared=shared,

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pooler.errors import JournalError
-from pooler.journal.api import TaskView
+from pooler.journal.api import CallHistory, TaskView
 from pooler.journal.dburl import is_postgres
+from pooler.journal.sqlite.history import SqliteHistory
 from pooler.journal.sqlite.journal import Journal
 from pooler.run.taskview import SqliteTasks
 
@@ -28,7 +29,12 @@ def open_tasks(spec: str) -> TaskView:
     return SqliteTasks(Journal(path))
 
 
-def sqlite_journal(view: TaskView) -> Journal | None:
-    """The SQLite journal behind ``view``, or None: only it holds every call's history, which the
-    HTML report draws."""
-    return view.journal if isinstance(view, SqliteTasks) else None
+def history_of(view: TaskView) -> CallHistory:
+    """The call history behind ``view``, which a task's HTML report draws."""
+    if isinstance(view, SqliteTasks):
+        return SqliteHistory(view.journal)
+    from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415
+    from pooler.shared.answer import PgTasks  # noqa: PLC0415
+
+    assert isinstance(view, PgTasks)
+    return PgHistory(view.journal)

@@ -22,10 +22,9 @@ from pooler.cli.commands.common import (
 )
 from pooler.cli.commands.dry_run import show_plan
 from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
-from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log
+from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log, run_again
 from pooler.cli.commands.run_files import (
     add_run_files,
-    check_report_journal,
     check_run_files,
     write_run_files,
 )
@@ -38,6 +37,7 @@ from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres
+from pooler.journal.sqlite.history import SqliteHistory
 from pooler.journal.sqlite.journal import Journal
 from pooler.plural import plural
 from pooler.pool.compiler import Plan, plan_for_run
@@ -172,20 +172,6 @@ def prepare(args: argparse.Namespace, ctx: Context, stage: PlanStage | None = No
     return plan
 
 
-def run_again(args: argparse.Namespace, ctx: Context, url: str, journal: Path) -> tuple[str, ...]:
-    """The options that say where this run went, for the report's commands to run as written from
-    any folder after cron: ``--store`` as given (a name or a URL, never a token), and the paths."""
-    store = args.store or ctx.environ.get("POOLER_STORE") or url
-    if "@" in store.partition("://")[2].partition("/")[0]:
-        store = url  # a URL with a user or a password in it: as messages show it, without them
-    again = ["--store", store, "--out", str(Path(args.out).absolute()), "--journal", str(journal.absolute())]
-    if args.config:
-        again += ["--config", str(Path(args.config).absolute())]
-    if args.vars_file:
-        again += ["--vars-file", str(Path(args.vars_file).absolute())]
-    return tuple(again)
-
-
 def _only_gone(args: argparse.Namespace, exc: CheckFailed) -> bool:
     """A rerun refused only because data files are missing (their rows may be in the task's plan)."""
     if args.dry_run or not (args.task or args.resume) or args.replan:
@@ -231,7 +217,6 @@ def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
     check_out(Path(args.out))
     tracing = start_tracing(args, ctx)
     spec = journal_spec(args.journal, ctx.environ)
-    check_report_journal(args, is_postgres(spec))
     if is_postgres(spec):
         return handle_shared(args, ctx, plan.pool, variables, spec, tracing=tracing)
     journal_path = Path(spec)
@@ -251,7 +236,8 @@ def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
         config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
                            in_doubt=args.in_doubt or "retry", variables=variables.values,
                            redactor=ctx.redactor, sample=args.sample, replan=args.replan, stage=stage,
-                           again=run_again(args, ctx, client.shown_url, journal_path))
+                           again=run_again(args, ctx, client.shown_url,
+                                                           str(journal_path.absolute())))
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],
@@ -269,7 +255,7 @@ def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
                 document["task"] = sent.task
                 ctx.emit_json(document)
             return ExitStatus.FAILED
-        write_run_files(args, ctx, journal, answer, args.pool)
+        write_run_files(args, ctx, SqliteHistory(journal), answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
 

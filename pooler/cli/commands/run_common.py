@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
@@ -108,3 +109,18 @@ class Interrupts:
                  tb: TracebackType | None) -> None:
         for signum, old in self._old.items():
             signal.signal(signum, old)
+
+
+def run_again(args: argparse.Namespace, ctx: Context, url: str, journal: str) -> tuple[str, ...]:
+    """The options that say where this run went, for the report's commands to run as written from
+    any folder after cron: ``--store`` as given (a name or a URL, never a token), and the paths
+    (``journal`` as messages show it: a PostgreSQL URL without its password)."""
+    store = args.store or ctx.environ.get("POOLER_STORE") or url
+    if "@" in store.partition("://")[2].partition("/")[0]:
+        store = url  # a URL with a user or a password in it: as messages show it, without them
+    again = ["--store", store, "--out", str(Path(args.out).absolute()), "--journal", journal]
+    if args.config:
+        again += ["--config", str(Path(args.config).absolute())]
+    if args.vars_file:
+        again += ["--vars-file", str(Path(args.vars_file).absolute())]
+    return tuple(again)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.api import CallHistory
 from pooler.report.html import write_report
 from pooler.report.junit import run_junit_xml
 
@@ -31,23 +31,15 @@ def check_run_files(args: argparse.Namespace) -> None:
                              "create it, or name a file in a folder that exists")
 
 
-def check_report_journal(args: argparse.Namespace, postgres: bool) -> None:
-    """Refuse ``--report`` before anything is sent when the journal cannot make it."""
-    if postgres and getattr(args, "report", None):
-        raise UsageError("--report draws the calls a SQLite journal keeps; a task on a PostgreSQL journal "
-                         "has no HTML report yet - use --junit, or 'pooler show TASK --json'")
-
-
-def write_run_files(args: argparse.Namespace, ctx: Context, journal: Journal | None,
+def write_run_files(args: argparse.Namespace, ctx: Context, journal: CallHistory,
                     answer: dict[str, Any], pool_file: str) -> None:
-    """The files asked for, once the run has its answer; ``journal`` is None on PostgreSQL (no
-    ``--report`` there: ``check_report_journal``)."""
+    """The files asked for, once the run has its answer; the report drawn from ``journal``."""
     task = answer.get("task")
     if args.junit:
         text = ctx.redactor.text(run_junit_xml(answer, pool_file))
         _write(Path(args.junit), text, "--junit")
         ctx.note(f"pooler: JUnit XML of the run written to {args.junit}")
-    if args.report and isinstance(task, str) and journal is not None:
+    if args.report and isinstance(task, str):
         write_report(journal, task, Path(args.report), ctx.redactor)
         ctx.note(f"pooler: the report of task {task} written to {args.report}")
 

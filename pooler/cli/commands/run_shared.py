@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 from pooler.cli.commands.common import Context, make_client, positive_float, positive_int, render_error
 from pooler.cli.commands.monitoring import Monitoring
-from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log
+from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log, run_again
 from pooler.cli.commands.run_files import write_run_files
 from pooler.cli.outcome import outcome_document
 from pooler.cli.render import make_reporter
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
+from pooler.journal.dburl import shown
 from pooler.pool.model import Pool
 from pooler.pool.variables import Variables
 from pooler.run.events import FanOut
@@ -67,6 +68,8 @@ def _unfinished(pool: Pool, url: str, ctx: Context) -> str | None:
 
 def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str,
                   *, tracing: Tracing | None = None) -> int:
+    from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415
+    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
     from pooler.shared.runner import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
 
     if args.replan:
@@ -84,7 +87,8 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
         reporter = FanOut([make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log), sent,
                            *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
-                           variables=variables.values, redactor=ctx.redactor, sample=args.sample)
+                           variables=variables.values, redactor=ctx.redactor, sample=args.sample,
+                           again=run_again(args, ctx, client.shown_url, shown(url)))
         stop = StopSignal()
         shared = SharedConfig(url=url, width=args.width, lease=lease)
         try:
@@ -103,7 +107,8 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
                     document["task"] = task
                 ctx.emit_json(document)
             return ExitStatus.FAILED
-        write_run_files(args, ctx, None, answer, args.pool)
+        with PgJournal(url) as journal:
+            write_run_files(args, ctx, PgHistory(journal), answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
 

@@ -23,7 +23,7 @@ from pooler.journal.sqlite.prune import parse_age, prune
 from pooler.plural import plural
 from pooler.report.html import write_report
 from pooler.run.taskview import DEAD
-from pooler.shared.tasks import open_tasks, sqlite_journal
+from pooler.shared.tasks import history_of, open_tasks
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:
@@ -149,12 +149,8 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
         if args.html:
-            sqlite = sqlite_journal(journal)
-            if sqlite is None:
-                raise UsageError("--html reads a SQLite journal; a task on a PostgreSQL journal has no "
-                                 "report yet - use 'pooler show TASK --json' there.")
             # From the calls the journal holds, so a task that was killed has a report too.
-            write_report(sqlite, args.task, Path(args.html))
+            write_report(history_of(journal), args.task, Path(args.html))
             ctx.note(f"pooler: the report of task {args.task} written to {args.html}")
             return ExitStatus.OK
         answer = journal.answer(args.task)

@@ -132,7 +132,7 @@ class WorkStore:
         from psycopg.types.json import Json  # noqa: PLC0415
 
         db.execute(SQL["end_call"], (how.status, None if how.entry is None else Json(how.entry), how.doubt,
-                                     self.task, self.task, num, idx))
+                                     self.task, num, idx))
         if how.halt:
             db.execute(SQL["halt_task"], (how.halt, self.task))
 

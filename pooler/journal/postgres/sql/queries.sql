@@ -129,9 +129,19 @@ FROM work w WHERE w.task = %s AND w.state = 'ready' AND w.deps <> '{}'
 FOR UPDATE SKIP LOCKED;
 
 -- name: end_call
-UPDATE work SET state = 'done', runner = NULL, status = %s, entry = %s, doubt = %s, done_at = now(),
-                done_run = (SELECT runs FROM tasks WHERE id = %s)
-WHERE task = %s AND num = %s AND idx = %s;
+-- A call ended without being sent (ruled in doubt, or its step cannot run), its record joining the
+-- history. Arguments: status, entry, doubt, task, num, idx.
+WITH a AS (SELECT %s AS status, %s::json AS entry, %s AS doubt, %s AS task, %s::int AS num, %s::int AS idx),
+t AS (SELECT runs, again FROM tasks WHERE id = (SELECT task FROM a)),
+done AS (
+    UPDATE work w SET state = 'done', runner = NULL, status = a.status, entry = a.entry, doubt = a.doubt,
+                      done_at = now(), done_run = (SELECT runs FROM t)
+    FROM a WHERE w.task = a.task AND w.num = a.num AND w.idx = a.idx
+    RETURNING w.num, w.idx, w.row_first, w.key_text, w.step_id, w.serial)
+INSERT INTO calls (task, run, num, idx, row, key, step_id, status, in_doubt, serial, done_ms, entry)
+SELECT a.task, (SELECT again FROM t), d.num, d.idx, d.row_first, d.key_text, d.step_id, a.status,
+       coalesce(a.doubt = 'skipped', false), d.serial, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT, a.entry
+FROM done d, a;
 
 -- name: halt_task
 UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s;
@@ -199,3 +209,32 @@ FROM work WHERE task = %s ORDER BY num, idx;
 
 -- name: answer_state
 SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s;
+
+-- A task's report (history.py)
+
+-- name: record_run
+INSERT INTO task_runs (task, run, store, mode, width, serialize_on, steps, again)
+VALUES (%s, (SELECT again FROM tasks WHERE id = %s), %s, %s, %s, %s, %s, %s)
+ON CONFLICT (task, run) DO NOTHING;
+
+-- name: report_runs
+SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %s ORDER BY run;
+
+-- name: report_calls
+-- Every record, then the calls sent whose outcome is not recorded (negative ids: no record).
+SELECT id, run, num, row, key, step_id, status, in_doubt, NULL::int, serial, sent_ms, done_ms
+FROM calls WHERE task = %s
+UNION ALL
+SELECT -row_number() OVER (ORDER BY w.num, w.idx), t.again, w.num, w.row_first, w.key_text, w.step_id,
+       'sent', false, NULL::int, w.serial, (extract(epoch FROM w.sent_at) * 1000)::BIGINT, NULL::BIGINT
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = %s AND w.state = 'sent'
+ORDER BY 11 NULLS LAST, 1;
+
+-- name: report_first_entries
+SELECT DISTINCT ON (num) num, entry FROM calls WHERE task = %s ORDER BY num, id;
+
+-- name: report_entries
+SELECT id, entry FROM calls WHERE id = ANY(%s);
+
+-- name: report_table_entries
+SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AND entry::text LIKE '%%"tables":{"%%';

@@ -85,3 +85,23 @@ FROM calls WHERE task = ? ORDER BY id;
 -- name: record_run
 INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, steps, again)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- A task's report (history.py)
+
+-- name: report_runs
+SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = ? ORDER BY run;
+
+-- name: report_calls
+SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, sent_at, done_at
+FROM calls WHERE task = ? ORDER BY id;
+
+-- name: report_first_entries
+SELECT num, result FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task = ? GROUP BY num);
+
+-- name: report_entries
+-- The ids come as one JSON array.
+SELECT id, result FROM calls WHERE id IN (SELECT value FROM json_each(?));
+
+-- name: report_table_entries
+-- Picked in SQL, so that 100,000 calls without tables are not decoded for nothing.
+SELECT result FROM calls WHERE task = ? AND run = ? AND status = 'completed' AND result LIKE '%"tables":{"%';

@@ -37,14 +37,57 @@ END $$;
 -- an earlier run than any after it.
 ALTER TABLE work ADD COLUMN IF NOT EXISTS done_run INTEGER;
 ALTER TABLE tasks ADD COLUMN IF NOT EXISTS again INTEGER NOT NULL DEFAULT 1;
+-- Every outcome a call had, one record an attempt, whichever runner made it: the history a task's
+-- HTML report draws (its runs, their timelines), as the calls of a SQLite journal keep it. A call
+-- sent whose outcome is not recorded is its work row, state sent.
+CREATE TABLE IF NOT EXISTS calls (
+    id BIGSERIAL PRIMARY KEY,
+    task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    run INTEGER NOT NULL,
+    num INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    row INTEGER,
+    key TEXT,
+    step_id TEXT,
+    status TEXT NOT NULL,
+    in_doubt BOOLEAN NOT NULL DEFAULT false,
+    runner TEXT,
+    serial TEXT,
+    sent_ms BIGINT,
+    done_ms BIGINT,
+    entry JSON
+);
+CREATE INDEX IF NOT EXISTS calls_task ON calls (task, id);
+-- What each run of a task went with (the report's facts): recorded by its first runner.
+CREATE TABLE IF NOT EXISTS task_runs (
+    task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    run INTEGER NOT NULL,
+    store TEXT,
+    mode TEXT,
+    width INTEGER,
+    serialize_on TEXT,
+    steps JSON,
+    again JSON,
+    PRIMARY KEY (task, run)
+);
+-- A call's outcome, recorded only while the call is still this runner's; its record joins the
+-- history in the same statement.
 CREATE OR REPLACE FUNCTION pooler_done(p_task TEXT, p_runner TEXT, p_num INTEGER, p_idx INTEGER,
     p_status TEXT, p_entry JSON, p_detail JSON, p_doubt TEXT, p_key TEXT, p_step_id TEXT)
 RETURNS BOOLEAN LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE work SET state = 'done', status = p_status, entry = p_entry, detail = p_detail, doubt = p_doubt,
-        key_text = p_key, step_id = p_step_id, done_at = clock_timestamp(),
-        done_run = (SELECT runs FROM tasks WHERE id = p_task)
-    WHERE task = p_task AND num = p_num AND idx = p_idx AND runner = p_runner
-      AND state IN ('claimed', 'sent');
+    WITH done AS (
+        UPDATE work SET state = 'done', status = p_status, entry = p_entry, detail = p_detail, doubt = p_doubt,
+            key_text = p_key, step_id = p_step_id, done_at = clock_timestamp(),
+            done_run = (SELECT runs FROM tasks WHERE id = p_task)
+        WHERE task = p_task AND num = p_num AND idx = p_idx AND runner = p_runner
+          AND state IN ('claimed', 'sent')
+        RETURNING num, idx, row_first, serial, sent_at, done_at)
+    INSERT INTO calls (task, run, num, idx, row, key, step_id, status, in_doubt, runner, serial, sent_ms,
+                       done_ms, entry)
+    SELECT p_task, (SELECT again FROM tasks WHERE id = p_task), num, idx, row_first, p_key, p_step_id,
+           p_status, coalesce(p_doubt = 'skipped', false), p_runner, serial,
+           (extract(epoch FROM sent_at) * 1000)::BIGINT, (extract(epoch FROM done_at) * 1000)::BIGINT, p_entry
+    FROM done;
     RETURN FOUND;
 END $$;

@@ -1,0 +1,58 @@
+"""A task's history as its report reads it from a PostgreSQL journal: the runs' facts and every
+record of its calls, whichever runner made them (``pooler.journal.api.CallHistory``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pooler.journal.api import CallRecordRow, RunFacts
+from pooler.journal.postgres.journal import PgJournal
+from pooler.journal.postgres.schema import SQL
+from pooler.journal.records import TaskRow
+
+
+class PgHistory:
+    """The calls a PostgreSQL journal recorded of its tasks, one record an attempt."""
+
+    def __init__(self, journal: PgJournal) -> None:
+        self.journal = journal
+
+    def task(self, task_id: str) -> TaskRow | None:
+        return self.journal.task(task_id)
+
+    def answer(self, task_id: str) -> dict[str, Any] | None:
+        return self.journal.answer(task_id)
+
+    def where(self) -> str:
+        return self.journal.where()
+
+    def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
+        """The facts of the run the task is in (``run_facts``, masked), kept by its first runner."""
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        self.journal.query(SQL["record_run"], (
+            task_id, task_id, facts.get("store"), facts.get("mode"), facts.get("width"),
+            facts.get("serialize_on"), Json(facts.get("steps") or []),
+            Json(list(facts["again"])) if facts.get("again") else None))
+
+    def run_facts(self, task_id: str) -> dict[int, RunFacts]:
+        return {int(run): RunFacts(store, mode, width, serial, steps or [], again)
+                for run, store, mode, width, serial, steps, again
+                in self.journal.query(SQL["report_runs"], (task_id,))}
+
+    def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
+        for r in self.journal.query(SQL["report_calls"], (task_id, task_id)):
+            yield CallRecordRow._make((*r, None, None))
+
+    def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        for num, entry in self.journal.query(SQL["report_first_entries"], (task_id,)):
+            yield int(num), entry or {}
+
+    def entries(self, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        for rid, entry in self.journal.query(SQL["report_entries"], (list(ids),)):
+            yield int(rid), entry or {}
+
+    def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
+        for (entry,) in self.journal.query(SQL["report_table_entries"], (task_id, run)):
+            yield entry
