@@ -50,6 +50,8 @@ class WorkState(_Word):
     SENT = "sent"
     #: Recorded in doubt by an earlier run: a task run again leaves it to its runners' rule.
     DOUBT = "doubt"
+    #: Planned after the task's sample: a run that asks for more rows releases it.
+    BEYOND = "beyond"
     DONE = "done"
 
 

@@ -231,13 +231,25 @@ def test_resume_continues_the_last_unfinished_task_of_the_pool_on_either_journal
 
 
 @pytest.mark.postgres
-def test_replan_on_postgresql_is_refused_before_anything_is_sent(store: Store, pg_url: str,
-                                                                  tmp_path: Path) -> None:
+@pytest.mark.process
+def test_replan_of_a_shared_task_its_runners_still_hold_is_refused_and_changes_nothing(
+        store_factory: Any, pg_url: str, tmp_path: Path) -> None:
+    from sharedkit import finish, query, start_runner, wait_for  # noqa: PLC0415
+
     upgrade(pg_url)
-    proc = pooler("run", str(rows_pool(tmp_path / "pool", 2)), "--store", store.url, "--token-file",
-                  str(token_file(tmp_path / "secret", store)), "--journal", pg_url, "--task", "t", "--replan")
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("pooler: --replan plans a task again from the plan a SQLite journal keeps "
-                                  "with its files' digests; a task on a PostgreSQL journal cannot be planned "
-                                  "again yet - start a new task for the mended files\n")
-    assert store.ops() == []
+    slow: Store = store_factory("--latency-ms", "100")
+    pool = rows_pool(tmp_path / "pool", 40)
+    busy = start_runner(pool, slow, pg_url, "t", tmp_path / "out-a")
+    done = "SELECT count(*) FROM work WHERE task = 't' AND state = 'done'"
+    wait_for(lambda: query(pg_url, done)[0][0] >= 1)
+    (tmp_path / "pool" / "rows.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(41)))
+    before = query(pg_url, "SELECT num, idx, key_text FROM work WHERE task = 't' ORDER BY num, idx")
+    code, _, err = run(pool, slow, pg_url, "t", tmp_path / "out-b", "--replan")
+    assert code == 2
+    assert err == ("pooler: --replan refused for task t: runners still hold it - run it with --replan once "
+                   "they have ended.\npooler: refused before the first step; nothing was sent.\n")
+    assert query(pg_url, "SELECT num, idx, key_text FROM work WHERE task = 't' ORDER BY num, idx") == before
+    code, answer, err = finish(busy)
+    assert code == 0, err
+    assert answer is not None
+    assert answer["steps"][0]["rows"]["completed"] == 40

@@ -19,6 +19,7 @@ from poolkit import echo, make_pool
 from poolkit import run as kit_run
 
 from pooler.errors import JournalError
+from pooler.journal.postgres.schema import upgrade
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.model import ForEach
 
@@ -68,9 +69,21 @@ def setup(tmp_path: Path, pool_text: str, goods: list[str]) -> Path:
     return pool
 
 
-def run(store: Store, tmp_path: Path, pool: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The journal the test's task lives in: a SQLite file, or a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.sqlite")
+    url: str = request.getfixturevalue("pg_url")
+    upgrade(url)
+    return url
+
+
+def run(store: Store, where: str, tmp_path: Path, pool: Path, *extra: str
+        ) -> subprocess.CompletedProcess[str]:
     return pooler("run", str(pool), "--store", store.url, "--json", "--out", str(tmp_path / "out"),
-                  "--journal", str(tmp_path / "journal.sqlite"), *extra,
+                  "--journal", where, *extra,
                   env={"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(tmp_path / "state")})
 
 
@@ -86,17 +99,17 @@ def echoed(store: Store) -> list[tuple[str, str | None]]:
 
 
 def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row_once(
-        store: Store, tmp_path: Path) -> None:
+        where: str, store: Store, tmp_path: Path) -> None:
     """Failure 5 of the issue: 3 rows inserted after the second row of a sampled chunked task."""
     first = refs(20)
     pool = setup(tmp_path, CHUNKED, first)
-    sample = run(store, tmp_path, pool, "--sample", "10", "--task", "T")
+    sample = run(store, where, tmp_path, pool, "--sample", "10", "--task", "T")
     assert sample.returncode == 0, sample.stderr
-    assert plan_of(tmp_path) == "20 planned: 10 completed, 10 not run"
+    assert plan_of(where) == "20 planned: 10 completed, 10 not run"
     now = [*first[:2], "N1", "N2", "N3", *first[2:]]
     write_goods(tmp_path / "goods.csv", now)
     before = len(store.ops())
-    again = run(store, tmp_path, pool, "--task", "T")
+    again = run(store, where, tmp_path, pool, "--task", "T")
     assert again.returncode == 2
     assert again.stderr == (
         "pooler: goods.csv changed since task T was planned (20 rows then, 23 now) - run it with "
@@ -104,7 +117,7 @@ def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row
         "files, or start a new task.\n"
         "pooler: refused before the first step; nothing was sent.\n")
     assert len(store.ops()) == before
-    replanned = run(store, tmp_path, pool, "--task", "T", "--replan")
+    replanned = run(store, where, tmp_path, pool, "--task", "T", "--replan")
     assert replanned.returncode == 0, replanned.stderr
     answer = answer_of(replanned)
     assert answer["status"] == "completed"
@@ -115,70 +128,72 @@ def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row
     # The new rows go in a chunk of their own: no chunk reaches over the rows done before.
     keys = [op["idempotency_key"] for op in store.ops() if op["unit"] == "MELBIS_AGENT_IMPORT_GOODS"]
     assert keys == ["T:imp-R00#0-4", "T:imp-R05#5-9", "T:imp-N1#2-4", "T:imp-R10#13-17", "T:imp-R15#18-22"]
-    listed = json.loads(pooler("runs", "--journal", str(tmp_path / "journal.sqlite"), "--json").stdout)
+    listed = json.loads(pooler("runs", "--journal", where, "--json").stdout)
     assert [(t["id"], t["status"]) for t in listed["tasks"]] == [("T", "completed")]
     # The rows done under the first plan count as completed in the new one.
-    assert plan_of(tmp_path) == "23 planned: 23 completed"
+    assert plan_of(where) == "23 planned: 23 completed"
 
 
-def plan_of(tmp_path: Path) -> str:
+def plan_of(where: str) -> str:
     """What ``pooler show`` says of task T's plan."""
-    shown = pooler("show", "T", "--journal", str(tmp_path / "journal.sqlite"))
+    shown = pooler("show", "T", "--journal", where)
     assert shown.returncode == 0, shown.stderr
     last = shown.stdout.splitlines()[-1]
     assert last.startswith("the task's plan: ")
     return last.removeprefix("the task's plan: ")
 
 
-def test_a_later_run_takes_its_rows_from_the_plan_not_from_the_file(store: Store, tmp_path: Path) -> None:
+def test_a_later_run_takes_its_rows_from_the_plan_not_from_the_file(
+        where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(6))
-    sample = run(store, tmp_path, pool, "--sample", "2", "--task", "T")
+    sample = run(store, where, tmp_path, pool, "--sample", "2", "--task", "T")
     assert sample.returncode == 0, sample.stderr
     (tmp_path / "goods.csv").unlink()
-    rest = run(store, tmp_path, pool, "--task", "T")
+    rest = run(store, where, tmp_path, pool, "--task", "T")
     assert rest.returncode == 0, rest.stderr
     assert "pooler: goods.csv is not there any more; task T takes its rows from its plan.\n" in rest.stderr
     assert [ref for ref, _ in echoed(store)] == refs(6)
 
 
-def test_a_missing_file_without_a_plan_is_still_refused(store: Store, tmp_path: Path) -> None:
+def test_a_missing_file_without_a_plan_is_still_refused(where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(2))
     (tmp_path / "goods.csv").unlink()
-    refused = run(store, tmp_path, pool, "--task", "NEW")
+    refused = run(store, where, tmp_path, pool, "--task", "NEW")
     assert refused.returncode == 2
     assert "No such file:" in refused.stderr
     assert echoed(store) == []
 
 
-def test_a_changed_pool_file_is_told_and_refused(store: Store, tmp_path: Path) -> None:
+def test_a_changed_pool_file_is_told_and_refused(where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(3))
-    assert run(store, tmp_path, pool, "--sample", "1", "--task", "T").returncode == 0
+    assert run(store, where, tmp_path, pool, "--sample", "1", "--task", "T").returncode == 0
     pool.write_text(PER_ROW.replace("${row.name}", "x ${row.name}"), encoding="utf-8")
-    again = run(store, tmp_path, pool, "--task", "T")
+    again = run(store, where, tmp_path, pool, "--task", "T")
     assert again.returncode == 2
     assert again.stderr.startswith("pooler: the pool file pool.yaml changed since task T was planned - "
                                    "run it with --replan")
     assert len(echoed(store)) == 1
 
 
-def test_an_edited_file_of_as_many_rows_says_its_content_differs(store: Store, tmp_path: Path) -> None:
+def test_an_edited_file_of_as_many_rows_says_its_content_differs(
+        where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(3))
-    assert run(store, tmp_path, pool, "--sample", "1", "--task", "T").returncode == 0
+    assert run(store, where, tmp_path, pool, "--sample", "1", "--task", "T").returncode == 0
     write_goods(tmp_path / "goods.csv", refs(3), {"R01": "edited"})
-    again = run(store, tmp_path, pool, "--resume")
+    again = run(store, where, tmp_path, pool, "--resume")
     assert again.returncode == 2
     assert again.stderr.startswith("pooler: goods.csv changed since task T was planned (3 rows then and "
                                    "now, their content differs) - run it with --replan")
 
 
 def test_replan_of_per_row_keys_skips_done_rows_sends_new_and_edited_and_drops_removed(
-        store: Store, tmp_path: Path) -> None:
+        where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(6))
-    assert run(store, tmp_path, pool, "--sample", "3", "--task", "T").returncode == 0
+    assert run(store, where, tmp_path, pool, "--sample", "3", "--task", "T").returncode == 0
     # R01 (done) and R04 (not done) edited, R03 removed, N1 inserted.
     write_goods(tmp_path / "goods.csv", ["R00", "R01", "N1", "R02", "R04", "R05"],
                 {"R01": "edited", "R04": "edited"})
-    replanned = run(store, tmp_path, pool, "--task", "T", "--replan")
+    replanned = run(store, where, tmp_path, pool, "--task", "T", "--replan")
     assert replanned.returncode == 0, replanned.stderr
     assert echoed(store) == [("R00", "item R00"), ("R01", "item R01"), ("R02", "item R02"),
                              ("N1", "item N1"), ("R04", "edited"), ("R05", "item R05")]
@@ -187,12 +202,12 @@ def test_replan_of_per_row_keys_skips_done_rows_sends_new_and_edited_and_drops_r
 
 
 def test_replan_of_a_chunked_step_leaves_out_removed_rows_and_sends_edited_ones_not_done(
-        store: Store, tmp_path: Path) -> None:
+        where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, CHUNKED, refs(12))
-    assert run(store, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
+    assert run(store, where, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
     now = [r for r in refs(12) if r not in ("R02", "R07")]
     write_goods(tmp_path / "goods.csv", now, {"R08": "edited"})
-    replanned = run(store, tmp_path, pool, "--task", "T", "--replan")
+    replanned = run(store, where, tmp_path, pool, "--task", "T", "--replan")
     assert replanned.returncode == 0, replanned.stderr
     sent = imported(store)
     assert sent == [*refs(5), "R05", "R06", "R08", "R09", "R10", "R11"]
@@ -200,11 +215,12 @@ def test_replan_of_a_chunked_step_leaves_out_removed_rows_and_sends_edited_ones_
     assert {g["name"] for g in goods if g["sku"] == "SKU-R08"} == {"edited"}
 
 
-def test_replan_is_refused_for_an_unkeyed_step_that_sent_rows(store: Store, tmp_path: Path) -> None:
+def test_replan_is_refused_for_an_unkeyed_step_that_sent_rows(
+        where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, UNKEYED, refs(4))
-    assert run(store, tmp_path, pool, "--sample", "2", "--task", "T").returncode == 0
+    assert run(store, where, tmp_path, pool, "--sample", "2", "--task", "T").returncode == 0
     write_goods(tmp_path / "goods.csv", ["N1", *refs(4)])
-    refused = run(store, tmp_path, pool, "--task", "T", "--replan")
+    refused = run(store, where, tmp_path, pool, "--task", "T", "--replan")
     assert refused.returncode == 2
     assert refused.stderr == (
         "pooler: --replan refused for task T: step 1 (echo) has no key, so the rows it sent (2 calls) "
@@ -214,9 +230,9 @@ def test_replan_is_refused_for_an_unkeyed_step_that_sent_rows(store: Store, tmp_
     assert len(echoed(store)) == 2
 
 
-def test_replan_needs_a_task(store: Store, tmp_path: Path) -> None:
+def test_replan_needs_a_task(where: str, store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(2))
-    refused = run(store, tmp_path, pool, "--replan")
+    refused = run(store, where, tmp_path, pool, "--replan")
     assert refused.returncode == 2
     assert refused.stderr == ("pooler: --replan plans a task again: give it with --task ID or --resume.\n"
                               "pooler: refused before the first step; nothing was sent.\n")
@@ -225,8 +241,9 @@ def test_replan_needs_a_task(store: Store, tmp_path: Path) -> None:
 def test_the_plan_is_recorded_whole_for_a_sample_and_not_at_all_by_a_dry_run(
         store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, CHUNKED, refs(12))
-    assert run(store, tmp_path, pool, "--dry-run").returncode == 0
-    assert run(store, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
+    journal = str(tmp_path / "journal.sqlite")
+    assert run(store, journal, tmp_path, pool, "--dry-run").returncode == 0
+    assert run(store, journal, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
     db = sqlite3.connect(tmp_path / "journal.sqlite")
     try:
         rows = db.execute("SELECT task, num, row, key, data FROM plan_rows ORDER BY row").fetchall()
@@ -262,9 +279,9 @@ def test_a_step_whose_rows_hold_a_secret_stays_out_of_the_plan_and_the_store_get
         store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(3))
     write_goods(tmp_path / "goods.csv", refs(3), {"R01": store.token})
-    first = run(store, tmp_path, pool, "--sample", "2", "--task", "T")
+    first = run(store, str(tmp_path / "journal.sqlite"), tmp_path, pool, "--sample", "2", "--task", "T")
     assert first.returncode == 0, first.stderr
-    rest = run(store, tmp_path, pool, "--task", "T")
+    rest = run(store, str(tmp_path / "journal.sqlite"), tmp_path, pool, "--task", "T")
     assert rest.returncode == 0, rest.stderr
     # The journal holds no secret: the step reads its file on every run instead of the plan.
     assert store.token.encode() not in (tmp_path / "journal.sqlite").read_bytes()

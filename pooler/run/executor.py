@@ -256,7 +256,7 @@ def _check_plan(journal: Journal, plan: Plan, task: str, config: RunConfig) -> d
             raise JournalError(f"--replan: task {task} has no plan in the journal (it was planned before "
                                "tasks recorded theirs) - run it without --replan, or start a new task.")
         return files
-    told = changes(plan.pool, plan, files, task)
+    told = changes(plan.pool, plan.data, files, task)
     if told and not config.replan:
         raise refuse_changed(told, task)
     return files

@@ -184,8 +184,12 @@ def exact_rows(data: DataFile) -> int:
     return sum(1 for _ in data.iter_rows())
 
 
-def changes(pool: Pool, plan: Plan, files: Mapping[int, PlannedFile], task: str) -> list[str]:
+def changes(pool: Pool, data_files: Mapping[int, DataFile], files: Mapping[int, PlannedFile], task: str,
+            *, by_path: bool = True) -> list[str]:
     """What changed since the task was planned, a sentence a file; empty when nothing did.
+    ``data_files``: each step's data file as the run found it now.  Without ``by_path`` a file
+    is known by its name alone (runners of a shared task on other hosts keep their files in
+    other folders).
 
     A data file that is gone is no change: the plan holds its rows.
     """
@@ -196,10 +200,10 @@ def changes(pool: Pool, plan: Plan, files: Mapping[int, PlannedFile], task: str)
             if was.sha256 and path.is_file() and digest(path) != was.sha256:
                 told.append(f"the pool file {was.name} changed since task {task} was planned")
             continue
-        data = plan.data.get(num)
+        data = data_files.get(num)
         if data is None or not data.path.is_file():
             continue
-        if str(data.path.absolute()) != was.path:
+        if by_path and str(data.path.absolute()) != was.path:
             told.append(f"step {num} reads {shown(pool, data.path)} now, {was.name} when task {task} "
                         "was planned")
             continue

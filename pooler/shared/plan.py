@@ -28,6 +28,7 @@ from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.executor import step_plan
 from pooler.run.identity import chunk_key
+from pooler.statuses import WorkState
 
 #: The placeholder of a step over an earlier step's table (``idx`` of the row).
 PLACEHOLDER = -1
@@ -97,22 +98,54 @@ class Planner:
                 ) -> Iterator[tuple[Any, ...]]:
         """The calls of a step over rows: one per row, or one per chunk.  ``data`` starts at row
         ``first`` of the source and its calls are numbered from ``idx`` (both 0 but for the rows
-        a sampled plan did not hold); the sample counts from the source's first row."""
+        a plan made before every row was planned did not hold).  The rows after the sample (which
+        counts from the source's first row) are planned too, ``beyond`` it: a full run of the task
+        releases them, and needs no data file for it; a chunk never reaches over the sample's end."""
         plan = self.plans[step.num]
         deps = dep_nums(self.pool, plan)
         fe = step.for_each
         assert fe is not None
         source: Iterator[Any] = iter(data)
+        parts: list[tuple[Iterator[Any], str]] = [(source, WorkState.READY)]
         if self.sample is not None:
-            source = islice(source, max(self.sample - first, 0))
-        if fe.chunk:
-            for num, part in enumerate(chunks(source, fe.chunk), start=idx):
-                yield self._row(plan, num, (first, first + len(part) - 1, len(part)), part, deps)
-                first += len(part)
-            return
-        for num, row in enumerate(source, start=idx):
-            yield self._row(plan, num, (first, None, 1), row, deps)
-            first += 1
+            # islice stops at the sample's end; the same iterator then goes on beyond it.
+            parts = [(islice(source, max(self.sample - first, 0)), WorkState.READY),
+                     (source, WorkState.BEYOND)]
+        for rows, state in parts:
+            if fe.chunk:
+                for part in chunks(rows, fe.chunk):
+                    yield self._row(plan, idx, (first, first + len(part) - 1, len(part)), part, deps,
+                                    state=state)
+                    first += len(part)
+                    idx += 1
+                continue
+            for row in rows:
+                yield self._row(plan, idx, (first, None, 1), row, deps, state=state)
+                first += 1
+                idx += 1
+
+    def split(self, at: int, num: int, *, idx: int, next_idx: int, first: int, data: list[Any]
+              ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """A chunk planned beyond the sample that a wider sample cuts at row ``at``: the part
+        before it (released, under its idx) and the part after it (still beyond, under ``next_idx``)."""
+        plan = self.plans[num]
+        deps = dep_nums(self.pool, plan)
+        head, tail = data[:at - first], data[at - first:]
+        return (self._row(plan, idx, (first, at - 1, len(head)), head, deps),
+                self._row(plan, next_idx, (at, at + len(tail) - 1, len(tail)), tail, deps,
+                          state=WorkState.BEYOND))
+
+    def key_of(self, plan: StepPlan, row: dict[str, Any]) -> str | None:
+        """The key of the call of ``row`` alone (a step keyed per row, or one row of a chunk), as
+        the journal keeps it; None when the plan makes none."""
+        return self._key(plan, (0, None, 1), row)[0]
+
+    def call_row(self, plan: StepPlan, idx: int, first: int, part: list[Any], deps: list[int]
+                 ) -> tuple[Any, ...]:
+        """The work row of the chunk of ``part`` from row ``first`` (beyond the sample when it
+        starts after it)."""
+        state = WorkState.BEYOND if self.sample is not None and first >= self.sample else WorkState.READY
+        return self._row(plan, idx, (first, first + len(part) - 1, len(part)), part, deps, state=state)
 
     def rows_beyond(self, planned: Mapping[int, Planned]) -> Iterator[tuple[Any, ...]]:
         """The work rows a sampled plan lacks, up to this planner's sample: the rows of each data
@@ -131,17 +164,18 @@ class Planner:
                 yield self._placeholder(step.num, deps)
 
     def _placeholder(self, num: int, deps: list[int]) -> tuple[Any, ...]:
-        return (self.task, num, PLACEHOLDER, "expand", None, None, 1, None, deps, None, None, None)
+        return (self.task, num, PLACEHOLDER, "expand", None, None, 1, None, deps, None, None, None,
+                WorkState.READY)
 
     def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
-             deps: list[int]) -> tuple[Any, ...]:
+             deps: list[int], *, state: str = WorkState.READY) -> tuple[Any, ...]:
         """A call's COPY values; ``rows``: its first and last row (None: no chunk) and its size."""
         from psycopg.types.json import Json  # noqa: PLC0415
 
         first, last, size = rows
         serial = self._serial(plan, data, last is not None) if self.serialize_on else None
         return (self.task, plan.step.num, idx, "call", first, last, size,
-                None if data is None else Json(data), deps, serial, *self._key(plan, rows, data))
+                None if data is None else Json(data), deps, serial, *self._key(plan, rows, data), str(state))
 
     def _key(self, plan: StepPlan, rows: tuple[int | None, int | None, int], data: Any
              ) -> tuple[str | None, bool | None]:

@@ -20,6 +20,7 @@ from pooler.errors import JournalError
 from pooler.journal.postgres.history import PgHistory
 from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.lease import Lease, LeaseLost
+from pooler.journal.postgres.schema import SQL
 from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
 from pooler.journal.timeline import run_facts
 from pooler.pool.model import Pool
@@ -127,7 +128,7 @@ class _Runner:
         self.base = pool_base(pool)
         self.writer = KeepingWriter(config.out)
         self.gated = GatedClient(client, self.lease)
-        run_no = journal.query("SELECT runs FROM tasks WHERE id = %s", (self.task,))[0][0]
+        run_no = journal.query(SQL["runs_of_task"], (self.task,))[0][0]
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), journal=cast(Any, NoCallLog()),
                                 task=self.task, run=int(run_no), writer=self.writer,
                                 redactor=config.redactor, reporter=reporter, stop=stop,
@@ -149,7 +150,7 @@ class _Runner:
     # The loop
 
     def run(self) -> None:
-        total = self.journal.query("SELECT count(*) FROM work WHERE task = %s", (self.task,))[0][0]
+        total = self.journal.query(SQL["planned_calls"], (self.task,))[0][0]
         self.reporter.pool_started(self.pool, self.task, int(total))
         while True:
             self._collect(block=False)

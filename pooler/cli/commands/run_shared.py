@@ -66,17 +66,24 @@ def _unfinished(pool: Pool, url: str, ctx: Context) -> str | None:
     return found
 
 
+def _told_gone(url: str, task: str, pool: Pool, variables: Variables, ctx: Context) -> None:
+    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
+    from pooler.shared.join import files_gone  # noqa: PLC0415
+
+    with PgJournal(url) as journal:
+        for name in files_gone(journal, task, pool, variables.values):
+            ctx.note(f"pooler: {name} is not there any more; task {task} takes its rows from its plan.")
+
+
 def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables: Variables, url: str,
                   *, tracing: Tracing | None = None) -> int:
     from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415
     from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
     from pooler.shared.runner import RunnerStopped, SharedConfig, run_shared  # noqa: PLC0415
 
-    if args.replan:
-        raise UsageError("--replan plans a task again from the plan a SQLite journal keeps with its files' "
-                         "digests; a task on a PostgreSQL journal cannot be planned again yet - start a "
-                         "new task for the mended files")
     task = args.task or (_unfinished(pool, url, ctx) if args.resume else None)
+    if task is not None:
+        _told_gone(url, task, pool, variables, ctx)
     if task is None:
         task = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
         ctx.note(f"pooler: task {task}: more runners join it with --task {task}")
@@ -88,7 +95,7 @@ def handle_shared(args: argparse.Namespace, ctx: Context, pool: Pool, variables:
                            *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
-                           again=run_again(args, ctx, client.shown_url, shown(url)))
+                           again=run_again(args, ctx, client.shown_url, shown(url)), replan=args.replan)
         stop = StopSignal()
         shared = SharedConfig(url=url, width=args.width, lease=lease)
         try:

@@ -8,9 +8,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText
@@ -22,7 +23,7 @@ from pooler.statuses import TaskStatus
 #: The types of the columns of a work row a plan gives, in the order of ``SQL["copy_work"]``, told
 #: to COPY once: without them every value of every row is looked at for its type.
 WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "json", "int4[]", "text", "text",
-              "bool")
+              "bool", "text")
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,49 @@ class PgJournal:
                 raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
             return True
 
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """The journal's connection in one transaction; a failure is a ``JournalError``."""
+        import psycopg  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                with self.conn.transaction():
+                    yield self.conn
+            except psycopg.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
+
+    def release(self, task_id: str, sample: int | None, split: Split) -> bool:
+        """A sampled task's plan widened to ``sample`` (None: every row) from the calls it planned
+        beyond its sample: those the wider sample holds are released, a chunk it cuts split in two
+        (``split``); False when the plan held that much already (another runner widened it first:
+        the task's row is locked meanwhile)."""
+        import psycopg  # noqa: PLC0415
+        from psycopg.types.json import Jsonb  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                with self.conn.transaction():
+                    found = self.conn.execute(SQL["lock_task_row"], (task_id,)).fetchone()
+                    if found is None or not narrower(found[0].get("sample"), sample):
+                        return False
+                    if sample is not None:
+                        cut = self.conn.execute(SQL["cut_by_sample"], (task_id, sample, sample)).fetchall()
+                        for num, idx, first, data in cut:
+                            nxt = self.conn.execute(SQL["next_idx"], (task_id, num)).fetchall()[0][0]
+                            self.conn.execute(SQL["drop_call"], (task_id, num, idx))
+                            parts = split(sample, num, idx=idx, next_idx=int(nxt), first=int(first),
+                                          data=list(data))
+                            with self.conn.cursor().copy(SQL["copy_work"]) as copy:
+                                copy.set_types(WORK_TYPES)
+                                for row in parts:
+                                    copy.write_row(row)
+                    self.conn.execute(SQL["release_beyond"], (task_id, sample, sample))
+                    self.conn.execute(SQL["set_sample"], (Jsonb({"sample": sample}), task_id))
+            except psycopg.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
+            return True
+
     def planned(self, task_id: str) -> dict[int, Planned]:
         """What the task's plan holds of each step, by step number."""
         return _planned(self.query(SQL["planned"], (task_id,)))
@@ -224,6 +268,14 @@ class PgJournal:
 
 def _planned(rows: Iterable[tuple[Any, ...]]) -> dict[int, Planned]:
     return {int(num): Planned(int(held), int(nxt), bool(holder)) for num, held, nxt, holder in rows}
+
+
+class Split(Protocol):
+    """Cuts a chunk of step ``num`` planned beyond a sample at the wider sample's end ``at``: the
+    work rows of its two parts (the second under the step's ``next_idx``)."""
+
+    def __call__(self, at: int, num: int, *, idx: int, next_idx: int, first: int, data: list[Any]
+                 ) -> Iterable[tuple[Any, ...]]: ...
 
 
 def narrower(planned: int | None, asked: int | None) -> bool:

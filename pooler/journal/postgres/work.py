@@ -9,8 +9,8 @@ milliseconds, the calls they hand out are not.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,18 +67,9 @@ class WorkStore:
         self.task = task
         self.runner = runner
 
-    @contextmanager
-    def _tx(self) -> Iterator[Any]:
-        import psycopg  # noqa: PLC0415
-
-        conn = self.journal.conn
+    def _tx(self) -> AbstractContextManager[Any]:
         # One connection and one lock, shared with the journal.
-        with self.journal._lock:
-            try:
-                with conn.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                raise self._failed(exc) from None
+        return self.journal.transaction()
 
     def _failed(self, exc: Exception) -> JournalError:
         return JournalError(f"the journal {self.journal.where()} failed: {self.journal.text.error(exc)}")

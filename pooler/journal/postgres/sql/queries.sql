@@ -176,8 +176,9 @@ ON CONFLICT (task, num, idx, name) DO UPDATE SET rows = excluded.rows;
 DELETE FROM work WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed';
 
 -- name: open_counts
--- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted.
-SELECT count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state <> 'ready'),
+-- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted; the calls
+-- planned beyond the task's sample are neither.
+SELECT count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state NOT IN ('ready', 'beyond')),
        (SELECT halted FROM tasks WHERE id = %s)
 FROM work WHERE task = %s AND state <> 'done';
 
@@ -195,17 +196,18 @@ SELECT rows FROM table_rows WHERE task = %s AND num = %s AND name = %s ORDER BY 
 -- name: copy_work
 -- The work rows a plan gives (a task planned, widened, or a step over a table expanded); the
 -- values come in this order (journal.py's WORK_TYPES gives their types).
-COPY work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned)
+COPY work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned,
+           state)
 FROM STDIN;
 
 -- A shared task's answer (shared/answer.py)
 
 -- name: answer_rows
--- Every call of the task in file order, and whether it was done in an earlier run than the one
+-- Every call of the task in file order (but those planned beyond its sample), and whether it was done in an earlier run than the one
 -- the task is in (a call done before schema version 6 has no run: it was).
 SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail,
        state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = %s))
-FROM work WHERE task = %s ORDER BY num, idx;
+FROM work WHERE task = %s AND state <> 'beyond' ORDER BY num, idx;
 
 -- name: answer_state
 SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s;
@@ -238,3 +240,47 @@ SELECT id, entry FROM calls WHERE id = ANY(%s);
 
 -- name: report_table_entries
 SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AND entry::text LIKE '%%"tables":{"%%';
+
+-- A sampled task widened (journal.py)
+
+-- name: lock_task_row
+SELECT shared FROM tasks WHERE id = %s FOR UPDATE;
+
+-- name: cut_by_sample
+-- The chunks planned beyond the sample that a wider sample of %s rows cuts.
+SELECT num, idx, row_first, data FROM work
+WHERE task = %s AND state = 'beyond' AND row_last IS NOT NULL AND row_first < %s AND row_last >= %s;
+
+-- name: next_idx
+SELECT coalesce(max(idx), -1) + 1 FROM work WHERE task = %s AND num = %s;
+
+-- name: drop_call
+DELETE FROM work WHERE task = %s AND num = %s AND idx = %s;
+
+-- name: release_beyond
+-- The calls the wider sample (NULL: every row) holds, released to be claimed.
+UPDATE work SET state = 'ready' WHERE task = %s AND state = 'beyond' AND (%s::int IS NULL OR row_first < %s);
+
+-- name: set_sample
+UPDATE tasks SET shared = shared || %s WHERE id = %s;
+
+-- name: planned_calls
+SELECT count(*) FROM work WHERE task = %s AND state <> 'beyond';
+
+-- name: runs_of_task
+SELECT runs FROM tasks WHERE id = %s;
+
+-- --replan of a shared task (replan.py)
+
+-- name: live_runner_count
+SELECT count(*) FROM runners WHERE task = %s AND lease_until > now();
+
+-- name: step_calls
+SELECT idx, state, status, key_text, data, round FROM work
+WHERE task = %s AND num = %s AND kind = 'call' ORDER BY idx;
+
+-- name: drop_calls
+DELETE FROM work WHERE task = %s AND num = %s AND idx = ANY(%s);
+
+-- name: set_round
+UPDATE work SET round = %s WHERE task = %s AND num = %s AND idx = %s;
