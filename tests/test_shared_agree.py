@@ -253,3 +253,23 @@ def test_replan_of_a_shared_task_its_runners_still_hold_is_refused_and_changes_n
     assert code == 0, err
     assert answer is not None
     assert answer["steps"][0]["rows"]["completed"] == 40
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_the_full_run_of_a_sampled_task_checks_the_rows_the_sample_left_unchecked(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    pool = rows_pool(tmp_path / "pool", 2)
+    rows = [json.dumps({"n": i}) for i in range(5)]
+    rows.insert(3, json.dumps({"m": 3}))
+    (tmp_path / "pool" / "rows.jsonl").write_text("".join(r + "\n" for r in rows))
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out", "--sample", "2")
+    assert (code, answer["succeeded"]) == (0, 2), err
+    sent = len(store.ops())
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    # The row the sample did not read is told before anything more is sent, on either journal.
+    assert code == 2
+    told = f"row 4 of {tmp_path / 'pool' / 'rows.jsonl'}: ${{row.n}}: row has no field [n] - its fields: m."
+    # Once for the row's params, once for its key.
+    assert [p["message"] for p in answer["problems"]] == [told, told]
+    assert len(store.ops()) == sent

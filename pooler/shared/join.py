@@ -76,7 +76,12 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
     joined = replace(pool, options=Options(**found["options"]))
     if narrower(found.get("sample"), config.sample):
         if found.get("planned_all"):
-            # Every row is planned: the calls beyond the sample are released, no data file read.
+            # Every row is planned: the calls beyond the sample are released.  Rows a sample left
+            # unchecked are checked first where this runner has the files, as a run on SQLite
+            # checks them (without the files, as there, the plan's rows are taken as they are).
+            here = _data_files(joined, config.variables)
+            if here and all(d.path.is_file() for d in here.values()):
+                plan_for_joining_runner(joined, config.variables, config.sample)
             planner = Planner(joined, task, config.variables, config.sample, redactor=config.redactor)
             journal.release(task, config.sample, planner.split)
         else:
