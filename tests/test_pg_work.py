@@ -295,8 +295,9 @@ def test_a_runner_joining_a_task_a_live_runner_holds_resets_nothing_and_one_join
     assert journal.join("t", "retry") is False
     assert journal.query(state) == before
     held.close()
-    # No live runner: a new run, the failed call under its next key round, the one it held back ready.
+    # No live runner: a new run, the failed call under its next key round, the one it held back
+    # ready, and the one that completed without a key ready too (nothing tells it from a new one).
     assert journal.join("t", "retry") is True
-    assert journal.query(state) == [(1, 0, "done", "completed", 1), (1, 1, "ready", None, 2),
+    assert journal.query(state) == [(1, 0, "ready", None, 1), (1, 1, "ready", None, 2),
                                     (2, 0, "ready", None, 1)]
     assert journal.query("SELECT runs, halted FROM tasks WHERE id = 't'") == [(3, None)]

@@ -179,8 +179,10 @@ def test_a_step_over_an_earlier_steps_table_runs_on_another_host(store: Store, u
                                                                   tmp_path: Path) -> None:
     pool = write_pool(tmp_path, [
         "pool:",
-        "  - {name: src, unit: MELBIS_AGENT_TEST, command: CmdTable, params: {rows: 3, width: 4}, into: job}",
-        f"  - {SLEEP}, params: {{ms: 1500}}}}",
+        # Keyed: the second runner runs the task again, and sends again what completed without a key.
+        "  - {name: src, unit: MELBIS_AGENT_TEST, command: CmdTable, params: {rows: 3, width: 4}, into: job,",
+        "     key: src}",
+        f"  - {SLEEP}, params: {{ms: 1500}}, key: nap}}",
         f"  - {SLEEP}, params: {{ms: '${{row.n}}'}}, for_each: {{step: src, table: rows}}}}",
     ])
     first = start_runner(pool, store, url, "t", tmp_path / "out-a")

@@ -7,7 +7,10 @@
 --     the same round when the store carried it out and only its tables could not be written
 --     (`result: true`): the store's stored answer is the one wanted;
 --   not_run -> ready (the step it referred to may run now);
---   completed and skipped stay; the task's halt is cleared and its --in-doubt is the new run's.
+--   completed without a key -> ready: nothing tells it apart from a new call, so it is sent again,
+--     as a task run again on SQLite sends it ("without keys the batch restarts from the beginning");
+--   completed with a key, and skipped, stay; the task's halt is cleared and its --in-doubt is the
+--   new run's.
 CREATE OR REPLACE FUNCTION pooler_run_again(p_task TEXT, p_in_doubt TEXT)
 RETURNS BOOLEAN LANGUAGE plpgsql AS $$
 BEGIN
@@ -24,6 +27,9 @@ BEGIN
     UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
         done_at = NULL
     WHERE task = p_task AND state = 'done' AND status = 'not_run';
+    UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+        sent_at = NULL, done_at = NULL
+    WHERE task = p_task AND state = 'done' AND status = 'completed' AND key_text IS NULL AND kind = 'call';
     UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
     WHERE task = p_task AND state = 'done' AND status = 'in_doubt';
     UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished = NULL, halted = NULL,
