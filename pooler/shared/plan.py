@@ -1,9 +1,9 @@
 """The plan of a shared task: one work row per call, made once by the first runner.
 
-The rows of ``for_each`` files are read here (from the data files the compile step found, by the
-same rules as any run) and stored with their calls, so a runner on another host needs no data
-file.  A step over an earlier step's table gets one placeholder row; the runner that finds the
-earlier step completed puts its calls in its place (from the table rows the journal keeps).  The
+The rows of ``for_each`` files are stored with their calls, so a runner on another host needs no
+data file; they come from the compile step's own pass over each file (``shared/planpass.py``).  A
+step over an earlier step's table gets one placeholder row; the runner that finds the earlier step
+completed puts its calls in its place (from the table rows the journal keeps).  The
 fingerprint of the steps makes sure every runner of a task runs the same pool.
 """
 
@@ -17,8 +17,6 @@ from itertools import islice
 from typing import Any
 
 from pooler.errors import PoolerError
-from pooler.journal.postgres.journal import Planned
-from pooler.pool.datafiles import DataFile
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
@@ -63,43 +61,28 @@ def dep_nums(pool: Pool, plan: StepPlan) -> list[int]:
 class Planner:
     """Makes the work rows of a task (and, later, of a step over an earlier step's table)."""
 
-    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None,
-                 data: Mapping[int, DataFile] | None = None, *, redactor: Redactor | None = None) -> None:
+    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None, *,
+                 redactor: Redactor | None = None) -> None:
         self.pool = pool
         self.task = task
         self.variables = dict(variables)
         self.sample = sample
         #: Masks each call's key as the journal keeps keys; without it the plan holds no keys.
         self.redactor = redactor
-        #: The data file of every step over a file, as the compile step found it (variables filled
-        #: in its name, its delimiter and encoding); only the runner that plans the task has them.
-        self.data = dict(data or {})
         self.plans = step_plans(pool)
         #: Every step's params with templates only: a reference stays its text (its step has not run).
         self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, (), s) for s in pool.steps}
+        #: Each row's JSON as COPY takes it: text, encoded once here rather than by a dumper a value.
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._dep_texts: dict[int, str] = {}
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
-
-    def rows(self) -> Iterator[tuple[Any, ...]]:
-        """Every work row of the task, in file order (COPY values)."""
-        for step in self.pool.steps:
-            plan = self.plans[step.num]
-            deps = dep_nums(self.pool, plan)
-            fe = step.for_each
-            if fe is None:
-                yield self._row(plan, 0, (None, None, 1), None, deps)
-            elif fe.file:
-                yield from self.rows_of(step, self.data[step.num].iter_rows())
-            else:
-                yield self._placeholder(step.num, deps)
 
     def rows_of(self, step: Step, data: Iterable[Any], *, first: int = 0, idx: int = 0
                 ) -> Iterator[tuple[Any, ...]]:
         """The calls of a step over rows: one per row, or one per chunk.  ``data`` starts at row
         ``first`` of the source and its calls are numbered from ``idx`` (both 0 but for the rows
         a sampled plan did not hold); the sample counts from the source's first row."""
-        plan = self.plans[step.num]
-        deps = dep_nums(self.pool, plan)
         fe = step.for_each
         assert fe is not None
         source: Iterator[Any] = iter(data)
@@ -107,60 +90,62 @@ class Planner:
             source = islice(source, max(self.sample - first, 0))
         if fe.chunk:
             for num, part in enumerate(chunks(source, fe.chunk), start=idx):
-                yield self._row(plan, num, (first, first + len(part) - 1, len(part)), part, deps)
+                yield self.call(step, num, (first, first + len(part) - 1, len(part)), part)
                 first += len(part)
             return
         for num, row in enumerate(source, start=idx):
-            yield self._row(plan, num, (first, None, 1), row, deps)
+            yield self.call(step, num, (first, None, 1), row)
             first += 1
 
-    def rows_beyond(self, planned: Mapping[int, Planned]) -> Iterator[tuple[Any, ...]]:
-        """The work rows a sampled plan lacks, up to this planner's sample: the rows of each data
-        file after those planned, and a placeholder again for each step over a table whose calls
-        were made (it takes the table's rows after those, once its step is done)."""
-        for step in self.pool.steps:
-            fe = step.for_each
-            if fe is None:
-                continue
-            held = planned.get(step.num, Planned(0, 0, False))
-            if fe.file:
-                rows = islice(self.data[step.num].iter_rows(), held.rows, None)
-                yield from self.rows_of(step, rows, first=held.rows, idx=held.next_idx)
-            elif not held.placeholder:
-                deps = dep_nums(self.pool, self.plans[step.num])
-                yield self._placeholder(step.num, deps)
+    def single(self, step: Step) -> tuple[Any, ...]:
+        """The work row of a step that is no step over rows: one call."""
+        return self.call(step, 0, (None, None, 1), None)
 
-    def _placeholder(self, num: int, deps: list[int]) -> tuple[Any, ...]:
-        return (self.task, num, PLACEHOLDER, "expand", None, None, 1, None, deps, None, None, None)
+    def placeholder(self, step: Step) -> tuple[Any, ...]:
+        """The work row that stands for the calls of a step over an earlier step's table."""
+        return (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, self._deps(step.num), None,
+                None, None)
 
-    def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
-             deps: list[int]) -> tuple[Any, ...]:
-        """A call's COPY values; ``rows``: its first and last row (None: no chunk) and its size."""
-        from psycopg.types.json import Json  # noqa: PLC0415
-
+    def call(self, step: Step, idx: int, rows: tuple[int | None, int | None, int], data: Any,
+             key: str | None = None) -> tuple[Any, ...]:
+        """A call's COPY values; ``rows``: its first and last row (None: no chunk) and its size;
+        ``key``: its first row's key as the check filled it (None: filled here)."""
+        plan = self.plans[step.num]
         first, last, size = rows
         serial = self._serial(plan, data, last is not None) if self.serialize_on else None
-        return (self.task, plan.step.num, idx, "call", first, last, size,
-                None if data is None else Json(data), deps, serial, *self._key(plan, rows, data))
+        return (self.task, step.num, idx, "call", first, last, size,
+                None if data is None else self._dumps(data), self._deps(step.num), serial,
+                *self._key(plan, rows, data, key))
 
-    def _key(self, plan: StepPlan, rows: tuple[int | None, int | None, int], data: Any
-             ) -> tuple[str | None, bool | None]:
+    def _deps(self, num: int) -> str:
+        """The step's dependencies as COPY's text of an ``int4[]``, made once a step."""
+        found = self._dep_texts.get(num)
+        if found is None:
+            deps = dep_nums(self.pool, self.plans[num])
+            found = self._dep_texts[num] = "{" + ",".join(map(str, deps)) + "}"
+        return found
+
+    def _key(self, plan: StepPlan, rows: tuple[int | None, int | None, int], data: Any,
+             filled: str | None = None) -> tuple[str | None, bool | None]:
         """The call's key as a runner makes it (a key holds only ``${row...}`` and variables), and
         whether it is known here, so the claim that hands the call out can move it to sent in the
         same round trip; (None, True): no key; (None, None): none made here (the runner makes it,
-        and tells what is wrong with it)."""
+        and tells what is wrong with it).  ``filled``: the first row's key, filled already."""
         first, last, _ = rows
         if self.redactor is None:
             return None, None
         if plan.step.key is None:
             return None, True
-        scope = dict(self.variables)
-        if data is not None:
-            scope["row"] = data[0] if last is not None else data
-        try:
-            key = render_key(plan.step.key, scope)
-        except PoolerError:
-            return None, None
+        if filled is not None:
+            key = filled
+        else:
+            scope = dict(self.variables)
+            if data is not None:
+                scope["row"] = data[0] if last is not None else data
+            try:
+                key = render_key(plan.step.key, scope)
+            except PoolerError:
+                return None, None
         if last is not None:
             key = chunk_key(key, first or 0, last)
         return self.redactor.text(key), True

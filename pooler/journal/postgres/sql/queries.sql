@@ -26,6 +26,20 @@ WHERE id = %s;
 -- name: shared
 SELECT shared FROM tasks WHERE id = %s;
 
+-- name: create_shared
+-- A runner that creates the task at the same moment waits here until this one's plan commits
+-- (then it finds the task) or is rolled back (then it plans the task itself).
+INSERT INTO tasks (id, pool_file, started, shared) VALUES (%s, %s, %s, %s)
+ON CONFLICT (id) DO NOTHING RETURNING id;
+
+-- name: lock_shared
+-- The task's row held while its plan is widened: a second runner widening it waits, then sees
+-- the sample widened already.
+SELECT shared FROM tasks WHERE id = %s FOR UPDATE;
+
+-- name: widen_sample
+UPDATE tasks SET shared = shared || %s WHERE id = %s;
+
 -- Runners
 
 -- name: live_leases
