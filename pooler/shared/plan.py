@@ -20,7 +20,7 @@ from pooler.errors import PoolerError
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
-from pooler.pool.rows import chunks
+from pooler.pool.rows import chunks, row_encoder
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
@@ -72,8 +72,8 @@ class Planner:
         self.plans = step_plans(pool)
         #: Every step's params with templates only: a reference stays its text (its step has not run).
         self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, (), s) for s in pool.steps}
-        #: Each row's JSON as COPY takes it: text, encoded once here rather than by a dumper a value.
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        #: Each row's JSON as COPY takes it: text, encoded here rather than by a dumper a value.
+        self._dumps = row_encoder()
         self._dep_texts: dict[int, str] = {}
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
