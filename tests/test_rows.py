@@ -193,4 +193,6 @@ def test_rows_iterate_in_bounded_memory(tmp_path: Path, ext: str, count: int) ->
 def test_a_row_is_written_as_compact_json_as_dumps_writes_it(row: object) -> None:
     from pooler.pool.rows import row_encoder  # noqa: PLC0415
 
-    assert row_encoder()(row) == json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+    for ascii_only in (False, True):
+        assert row_encoder(ascii_only=ascii_only)(row) == json.dumps(row, ensure_ascii=ascii_only,
+                                                                     separators=(",", ":"))

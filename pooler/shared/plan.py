@@ -72,8 +72,9 @@ class Planner:
         self.plans = step_plans(pool)
         #: Every step's params with templates only: a reference stays its text (its step has not run).
         self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, (), s) for s in pool.steps}
-        #: Each row's JSON as COPY takes it: text, encoded here rather than by a dumper a value.
-        self._dumps = row_encoder()
+        #: Each row's JSON as COPY takes it: text, encoded here rather than by a dumper a value;
+        #: ASCII, as psycopg's dumper wrote it, whatever the database's encoding.
+        self._dumps = row_encoder(ascii_only=True)
         self._dep_texts: dict[int, str] = {}
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
