@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -117,6 +117,23 @@ class Planner:
         return (self.task, step.num, idx, "call", first, last, size,
                 None if data is None else self._dumps(data), self._deps(step.num), serial,
                 *self._key(plan, rows, data, key))
+
+    def caller(self, step: Step) -> Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]]:
+        """``call`` for the rows of a step over a file, a call a row, with what is the same for
+        every row looked up once; it takes the call's ``idx``, the row's number, the row and its
+        key as the check filled it."""
+        if self.serialize_on is not None or self.redactor is None or not isinstance(step.key, str):
+            return lambda idx, index, row, key: self.call(step, idx, (index, None, 1), row, key)
+        task, num, deps = self.task, step.num, self._deps(step.num)
+        dumps, mask = self._dumps, self.redactor.text
+
+        def one(idx: int, index: int, row: dict[str, Any], key: str | None) -> tuple[Any, ...]:
+            if key is None:
+                return self.call(step, idx, (index, None, 1), row)
+            # As ``call`` makes it: no serial, the key masked and known.
+            return (task, num, idx, "call", index, None, 1, dumps(row), deps, None, mask(key), True)
+
+        return one
 
     def _deps(self, num: int) -> str:
         """The step's dependencies as COPY's text of an ``int4[]``, made once a step."""

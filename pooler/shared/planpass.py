@@ -45,6 +45,8 @@ class PlanPass:
         self._part_first = 0
         self._part_key: str | None = None
         self._done: set[int] = set()
+        #: The call of a row of the step read now, when it is a call a row.
+        self._one: Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]] | None = None
 
     # The RowSink side, called by the compile step.
 
@@ -56,12 +58,14 @@ class PlanPass:
             self._enter(step)
         if index < self._skip:
             return
-        fe = step.for_each
-        assert fe is not None
-        if not fe.chunk:
-            self._write(self._planner.call(step, self._idx, (index, None, 1), row, key))
+        one = self._one
+        if one is not None:
+            self._write(one(self._idx, index, row, key))
             self._idx += 1
             return
+        fe = step.for_each
+        assert fe is not None
+        assert fe.chunk
         if not self._part:
             # The check fills the key of the first row of each of its chunks; a plan widened after
             # a sample that ended inside a chunk starts its chunks elsewhere, and fills its own.
@@ -95,6 +99,7 @@ class PlanPass:
                 for values in self._planner.rows_of(step, rows, first=held.rows, idx=held.next_idx):
                     self._write(values)
         self._current = None
+        self._one = None
 
     def _enter(self, step: Step) -> None:
         """Start the rows of ``step``: first the calls of every step before it not yet written."""
@@ -105,6 +110,8 @@ class PlanPass:
                 break
             self._others(ahead)
         self._current = step
+        fe = step.for_each
+        self._one = self._planner.caller(step) if fe is not None and not fe.chunk else None
         held = self._held(step)
         self._skip, self._idx = held.rows, held.next_idx
         self._part = []
