@@ -31,6 +31,7 @@ from pooler.redact import Redactor
 from pooler.run.executor import RunConfig
 from pooler.shared.join import join_task, task_doc
 from pooler.shared.plan import Planner
+from pooler.shared.planpass import PlanPass
 
 pytestmark = pytest.mark.postgres
 
@@ -246,3 +247,21 @@ def test_a_runner_that_starts_the_task_while_another_plans_it_waits_and_reads_no
     assert done == [None]
     assert counted == {"goods.csv": 0, "rows.jsonl": 0}
     assert len(plan_of(url, "t")) == 16
+
+
+def test_a_step_over_a_file_the_check_did_not_hand_over_is_planned_from_its_file(tmp_path: Path) -> None:
+    pool, _ = setup(tmp_path)
+    data = plan_for_joining_runner(pool, {}, None).data
+    written: list[tuple[Any, ...]] = []
+    # The second file's rows come from the pass, the first one's from its file.
+    sink = PlanPass(Planner(pool, "t", {}, None, redactor=Redactor()), written.append)
+    chunked = pool.steps[1]
+    for index, row in enumerate(iter_rows(tmp_path / "rows.jsonl")):
+        sink.row(chunked, index, row, f"c-{row['n']}" if index % 3 == 0 else None)
+    sink.done(chunked, 10)
+    sink.finish(data)
+    expected = Planner(pool, "t", {}, None, redactor=Redactor())
+    assert sorted(written, key=lambda r: (r[1], r[2])) == [
+        *expected.rows_of(pool.steps[0], iter_rows(tmp_path / "goods.csv")),
+        *expected.rows_of(chunked, iter_rows(tmp_path / "rows.jsonl")),
+        expected.single(pool.steps[2]), expected.placeholder(pool.steps[3])]

@@ -45,6 +45,8 @@ class PlanPass:
         self._part_first = 0
         self._part_key: str | None = None
         self._done: set[int] = set()
+        #: Steps over a file whose rows the check did not hand over.
+        self._unread: list[Step] = []
         #: The call of a row of the step read now, when it is a call a row.
         self._one: Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]] | None = None
 
@@ -90,14 +92,13 @@ class PlanPass:
         while self._next < len(self._steps):
             step = self._steps[self._next]
             self._next += 1
-            fe = step.for_each
-            if fe is None or not fe.file:
-                self._others(step)
-            elif step.num not in self._done:
-                held = self._held(step)
-                rows = islice(data[step.num].iter_rows(), held.rows, None)
-                for values in self._planner.rows_of(step, rows, first=held.rows, idx=held.next_idx):
-                    self._write(values)
+            self._others(step)
+        for step in self._unread:
+            held = self._held(step)
+            rows = islice(data[step.num].iter_rows(), held.rows, None)
+            for values in self._planner.rows_of(step, rows, first=held.rows, idx=held.next_idx):
+                self._write(values)
+        self._unread = []
         self._current = None
         self._one = None
 
@@ -122,7 +123,10 @@ class PlanPass:
         if fe is None:
             if self._planned is None:
                 self._write(self._planner.single(step))
-        elif not fe.file and not self._held(step).placeholder:
+        elif fe.file:
+            if step.num not in self._done:
+                self._unread.append(step)
+        elif not self._held(step).placeholder:
             self._write(self._planner.placeholder(step))
 
     def _held(self, step: Step) -> Planned:
