@@ -3,8 +3,10 @@ temporary folder, as the tests start it), and a fresh journal database in it for
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from common import ROOT, BenchError, Work, pooler_cmd
 
@@ -27,3 +29,26 @@ def database(found: PgServer, w: Work, label: str = "db") -> str:
     if done.returncode != 0:
         raise BenchError(f"pooler journal upgrade failed: {done.stderr}")
     return url
+
+
+def server_cpu(found: PgServer) -> float:
+    """The CPU seconds (user + system) the server has spent so far: the postmaster's own, those of
+    its children that have ended (counted into it when it reaped them) and those of its live ones
+    (the backends, the checkpointer...), read from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        master = int((found.folder / "data" / "postmaster.pid").read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a process that ended meanwhile
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if pid == master:
+            total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        elif ppid == master:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick

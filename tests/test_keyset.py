@@ -3,7 +3,14 @@ temporary database, and a repeated key is still found, with the row that held it
 
 from __future__ import annotations
 
-from pooler.pool.keyset import Holder, KeySet
+from pathlib import Path
+
+import pytest
+
+from pooler.errors import CheckFailed
+from pooler.pool.compiler import Inputs, compile_pool
+from pooler.pool.keyset import MEMORY_KEYS, Holder, KeySet
+from pooler.pool.loader import load_pool
 
 
 def test_a_repeated_key_is_found_before_and_after_the_set_moves_to_sqlite() -> None:
@@ -37,3 +44,24 @@ def test_every_holder_comes_back_as_it_went_in_from_memory_and_from_sqlite() -> 
                 assert keys.add(f"key-{i}", holder) is None
             assert (keys._db is None) == (limit == 1000)
             assert [keys.add(f"key-{i}", Holder(9, 9)) for i in range(len(holders))] == holders
+
+
+def test_a_file_past_the_memory_keys_names_each_repeated_key_at_its_row(tmp_path: Path) -> None:
+    rows = MEMORY_KEYS + 500
+    # Row 4's key again once the set is in SQLite, and a key twice among those kept there.
+    refs = [f"r{i}" for i in range(rows)]
+    refs[MEMORY_KEYS + 100] = "r3"
+    refs[MEMORY_KEYS + 300] = refs[MEMORY_KEYS + 200]
+    (tmp_path / "goods.csv").write_text("ref\n" + "".join(f"{r}\n" for r in refs), encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n  - {unit: U, command: C, key: 'k-${row.ref}', params: {ref: '${row.ref}'},\n"
+                    "     for_each: {file: goods.csv}}\n", encoding="utf-8")
+    with pytest.raises(CheckFailed) as refused:
+        compile_pool(load_pool(pool, partial=True), inputs=Inputs())
+    data = tmp_path / "goods.csv"
+    fix = ("keys must be unique: the second call would be skipped as done. Put the field that tells the "
+           "rows apart in the key.")
+    again = MEMORY_KEYS + 200
+    assert [p.message for p in refused.value.problems()] == [
+        f"rows 4 and {MEMORY_KEYS + 101} of {data} give one key [k-r3] - {fix}",
+        f"rows {again + 1} and {again + 101} of {data} give one key [k-r{again}] - {fix}"]

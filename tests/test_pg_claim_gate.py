@@ -38,7 +38,7 @@ def journal(pg_url: str) -> Iterator[PgJournal]:
 def plan(journal: PgJournal, rows: list[tuple[int, int, str | None, str | None]]) -> None:
     """Task ``t`` whose calls are (num, idx, serial, the key the plan holds): ``?`` for a key it does
     not hold (a plan made before plans held keys), None for a step without a key."""
-    work = [("t", num, idx, "call", idx, None, 1, None, [], serial, None if key == "?" else key,
+    work = [("t", num, idx, "call", idx, None, 1, None, "{}", serial, None if key == "?" else key,
              None if key == "?" else True, "ready") for num, idx, serial, key in rows]
     assert journal.create_shared("t", "/pool.yaml", {"steps": []}, work)
 

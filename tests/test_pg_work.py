@@ -28,9 +28,9 @@ def journal(pg_url: str) -> Iterator[PgJournal]:
 
 
 def plan(journal: PgJournal, task: str, rows: list[tuple[int, int, list[int], str | None]]) -> None:
-    """A task whose calls are (num, idx, deps, serial)."""
-    work = [(task, num, idx, "call", idx, None, 1, None, deps, serial, None, None, "ready")
-            for num, idx, deps, serial in rows]
+    """A task whose calls are (num, idx, deps, serial); a plan's COPY values give deps as their text."""
+    work = [(task, num, idx, "call", idx, None, 1, None, "{" + ",".join(map(str, deps)) + "}", serial,
+             None, None, "ready") for num, idx, deps, serial in rows]
     assert journal.create_shared(task, "/pool.yaml", {"steps": []}, work)
 
 

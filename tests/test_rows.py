@@ -186,3 +186,13 @@ def test_rows_iterate_in_bounded_memory(tmp_path: Path, ext: str, count: int) ->
     assert last["sku"] == f"SKU-{count - 1}"
     assert peak < 1_000_000, f"peak {peak} bytes: the rows were held in memory"
     assert count_rows(src) == count
+
+
+@pytest.mark.parametrize("row", [{"a": "é\n\"x\\", "b": [1, 2.5, None, True], "c": {"d": "\u2028\u0000"}},
+                                 [{"n": 1}, {"n": 2}], {"big": 10**30, "neg": -0.0}, {}])
+def test_a_row_is_written_as_compact_json_as_dumps_writes_it(row: object) -> None:
+    from pooler.pool.rows import row_encoder  # noqa: PLC0415
+
+    for ascii_only in (False, True):
+        assert row_encoder(ascii_only=ascii_only)(row) == json.dumps(row, ensure_ascii=ascii_only,
+                                                                     separators=(",", ":"))

@@ -230,6 +230,29 @@ def test_secrets_never_reach_the_database(store_factory: Any, url: str, tmp_path
 
 
 @pytest.mark.process
+def test_a_data_row_holding_a_secret_is_refused_before_the_task_is_planned(
+        store_factory: Any, url: str, tmp_path: Path) -> None:
+    token = "tok-8c1d2e7f"
+    store = store_factory("--token", token)
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"n": 1}) + "\n" + json.dumps({"n": token}) + "\n")
+    pool = write_pool(tmp_path, ["pool:",
+                                 "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {n: '${row.n}'},",
+                                 "     key: 'k-${row.n}', for_each: {file: rows.jsonl}}"])
+    code, answer, err = finish(start_runner(pool, store, url, "t", tmp_path / "out"))
+    assert code == 2
+    assert answer is not None
+    told = ("row 2 of rows.jsonl of step 1 holds the value of a secret (the token or a secret variable), "
+            "and a shared task keeps its rows in the journal, which never holds a secret - keep the secret "
+            "out of the data file, or run the pool on a SQLite journal.")
+    assert [p["message"] for p in answer["problems"]] == [told]
+    assert token not in err
+    # No task, no rows, nothing sent.
+    assert query(url, "SELECT count(*) FROM tasks") == [(0,)]
+    assert query(url, "SELECT count(*) FROM work") == [(0,)]
+    assert [op for op in store.ops() if op["command"] == "CmdEcho"] == []
+
+
+@pytest.mark.process
 def test_a_read_timeout_not_shorter_than_the_lease_is_refused(store: Store, url: str, tmp_path: Path) -> None:
     pool = sleeps(tmp_path, 2)
     proc = start_runner(pool, store, url, "t", tmp_path / "out", "--timeout", "30", "--lease", "30")

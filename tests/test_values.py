@@ -226,3 +226,25 @@ def test_inside_text_a_value_is_its_json_text(value: Any, before: str) -> None:
     found = substitute(before + "${v}", {"v": value})
     expected = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     assert found == before + expected
+
+
+KEY_TEMPLATES = ["goods-${row.ref}", "${row.ref}", "plain", "$${x}-${row.ref}", "${v}-${row.n}", "${row.a.b}",
+                 "${row}", "${row.missing}", "${nov}", "${env.HOME}", "k-${row.n}", "open ${row.ref"]
+KEY_SCOPES = [{"v": "V", "row": {"ref": "R1", "n": 5, "a": {"b": "c"}}},
+              {"v": 3, "row": {"ref": None, "n": "x"}}, {"row": {"ref": "é", "n": [1]}}, {"v": "only"}]
+
+
+@pytest.mark.parametrize("template", KEY_TEMPLATES)
+def test_a_key_filled_once_for_a_file_is_the_key_render_key_gives_or_its_refusal(template: str) -> None:
+    from pooler.errors import PoolerError  # noqa: PLC0415
+    from pooler.pool.variables import key_filler, render_key  # noqa: PLC0415
+
+    def outcome(fill: Any, scope: dict[str, Any]) -> Any:
+        try:
+            return fill(scope)
+        except PoolerError as exc:
+            return ("refused", type(exc), exc.message)
+
+    fill = key_filler(template)
+    for scope in KEY_SCOPES:
+        assert outcome(fill, scope) == outcome(lambda s: render_key(template, s), scope)

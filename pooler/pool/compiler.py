@@ -65,7 +65,7 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     ``data_files=False`` leaves the ``for_each`` files alone (neither located nor read): a runner
     joining a shared task gets its rows from the PostgreSQL journal, not from a file of its own.
     ``rows`` takes every row of the data files as the check reads it (a run writes its plan from
-    them); not with ``sample``, which reads only the first rows.
+    them); with ``sample``, the first ``sample`` rows of each, as many as the check reads.
     """
     problems: list[Problem] = list(pool.problems)
     if not pool.readable:
@@ -86,7 +86,7 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     if data_files:
         # With the store's declarations, every value a row puts into a declared field is checked.
         types = field_types(pool, tools) if tools is not None else {}
-        sink = rows if sample is None and variables is not None else None
+        sink = rows if variables is not None else None
         if sink is not None and variables is not None:
             sink.begin(variables.values, variables.secrets)
         data, data_problems = _data_files(pool, variables, read_data=read_data and checks, sample=sample,
@@ -119,9 +119,11 @@ def plan_for_check(pool: Pool, inputs: Inputs | None = None, *, tools: list[dict
 def plan_for_run(pool: Pool, inputs: Inputs, *, sample: int | None = None, data_files: bool = True,
                  rows: RowSink | None = None) -> Plan:
     """``pooler run``: every check, the data files read (up to ``sample`` rows each), each row
-    handed to ``rows`` as it is checked (the task's plan); without ``data_files`` the rows come
-    from a journal (a shared task, or a task's recorded plan)."""
-    return compile_pool(pool, inputs=inputs, sample=sample, data_files=data_files, rows=rows)
+    handed to ``rows`` as it is checked (the task's plan; not with ``sample``: a sampled run plans
+    every row of its files, more than the check reads); without ``data_files`` the rows come from
+    a journal (a shared task, or a task's recorded plan)."""
+    return compile_pool(pool, inputs=inputs, sample=sample, data_files=data_files,
+                        rows=rows if sample is None else None)
 
 
 def plan_for_tool_pool(pool: Pool, tools: list[dict[str, Any]] | None) -> Plan:
@@ -129,10 +131,12 @@ def plan_for_tool_pool(pool: Pool, tools: list[dict[str, Any]] | None) -> Plan:
     return compile_pool(pool, values={}, seed_words=True, tools=tools)
 
 
-def plan_for_joining_runner(pool: Pool, values: Mapping[str, Any], sample: int | None) -> Plan:
-    """A runner that plans (or widens) a shared task: every check and every row read, with the
-    variables it runs with, before the task's rows go to the journal."""
-    return compile_pool(pool, values=values, sample=sample)
+def plan_for_joining_runner(pool: Pool, values: Mapping[str, Any], sample: int | None, *,
+                            rows: RowSink | None = None) -> Plan:
+    """A runner that plans (or widens) a shared task: every check and every row read (up to
+    ``sample`` rows each), with the variables it runs with, each row handed to ``rows`` as it is
+    checked (the task's work rows, committed only once the check has passed)."""
+    return compile_pool(pool, values=values, sample=sample, rows=rows)
 
 
 def data_of(pool: Pool, values: Mapping[str, Any], sample: int | None) -> Plan:

@@ -9,7 +9,7 @@ The checks here are the ones a run would otherwise meet only at a row: a file th
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
@@ -21,7 +21,7 @@ from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.model import Pool, Step
 from pooler.pool.rows import chunks, format_of, iter_rows, numbered_rows, open_file
 from pooler.pool.rowtypes import RowTypes
-from pooler.pool.variables import OPEN, lookup, placeholders, render_key, substitute
+from pooler.pool.variables import OPEN, key_filler, lookup, placeholders, substitute
 
 #: Rows a problem names at most, so a file with a bad column does not print a million lines.
 MAX_ROW_PROBLEMS = 5
@@ -177,6 +177,7 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     # The fields each ${row.a.b} needs, split once: a row is checked by plain lookups.
     needed = [name.split(".")[1:] for _, name in row_names(step)] if rows and each.chunk is None else []
     key = step.key if step.key is not None and not (partial and _needs_variable(step.key, values)) else None
+    fill_key = key_filler(key) if key is not None else None
     scope = dict(values)
     typed = (RowTypes.of(step, data.path, declared, data.fields if data.format == "csv" else None)
              if rows else None)
@@ -199,9 +200,9 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
                     if wrong is not None:
                         problems.append(f"row {first_row + offset + 1} of {data.path}: {wrong}")
             rendered = None
-            if key is not None:
+            if fill_key is not None:
                 scope["row"] = group[0]
-                rendered, told = _key_problem(step, data, key, scope, keys=keys, first_row=first_row)
+                rendered, told = _key_problem(step, data, fill_key, scope, keys=keys, first_row=first_row)
                 key_problems.extend(told)
             if sink is not None:
                 for offset, row in enumerate(group):
@@ -248,11 +249,11 @@ def _row_problem(row: dict[str, Any], needed: list[list[str]]) -> str | None:
     return None
 
 
-def _key_problem(step: Step, data: DataFile, template: str, scope: Mapping[str, Any], *,
-                 keys: KeySet, first_row: int) -> tuple[str | None, list[str]]:
+def _key_problem(step: Step, data: DataFile, fill: Callable[[Mapping[str, Any]], str],
+                 scope: Mapping[str, Any], *, keys: KeySet, first_row: int) -> tuple[str | None, list[str]]:
     """The row's key (None when it cannot be filled) and what is wrong with it."""
     try:
-        key = render_key(template, scope)
+        key = fill(scope)
     except PoolerError as exc:
         return None, [f"row {first_row + 1} of {data.path}: {exc.message}"]
     earlier = keys.add(key, Holder(step.num, first_row))

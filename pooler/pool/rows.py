@@ -9,8 +9,9 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import json.encoder
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -28,6 +29,29 @@ MAX_JSON_BYTES = 256 * 1024 * 1024
 _COUNT_JSON_BYTES = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 UTF8 = "utf-8"
+
+
+def row_encoder(*, ascii_only: bool = False) -> Callable[[Any], str]:
+    """A function writing a row as compact JSON text, as a plan stores it: non-ASCII as itself, or
+    (``ascii_only``) escaped, so the text reaches a database of any encoding.
+
+    ``JSONEncoder.encode`` sets up the C encoder again for every value it is given, half the cost
+    of a small row; the encoder is made once here (rows read from a file hold no cycles, so none
+    are looked for).  The text is the one ``json.dumps(row, ensure_ascii=ascii_only,
+    separators=(",", ":"))`` writes."""
+    plain = json.JSONEncoder(ensure_ascii=ascii_only, separators=(",", ":"))
+    # The C encoder json.encoder itself uses (typeshed does not list it).
+    made = getattr(json.encoder, "c_make_encoder", None)
+    if made is None:  # an interpreter without the C encoder
+        return plain.encode
+    strings = json.encoder.encode_basestring_ascii if ascii_only else json.encoder.encode_basestring
+    once = made(None, plain.default, strings, None, ":", ",", False, False, True)
+    join = "".join
+
+    def encode(row: Any) -> str:
+        return join(once(row, 0))
+
+    return encode
 
 
 def json_kind(value: Any) -> str:

@@ -177,6 +177,42 @@ def render_key(template: str, scope: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def key_filler(template: str) -> Callable[[Mapping[str, Any]], str]:
+    """``render_key`` of one template, made once for every row of a file: a key of text and
+    ``${name}`` or ``${name.field}`` whose values are text is filled by a lookup or two a piece;
+    any other value, or a name the scope lacks, goes to ``render_key`` itself (same text, same
+    refusal)."""
+    if OPEN not in template:
+        return lambda scope: template
+    parts: list[tuple[str | None, str, str | None]] = []
+    for piece in _pieces(template):
+        if piece.error is not None:
+            return functools.partial(render_key, template)
+        if piece.name is None:
+            parts.append((piece.text, "", None))
+            continue
+        head, _, rest = piece.name.partition(".")
+        if head == "env" or "." in rest:
+            return functools.partial(render_key, template)
+        parts.append((None, head, rest or None))
+
+    def fill(scope: Mapping[str, Any]) -> str:
+        out: list[str] = []
+        for text, head, below in parts:
+            if text is not None:
+                out.append(text)
+                continue
+            found = scope.get(head)
+            if below is not None:
+                found = found.get(below) if type(found) is dict else None
+            if type(found) is not str:
+                return render_key(template, scope)
+            out.append(found)
+        return "".join(out)
+
+    return fill
+
+
 def lookup(name: str, scope: Mapping[str, Any]) -> Any:
     """The value ``${name}`` stands for: a variable, or ``row``, and the path below it."""
     head, _, rest = name.partition(".")

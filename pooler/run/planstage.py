@@ -15,7 +15,6 @@ are found when they are copied.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 from pooler.errors import PoolerError
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.model import Step
+from pooler.pool.rows import row_encoder
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 
@@ -51,7 +51,7 @@ class PlanStage:
         #: Steps read whole, with their row counts; steps whose rows hold a secret.
         self._done: dict[int, int] = {}
         self._secret: set[int] = set()
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._dumps = row_encoder()
 
     # The RowSink side, called by the compile step.
 

@@ -2,9 +2,13 @@
 rows than a sampled plan holds (``--sample`` then the full run) widens it first.  A runner that
 joins a task no live runner holds starts a new run of it, in which its failed calls are sent again.
 
-A plan is widened by the rows it lacks, read from the data files by the runner that asks for
-them, after the rows planned: the calls already done are never planned again, so every row
-reaches the store once, as a sample continued on SQLite does.
+The runner that plans the task reads each data file once: the compile step's pass checks every
+row and hands it to ``PlanPass``, which writes its call into the transaction that creates the task;
+a problem the check finds rolls that back, so nothing is planned and nothing sent.  The plan holds
+every row: a sampled plan's rows after the sample wait ``beyond`` it, and a run that asks for them
+releases them, reading no data file.  A runner that finds the task planned reads no data file,
+but tells a file of its own that changed since the task was planned, as a run on SQLite does
+(``--replan`` plans those rows again: ``replan.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.journal import PgJournal, narrower
+from pooler.journal.postgres.journal import PgJournal, Planned, narrower
 from pooler.journal.records import pool_identity
 from pooler.pool.compiler import Plan, plan_for_joining_runner
 from pooler.pool.datafiles import DataFile, locate
@@ -32,6 +36,7 @@ from pooler.run.taskplan import (
 )
 from pooler.shared.answer import steps_doc
 from pooler.shared.plan import Planner, fingerprint
+from pooler.shared.planpass import PlanPass, Write
 from pooler.shared.replan import replan_shared
 
 
@@ -41,26 +46,24 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
     assert task is not None
     found = journal.shared(task)
     if found is None:
-        doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
-               "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
-               "sample": config.sample, "steps": steps_doc(pool), "planned_all": True}
         # The runner that plans the task reads the data files, by the compile step's rules (the
-        # empty-source rule, every row's key, the delimiter and encoding, variables in the name):
-        # a problem refuses the run before the task exists and before anything is sent.
-        plan = plan_for_joining_runner(pool, config.variables, config.sample)
-        doc["files"] = _files_doc(plan, config.sample)
-        planner = Planner(pool, task, config.variables, config.sample, plan.data,
-                          redactor=config.redactor)
-        if journal.create_shared(task, pool_identity(pool.file), doc, planner.rows()):
-            return pool
+        # empty-source rule, every row's key, the delimiter and encoding, variables in the name),
+        # in the transaction that creates the task: a problem refuses the run, and the task it
+        # began is rolled back, before anything is sent.
+        doc = task_doc(pool, config)
+        with journal.creating(task, pool_identity(pool.file), doc) as write:
+            if write is not None:
+                plan = _plan_pass(pool, config, write, None)
+                # Kept with the task as the block ends, in its transaction.
+                doc["files"] = _files_doc(plan, config.sample)
+                return pool
         found = journal.shared(task)
         assert found is not None
     files = {int(f["num"]): PlannedFile(**f) for f in found.get("files") or []}
     if files:
         # The files as this runner has them (a runner on another host may have none: the plan
         # holds the rows), told by the rule a task on SQLite follows.
-        here = _data_files(pool, config.variables)
-        told = changes(pool, here, files, task, by_path=False)
+        told = changes(pool, _data_files(pool, config.variables), files, task, by_path=False)
         if told and not config.replan:
             raise refuse_changed(told, task)
         if told and found["fingerprint"] != fingerprint(pool):
@@ -75,24 +78,48 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
                            f"from those of {pool.file} - give this pool a task id of its own.")
     joined = replace(pool, options=Options(**found["options"]))
     if narrower(found.get("sample"), config.sample):
-        if found.get("planned_all"):
-            # Every row is planned: the calls beyond the sample are released.  Rows a sample left
-            # unchecked are checked first where this runner has the files, as a run on SQLite
-            # checks them (without the files, as there, the plan's rows are taken as they are).
-            here = _data_files(joined, config.variables)
-            if here and all(d.path.is_file() for d in here.values()):
-                plan_for_joining_runner(joined, config.variables, config.sample)
-            planner = Planner(joined, task, config.variables, config.sample, redactor=config.redactor)
-            journal.release(task, config.sample, planner.split)
-        else:
-            # A plan of a sample alone (made before every row was planned) reads the rows it
-            # lacks, before the task is joined: a data file that cannot be read refuses this run.
-            plan = plan_for_joining_runner(joined, config.variables, config.sample)
-            planner = Planner(joined, task, config.variables, config.sample, plan.data,
-                              redactor=config.redactor)
-            journal.widen(task, config.sample, planner.rows_beyond)
+        _widen(journal, task, joined, config, planned_all=bool(found.get("planned_all")))
     journal.join(task, config.in_doubt)
     return joined
+
+
+def task_doc(pool: Pool, config: RunConfig) -> dict[str, Any]:
+    """What a shared task keeps of its pool and of the command that planned it."""
+    return {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
+            "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
+            "sample": config.sample, "steps": steps_doc(pool), "planned_all": True}
+
+
+def _plan_pass(pool: Pool, config: RunConfig, write: Write, planned: dict[int, Planned] | None,
+               *, beyond: bool = True) -> Plan:
+    """The compile step's pass over each data file, each row's call written as it is checked."""
+    assert config.task_id is not None
+    planner = Planner(pool, config.task_id, config.variables, config.sample, redactor=config.redactor,
+                      beyond=beyond)
+    sink = PlanPass(planner, write, planned)
+    plan = plan_for_joining_runner(pool, config.variables, config.sample, rows=sink)
+    sink.finish(plan.data)
+    return plan
+
+
+def _widen(journal: PgJournal, task: str, pool: Pool, config: RunConfig, *, planned_all: bool) -> None:
+    """A sampled plan widened to this run's sample, before the task is joined."""
+    if planned_all:
+        # Every row is planned: the calls beyond the sample are released.  Rows a sample left
+        # unchecked are checked first where this runner has the files, as a run on SQLite checks
+        # them (without the files, as there, the plan's rows are taken as they are).
+        here = _data_files(pool, config.variables)
+        if here and all(d.path.is_file() for d in here.values()):
+            plan_for_joining_runner(pool, config.variables, config.sample)
+        planner = Planner(pool, task, config.variables, config.sample, redactor=config.redactor)
+        journal.release(task, config.sample, planner.split)
+        return
+    # A plan of a sample alone (made before every row was planned): the rows it lacks are read
+    # by one pass, under the task's row lock; a data file that cannot be read refuses this run.
+    with journal.widening(task, config.sample) as widening:
+        if widening is not None:
+            planned, write = widening
+            _plan_pass(pool, config, write, planned, beyond=False)
 
 
 def _replan(journal: PgJournal, task: str, pool: Pool, config: RunConfig, files: dict[int, PlannedFile]
@@ -103,7 +130,7 @@ def _replan(journal: PgJournal, task: str, pool: Pool, config: RunConfig, files:
     now = {int(f["num"]): f for f in _files_doc(plan, None)}
     changed = {num for num, was in files.items()
                if num != POOL_FILE and num in now and now[num]["sha256"] != was.sha256}
-    planner = Planner(pool, task, config.variables, config.sample, plan.data, redactor=config.redactor)
+    planner = Planner(pool, task, config.variables, config.sample, redactor=config.redactor)
     replan_shared(journal, task, plan, planner, changed=changed, files=list(now.values()))
 
 
@@ -137,7 +164,7 @@ def _files_doc(plan: Plan, sample: int | None) -> list[dict[str, Any]]:
         data = plan.data.get(step.num)
         if data is None or step.for_each is None:
             continue
-        # A sampled plan read only its sample: the file's rows are counted for the record.
+        # A sampled plan's check read only its sample: the file's rows are counted for the record.
         rows = exact_rows(data) if sample is not None else data.rows
         files.append(asdict(PlannedFile(step.num, shown(pool, data.path), str(data.path.absolute()),
                                         digest(data.path), rows, step.for_each.chunk, 1)))

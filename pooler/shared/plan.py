@@ -1,9 +1,9 @@
 """The plan of a shared task: one work row per call, made once by the first runner.
 
-The rows of ``for_each`` files are read here (from the data files the compile step found, by the
-same rules as any run) and stored with their calls, so a runner on another host needs no data
-file.  A step over an earlier step's table gets one placeholder row; the runner that finds the
-earlier step completed puts its calls in its place (from the table rows the journal keeps).  The
+The rows of ``for_each`` files are stored with their calls, so a runner on another host needs no
+data file; they come from the compile step's own pass over each file (``shared/planpass.py``).  A
+step over an earlier step's table gets one placeholder row; the runner that finds the earlier step
+completed puts its calls in its place (from the table rows the journal keeps).  The
 fingerprint of the steps makes sure every runner of a task runs the same pool.
 """
 
@@ -12,17 +12,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from pooler.errors import PoolerError
-from pooler.journal.postgres.journal import Planned
-from pooler.pool.datafiles import DataFile
+from pooler.errors import JournalError, PoolerError
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
-from pooler.pool.rows import chunks
+from pooler.pool.rows import chunks, row_encoder
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
@@ -64,63 +62,52 @@ def dep_nums(pool: Pool, plan: StepPlan) -> list[int]:
 class Planner:
     """Makes the work rows of a task (and, later, of a step over an earlier step's table)."""
 
-    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None,
-                 data: Mapping[int, DataFile] | None = None, *, redactor: Redactor | None = None) -> None:
+    def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None, *,
+                 redactor: Redactor | None = None, beyond: bool = True) -> None:
         self.pool = pool
         self.task = task
         self.variables = dict(variables)
         self.sample = sample
+        #: The rows after the sample are planned too, ``beyond`` it (False: left out, for a plan
+        #: made before every row was planned, which is widened from its files).
+        self.beyond = beyond
         #: Masks each call's key as the journal keeps keys; without it the plan holds no keys.
         self.redactor = redactor
-        #: The data file of every step over a file, as the compile step found it (variables filled
-        #: in its name, its delimiter and encoding); only the runner that plans the task has them.
-        self.data = dict(data or {})
         self.plans = step_plans(pool)
         #: Every step's params with templates only: a reference stays its text (its step has not run).
         self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, (), s) for s in pool.steps}
+        #: Each row's JSON as COPY takes it: text, encoded here rather than by a dumper a value;
+        #: ASCII, as psycopg's dumper wrote it, whatever the database's encoding.
+        self._dumps = row_encoder(ascii_only=True)
+        self._dep_texts: dict[int, str] = {}
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
-
-    def rows(self) -> Iterator[tuple[Any, ...]]:
-        """Every work row of the task, in file order (COPY values)."""
-        for step in self.pool.steps:
-            plan = self.plans[step.num]
-            deps = dep_nums(self.pool, plan)
-            fe = step.for_each
-            if fe is None:
-                yield self._row(plan, 0, (None, None, 1), None, deps)
-            elif fe.file:
-                yield from self.rows_of(step, self.data[step.num].iter_rows())
-            else:
-                yield self._placeholder(step.num, deps)
 
     def rows_of(self, step: Step, data: Iterable[Any], *, first: int = 0, idx: int = 0
                 ) -> Iterator[tuple[Any, ...]]:
         """The calls of a step over rows: one per row, or one per chunk.  ``data`` starts at row
         ``first`` of the source and its calls are numbered from ``idx`` (both 0 but for the rows
-        a plan made before every row was planned did not hold).  The rows after the sample (which
-        counts from the source's first row) are planned too, ``beyond`` it: a full run of the task
-        releases them, and needs no data file for it; a chunk never reaches over the sample's end."""
-        plan = self.plans[step.num]
-        deps = dep_nums(self.pool, plan)
+        after those a plan holds already).  The rows after the sample (which counts from the
+        source's first row) are planned ``beyond`` it: a run that asks for them releases them,
+        and needs no data file for it; a chunk never reaches over the sample's end."""
         fe = step.for_each
         assert fe is not None
         source: Iterator[Any] = iter(data)
         parts: list[tuple[Iterator[Any], str]] = [(source, WorkState.READY)]
         if self.sample is not None:
             # islice stops at the sample's end; the same iterator then goes on beyond it.
-            parts = [(islice(source, max(self.sample - first, 0)), WorkState.READY),
-                     (source, WorkState.BEYOND)]
+            parts = [(islice(source, max(self.sample - first, 0)), WorkState.READY)]
+            if self.beyond:
+                parts.append((source, WorkState.BEYOND))
         for rows, state in parts:
             if fe.chunk:
                 for part in chunks(rows, fe.chunk):
-                    yield self._row(plan, idx, (first, first + len(part) - 1, len(part)), part, deps,
-                                    state=state)
+                    yield self.call(step, idx, (first, first + len(part) - 1, len(part)), part, state=state)
                     first += len(part)
                     idx += 1
                 continue
             for row in rows:
-                yield self._row(plan, idx, (first, None, 1), row, deps, state=state)
+                yield self.call(step, idx, (first, None, 1), row, state=state)
                 first += 1
                 idx += 1
 
@@ -128,73 +115,105 @@ class Planner:
               ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """A chunk planned beyond the sample that a wider sample cuts at row ``at``: the part
         before it (released, under its idx) and the part after it (still beyond, under ``next_idx``)."""
-        plan = self.plans[num]
-        deps = dep_nums(self.pool, plan)
+        step = self.plans[num].step
         head, tail = data[:at - first], data[at - first:]
-        return (self._row(plan, idx, (first, at - 1, len(head)), head, deps),
-                self._row(plan, next_idx, (at, at + len(tail) - 1, len(tail)), tail, deps,
-                          state=WorkState.BEYOND))
+        return (self.call(step, idx, (first, at - 1, len(head)), head),
+                self.call(step, next_idx, (at, at + len(tail) - 1, len(tail)), tail, state=WorkState.BEYOND))
 
     def key_of(self, plan: StepPlan, row: dict[str, Any]) -> str | None:
         """The key of the call of ``row`` alone (a step keyed per row, or one row of a chunk), as
         the journal keeps it; None when the plan makes none."""
         return self._key(plan, (0, None, 1), row)[0]
 
-    def call_row(self, plan: StepPlan, idx: int, first: int, part: list[Any], deps: list[int]
-                 ) -> tuple[Any, ...]:
+    def call_row(self, step: Step, idx: int, first: int, part: list[Any]) -> tuple[Any, ...]:
         """The work row of the chunk of ``part`` from row ``first`` (beyond the sample when it
         starts after it)."""
         state = WorkState.BEYOND if self.sample is not None and first >= self.sample else WorkState.READY
-        return self._row(plan, idx, (first, first + len(part) - 1, len(part)), part, deps, state=state)
+        return self.call(step, idx, (first, first + len(part) - 1, len(part)), part, state=state)
 
-    def rows_beyond(self, planned: Mapping[int, Planned]) -> Iterator[tuple[Any, ...]]:
-        """The work rows a sampled plan lacks, up to this planner's sample: the rows of each data
-        file after those planned, and a placeholder again for each step over a table whose calls
-        were made (it takes the table's rows after those, once its step is done)."""
-        for step in self.pool.steps:
-            fe = step.for_each
-            if fe is None:
-                continue
-            held = planned.get(step.num, Planned(0, 0, False))
-            if fe.file:
-                rows = islice(self.data[step.num].iter_rows(), held.rows, None)
-                yield from self.rows_of(step, rows, first=held.rows, idx=held.next_idx)
-            elif not held.placeholder:
-                deps = dep_nums(self.pool, self.plans[step.num])
-                yield self._placeholder(step.num, deps)
+    def single(self, step: Step) -> tuple[Any, ...]:
+        """The work row of a step that is no step over rows: one call."""
+        return self.call(step, 0, (None, None, 1), None)
 
-    def _placeholder(self, num: int, deps: list[int]) -> tuple[Any, ...]:
-        return (self.task, num, PLACEHOLDER, "expand", None, None, 1, None, deps, None, None, None,
-                WorkState.READY)
+    def placeholder(self, step: Step) -> tuple[Any, ...]:
+        """The work row that stands for the calls of a step over an earlier step's table."""
+        return (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, self._deps(step.num), None,
+                None, None, WorkState.READY)
 
-    def _row(self, plan: StepPlan, idx: int, rows: tuple[int | None, int | None, int], data: Any,
-             deps: list[int], *, state: str = WorkState.READY) -> tuple[Any, ...]:
-        """A call's COPY values; ``rows``: its first and last row (None: no chunk) and its size."""
-        from psycopg.types.json import Json  # noqa: PLC0415
-
+    def call(self, step: Step, idx: int, rows: tuple[int | None, int | None, int], data: Any,
+             key: str | None = None, *, state: str = WorkState.READY) -> tuple[Any, ...]:
+        """A call's COPY values; ``rows``: its first and last row (None: no chunk) and its size;
+        ``key``: its first row's key as the check filled it (None: filled here); ``state``: ready,
+        or beyond the sample."""
+        plan = self.plans[step.num]
         first, last, size = rows
+        if data is not None:
+            self._no_secret(step, first, data)
         serial = self._serial(plan, data, last is not None) if self.serialize_on else None
-        return (self.task, plan.step.num, idx, "call", first, last, size,
-                None if data is None else Json(data), deps, serial, *self._key(plan, rows, data), str(state))
+        return (self.task, step.num, idx, "call", first, last, size,
+                None if data is None else self._dumps(data), self._deps(step.num), serial,
+                *self._key(plan, rows, data, key), str(state))
 
-    def _key(self, plan: StepPlan, rows: tuple[int | None, int | None, int], data: Any
-             ) -> tuple[str | None, bool | None]:
+    def caller(self, step: Step) -> Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]]:
+        """``call`` for the rows of a step over a file, a call a row, with what is the same for
+        every row looked up once; it takes the call's ``idx``, the row's number, the row and its
+        key as the check filled it."""
+        if self.serialize_on is not None or self.redactor is None or not isinstance(step.key, str):
+            return lambda idx, index, row, key: self.call(step, idx, (index, None, 1), row, key)
+        task, num, deps, ready = self.task, step.num, self._deps(step.num), str(WorkState.READY)
+        dumps, mask = self._dumps, self.redactor.text
+
+        def one(idx: int, index: int, row: dict[str, Any], key: str | None) -> tuple[Any, ...]:
+            if key is None:
+                return self.call(step, idx, (index, None, 1), row)
+            self._no_secret(step, index, row)
+            # As ``call`` makes it: no serial, the key masked and known.
+            return (task, num, idx, "call", index, None, 1, dumps(row), deps, None, mask(key), True, ready)
+
+        return one
+
+    def _no_secret(self, step: Step, first: int | None, data: Any) -> None:
+        """Refuse a row that holds a secret's value (the token, a secret variable): the plan keeps
+        its rows in the journal, which never holds a secret, and a masked row would send ``***``
+        to the store.  (A run on SQLite reads such a step's file on every run instead: one host
+        has the file; the runners of a shared task may not.)"""
+        if self.redactor and self.redactor.value(data) is not data:
+            fe = step.for_each
+            source = fe.file if fe is not None and fe.file else "the rows"
+            raise JournalError(
+                f"row {(first or 0) + 1} of {source} of step {step.num} holds the value of a secret (the "
+                "token or a secret variable), and a shared task keeps its rows in the journal, which never "
+                "holds a secret - keep the secret out of the data file, or run the pool on a SQLite journal.")
+
+    def _deps(self, num: int) -> str:
+        """The step's dependencies as COPY's text of an ``int4[]``, made once a step."""
+        found = self._dep_texts.get(num)
+        if found is None:
+            deps = dep_nums(self.pool, self.plans[num])
+            found = self._dep_texts[num] = "{" + ",".join(map(str, deps)) + "}"
+        return found
+
+    def _key(self, plan: StepPlan, rows: tuple[int | None, int | None, int], data: Any,
+             filled: str | None = None) -> tuple[str | None, bool | None]:
         """The call's key as a runner makes it (a key holds only ``${row...}`` and variables), and
         whether it is known here, so the claim that hands the call out can move it to sent in the
         same round trip; (None, True): no key; (None, None): none made here (the runner makes it,
-        and tells what is wrong with it)."""
+        and tells what is wrong with it).  ``filled``: the first row's key, filled already."""
         first, last, _ = rows
         if self.redactor is None:
             return None, None
         if plan.step.key is None:
             return None, True
-        scope = dict(self.variables)
-        if data is not None:
-            scope["row"] = data[0] if last is not None else data
-        try:
-            key = render_key(plan.step.key, scope)
-        except PoolerError:
-            return None, None
+        if filled is not None:
+            key = filled
+        else:
+            scope = dict(self.variables)
+            if data is not None:
+                scope["row"] = data[0] if last is not None else data
+            try:
+                key = render_key(plan.step.key, scope)
+            except PoolerError:
+                return None, None
         if last is not None:
             key = chunk_key(key, first or 0, last)
         return self.redactor.text(key), True

@@ -25,7 +25,7 @@ from pooler.journal.postgres.journal import WORK_TYPES, PgJournal
 from pooler.journal.postgres.schema import SQL
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
-from pooler.shared.plan import Planner, dep_nums
+from pooler.shared.plan import Planner
 from pooler.statuses import LANDED, CallStatus, WorkState
 
 #: Where a call stands that neither landed nor can be planned again: sent, its answer not known.
@@ -40,7 +40,7 @@ def replan_shared(journal: PgJournal, task: str, plan: Plan, planner: Planner, *
 
     with journal.transaction() as db:
         db.execute(SQL["lock_task"], (task,))
-        db.execute(SQL["lock_task_row"], (task,))
+        db.execute(SQL["lock_shared"], (task,))
         if db.execute(SQL["live_runner_count"], (task,)).fetchone()[0]:
             raise JournalError(f"--replan refused for task {task}: runners still hold it - run it with "
                                "--replan once they have ended.")
@@ -63,7 +63,7 @@ def replan_shared(journal: PgJournal, task: str, plan: Plan, planner: Planner, *
                     copy.write_row(values)
             for idx, rnd in work.rounds.items():
                 db.execute(SQL["set_round"], (rnd, task, step.num, idx))
-        db.execute(SQL["set_sample"], (Jsonb({"files": files, "sample": planner.sample}), task))
+        db.execute(SQL["update_shared"], (Jsonb({"files": files, "sample": planner.sample}), task))
 
 
 class _Step:
@@ -141,7 +141,6 @@ class _Step:
                 done.update(k for k in map(self._key, data or []) if k is not None)
             else:
                 self.dropped.append(int(idx))
-        deps = dep_nums(self.planner.pool, self.plan)
         size = self.step.for_each.chunk if self.step.for_each is not None else None
         assert size is not None
         idx = self.next_idx
@@ -150,7 +149,7 @@ class _Step:
         for i, row in enumerate(rows):
             if self._key(row) in done:
                 if part:
-                    yield self.planner.call_row(self.plan, idx, start, part, deps)
+                    yield self.planner.call_row(self.step, idx, start, part)
                     idx, part = idx + 1, []
                 continue
             if not part:
@@ -158,7 +157,7 @@ class _Step:
             part.append(row)
             sample = self.planner.sample
             if len(part) == size or (sample is not None and i + 1 == sample):
-                yield self.planner.call_row(self.plan, idx, start, part, deps)
+                yield self.planner.call_row(self.step, idx, start, part)
                 idx, part = idx + 1, []
         if part:
-            yield self.planner.call_row(self.plan, idx, start, part, deps)
+            yield self.planner.call_row(self.step, idx, start, part)

@@ -21,8 +21,9 @@ from pooler.journal.sqlite.file import alive
 from pooler.statuses import TaskStatus
 
 #: The types of the columns of a work row a plan gives, in the order of ``SQL["copy_work"]``, told
-#: to COPY once: without them every value of every row is looked at for its type.
-WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "json", "int4[]", "text", "text",
+#: to COPY once: without them every value of every row is looked at for its type.  A row's data
+#: and deps come as their COPY text (JSON, ``{1,2}``), made once by the planner.
+WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text", "text",
               "bool", "text")
 
 
@@ -159,33 +160,46 @@ class PgJournal:
     def create_shared(self, task_id: str, pool_file: str, shared: dict[str, Any],
                       work: Iterable[tuple[Any, ...]]) -> bool:
         """Create the task with its plan in one transaction; False when another runner did first."""
+        with self.creating(task_id, pool_file, shared) as write:
+            if write is None:
+                return False
+            for row in work:
+                write(row)
+        return True
+
+    @contextmanager
+    def creating(self, task_id: str, pool_file: str, shared: dict[str, Any]
+                 ) -> Iterator[Callable[[tuple[Any, ...]], None] | None]:
+        """The task created, its plan written by the caller with the function this gives (a work
+        row at a time, by COPY), in one transaction that commits when the block ends and is rolled
+        back, leaving no task and no rows, when it raises; None when another runner created the
+        task first (a runner creating it meanwhile is waited for, so its plan is found whole).
+        ``shared`` is kept as the block leaves it (what the plan found is added to it there)."""
         import psycopg  # noqa: PLC0415
         from psycopg.types.json import Jsonb  # noqa: PLC0415
 
         with self._lock:
             try:
                 with self.conn.transaction():
-                    made = self.conn.execute(
-                        "INSERT INTO tasks (id, pool_file, started, shared) VALUES (%s, %s, %s, %s) "
-                        "ON CONFLICT (id) DO NOTHING RETURNING id",
-                        (task_id, pool_file, stamp(), Jsonb(shared))).fetchone()
+                    made = self.conn.execute(SQL["create_shared"],
+                                             (task_id, pool_file, stamp(), Jsonb(shared))).fetchone()
                     if made is None:
-                        return False
-                    cur = self.conn.cursor()
-                    with cur.copy(SQL["copy_work"]) as copy:
-                        copy.set_types(WORK_TYPES)
-                        for row in work:
-                            copy.write_row(row)
+                        yield None
+                        return
+                    with self._copy() as write:
+                        yield write
+                    self.conn.execute(SQL["update_shared"], (Jsonb(shared), task_id))
                 # The planner needs to know how many calls there are to pick the indexes.
-                self.conn.execute("ANALYZE work")
+                self.conn.execute(SQL["analyze_work"])
             except psycopg.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
-            return True
 
-    def widen(self, task_id: str, sample: int | None,
-              more: Callable[[dict[int, Planned]], Iterable[tuple[Any, ...]]]) -> bool:
-        """A sampled task's plan widened to ``sample`` (None: every row), with the work rows
-        ``more`` makes from what the plan holds of each step; False when the plan held that much
+    @contextmanager
+    def widening(self, task_id: str, sample: int | None
+                 ) -> Iterator[tuple[dict[int, Planned], Callable[[tuple[Any, ...]], None]] | None]:
+        """A sampled task's plan widened to ``sample`` (None: every row): what the plan holds of
+        each step, and the function that writes the work rows it lacks, in one transaction that
+        commits when the block ends (rolled back when it raises); None when the plan held that much
         already (another runner widened it first: the task's row is locked meanwhile)."""
         import psycopg  # noqa: PLC0415
         from psycopg.types.json import Jsonb  # noqa: PLC0415
@@ -193,20 +207,34 @@ class PgJournal:
         with self._lock:
             try:
                 with self.conn.transaction():
-                    found = self.conn.execute("SELECT shared FROM tasks WHERE id = %s FOR UPDATE",
-                                              (task_id,)).fetchone()
+                    found = self.conn.execute(SQL["lock_shared"], (task_id,)).fetchone()
                     if found is None or not narrower(found[0].get("sample"), sample):
-                        return False
+                        yield None
+                        return
                     planned = _planned(self.conn.execute(SQL["planned"], (task_id,)).fetchall())
-                    with self.conn.cursor().copy(SQL["copy_work"]) as copy:
-                        copy.set_types(WORK_TYPES)
-                        for row in more(planned):
-                            copy.write_row(row)
-                    self.conn.execute("UPDATE tasks SET shared = shared || %s WHERE id = %s",
-                                      (Jsonb({"sample": sample}), task_id))
+                    with self._copy() as write:
+                        yield planned, write
+                    self.conn.execute(SQL["update_shared"], (Jsonb({"sample": sample}), task_id))
             except psycopg.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {_line(exc)}") from None
-            return True
+
+    @contextmanager
+    def _copy(self) -> Iterator[Callable[[tuple[Any, ...]], None]]:
+        """A COPY of work rows on the journal's connection (in the caller's transaction).  A block
+        that raises ends the COPY with a word of its own: the server's log never gets the
+        exception's text (a refused check's problems may quote a row)."""
+        failed: BaseException | None = None
+        try:
+            with self.conn.cursor().copy(SQL["copy_work"]) as copy:
+                copy.set_types(WORK_TYPES)
+                try:
+                    yield copy.write_row
+                except BaseException as exc:  # noqa: BLE001 - raised again below, as it was
+                    failed = exc
+                    raise _Abandoned("the plan was not written") from None
+        except _Abandoned:
+            assert failed is not None
+            raise failed from None
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -231,7 +259,7 @@ class PgJournal:
         with self._lock:
             try:
                 with self.conn.transaction():
-                    found = self.conn.execute(SQL["lock_task_row"], (task_id,)).fetchone()
+                    found = self.conn.execute(SQL["lock_shared"], (task_id,)).fetchone()
                     if found is None or not narrower(found[0].get("sample"), sample):
                         return False
                     if sample is not None:
@@ -246,7 +274,7 @@ class PgJournal:
                                 for row in parts:
                                     copy.write_row(row)
                     self.conn.execute(SQL["release_beyond"], (task_id, sample, sample))
-                    self.conn.execute(SQL["set_sample"], (Jsonb({"sample": sample}), task_id))
+                    self.conn.execute(SQL["update_shared"], (Jsonb({"sample": sample}), task_id))
             except psycopg.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
             return True
@@ -264,6 +292,10 @@ class PgJournal:
             # (in doubt, by the task's policy) rather than when the leases would have run out.
             self.query(SQL["end_leases"], (dead,))
         return bool(self.query(SQL["run_again"], (task_id, in_doubt))[0][0])
+
+
+class _Abandoned(Exception):
+    """What a COPY is ended with when the block writing its rows raised."""
 
 
 def _planned(rows: Iterable[tuple[Any, ...]]) -> dict[int, Planned]:

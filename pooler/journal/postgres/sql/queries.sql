@@ -26,6 +26,25 @@ WHERE id = %s;
 -- name: shared
 SELECT shared FROM tasks WHERE id = %s;
 
+-- name: create_shared
+-- A runner that creates the task at the same moment waits here until this one's plan commits
+-- (then it finds the task) or is rolled back (then it plans the task itself).
+INSERT INTO tasks (id, pool_file, started, shared) VALUES (%s, %s, %s, %s)
+ON CONFLICT (id) DO NOTHING RETURNING id;
+
+-- name: analyze_work
+-- After a plan is written: the query planner needs to know how many calls there are to pick the indexes.
+ANALYZE work;
+
+-- name: lock_shared
+-- The task's row held while its plan is widened: a second runner widening it waits, then sees
+-- the sample widened already.
+SELECT shared FROM tasks WHERE id = %s FOR UPDATE;
+
+-- name: update_shared
+-- What the task keeps of its pool and plan, changed: its sample widened, its files planned again.
+UPDATE tasks SET shared = shared || %s WHERE id = %s;
+
 -- Runners
 
 -- name: live_leases
@@ -243,9 +262,6 @@ SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AN
 
 -- A sampled task widened (journal.py)
 
--- name: lock_task_row
-SELECT shared FROM tasks WHERE id = %s FOR UPDATE;
-
 -- name: cut_by_sample
 -- The chunks planned beyond the sample that a wider sample of %s rows cuts.
 SELECT num, idx, row_first, data FROM work
@@ -260,9 +276,6 @@ DELETE FROM work WHERE task = %s AND num = %s AND idx = %s;
 -- name: release_beyond
 -- The calls the wider sample (NULL: every row) holds, released to be claimed.
 UPDATE work SET state = 'ready' WHERE task = %s AND state = 'beyond' AND (%s::int IS NULL OR row_first < %s);
-
--- name: set_sample
-UPDATE tasks SET shared = shared || %s WHERE id = %s;
 
 -- name: planned_calls
 SELECT count(*) FROM work WHERE task = %s AND state <> 'beyond';
