@@ -96,8 +96,8 @@ class CallHistory(Protocol):
     def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
         """The first entry of each step, by step number (its name, unit and command)."""
 
-    def entries(self, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """The entries of the records ``ids``."""
+    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The entries of the task's records ``ids``."""
 
     def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
         """The entries of the completed calls of run ``run`` that wrote a table."""

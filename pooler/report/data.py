@@ -153,7 +153,7 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
         for s in run.steps:
             named.extend(s.slowest)
             named.extend(s.failures)
-    _read_entries(journal, named)
+    _read_entries(journal, task_id, named)
     store = next((str(f.store) for _, f in sorted(facts.items(), reverse=True) if f.store), None)
     tables = _tables(answer, journal, task_id, last)
     latest = facts.get(max(facts)) if facts else None
@@ -251,14 +251,14 @@ def _answer_rows(answer: dict[str, Any] | None, num: int) -> int | None:
     return None
 
 
-def _read_entries(journal: CallHistory, calls: list[CallRow]) -> None:
+def _read_entries(journal: CallHistory, task_id: str, calls: list[CallRow]) -> None:
     """The entries (message, tables...) of the calls the report names, read by their ids."""
     wanted: dict[int, list[CallRow]] = defaultdict(list)
     for c in calls:
         wanted[c.id].append(c)
     ids = sorted(wanted)
     for start in range(0, len(ids), 500):
-        for rid, entry in journal.entries(ids[start:start + 500]):
+        for rid, entry in journal.entries(task_id, ids[start:start + 500]):
             for call in wanted[rid]:
                 call.entry = entry
                 message = entry.get("message", "")

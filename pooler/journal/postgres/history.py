@@ -49,8 +49,8 @@ class PgHistory:
         for num, entry in self.journal.query(SQL["report_first_entries"], (task_id,)):
             yield int(num), entry or {}
 
-    def entries(self, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-        for rid, entry in self.journal.query(SQL["report_entries"], (list(ids),)):
+    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        for rid, entry in self.journal.query(SQL["report_entries"], (task_id, list(ids))):
             yield int(rid), entry or {}
 
     def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:

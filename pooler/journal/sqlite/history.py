@@ -42,8 +42,8 @@ class SqliteHistory:
         for num, result in self.journal.cursor(SQL["report_first_entries"], (task_id,)):
             yield int(num), json.loads(result) if result else {}
 
-    def entries(self, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-        for rid, result in self.journal.cursor(SQL["report_entries"], (json.dumps(list(ids)),)):
+    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        for rid, result in self.journal.cursor(SQL["report_entries"], (task_id, json.dumps(list(ids)))):
             yield int(rid), json.loads(result) if result else {}
 
     def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:

@@ -255,7 +255,7 @@ ORDER BY 11 NULLS LAST, 1;
 SELECT DISTINCT ON (num) num, entry FROM calls WHERE task = %s ORDER BY num, id;
 
 -- name: report_entries
-SELECT id, entry FROM calls WHERE id = ANY(%s);
+SELECT id, entry FROM calls WHERE task = %s AND id = ANY(%s);
 
 -- name: report_table_entries
 SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AND entry::text LIKE '%%"tables":{"%%';

@@ -100,7 +100,7 @@ SELECT num, result FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task 
 
 -- name: report_entries
 -- The ids come as one JSON array.
-SELECT id, result FROM calls WHERE id IN (SELECT value FROM json_each(?));
+SELECT id, result FROM calls WHERE task = ? AND id IN (SELECT value FROM json_each(?));
 
 -- name: report_table_entries
 -- Picked in SQL, so that 100,000 calls without tables are not decoded for nothing.

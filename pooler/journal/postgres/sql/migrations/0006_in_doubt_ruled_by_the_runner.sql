@@ -46,8 +46,9 @@ ALTER TABLE tasks ADD COLUMN IF NOT EXISTS again INTEGER NOT NULL DEFAULT 1;
 -- Every outcome a call had, one record an attempt, whichever runner made it: the history a task's
 -- HTML report draws (its runs, their timelines), as the calls of a SQLite journal keep it. A call
 -- sent whose outcome is not recorded is its work row, state sent.
+-- One index, the key: a call's record costs the least to write, and a task's records are read by it.
 CREATE TABLE IF NOT EXISTS calls (
-    id BIGSERIAL PRIMARY KEY,
+    id BIGSERIAL,
     task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
     run INTEGER NOT NULL,
     num INTEGER NOT NULL,
@@ -61,9 +62,9 @@ CREATE TABLE IF NOT EXISTS calls (
     serial TEXT,
     sent_ms BIGINT,
     done_ms BIGINT,
-    entry JSON
+    entry JSON,
+    PRIMARY KEY (task, id)
 );
-CREATE INDEX IF NOT EXISTS calls_task ON calls (task, id);
 -- What each run of a task went with (the report's facts): recorded by its first runner.
 CREATE TABLE IF NOT EXISTS task_runs (
     task TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
