@@ -1,5 +1,5 @@
 """A task killed with SIGKILL is counted against its plan: ``pooler runs`` and ``pooler show`` say
-how many rows were planned, and exactly how many of them were never sent."""
+how many rows were planned, and exactly how many of them were never sent, on either journal."""
 
 from __future__ import annotations
 
@@ -12,11 +12,16 @@ from typing import Any
 import pytest
 from helpers import ROOT, Store, answer_of, environment, pooler, wait_for_ops
 
+from pooler.journal.postgres.schema import upgrade
+
 ROWS = 2000
 
 
 @pytest.mark.process
-def test_a_killed_import_is_counted_against_its_plan(store_factory: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [pytest.param("sqlite", id="sqlite"),
+                                  pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)])
+def test_a_killed_import_is_counted_against_its_plan(kind: str, store_factory: Any,
+                                                     request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Failure 6 of the issue, on 2,000 rows: the rows never sent are counted as not run."""
     store: Store = store_factory("--latency-ms", "5")
     (tmp_path / "goods.csv").write_text("sku\n" + "".join(f"S-{n}\n" for n in range(ROWS)), encoding="utf-8")
@@ -24,7 +29,10 @@ def test_a_killed_import_is_counted_against_its_plan(store_factory: Any, tmp_pat
     pool.write_text("pool:\n  - name: add\n    unit: MELBIS_AGENT_TEST\n    command: CmdEcho\n"
                     "    key: 'add-${row.sku}'\n    for_each: {file: goods.csv}\n"
                     "    params: {sku: \"${row.sku}\"}\n", encoding="utf-8")
-    journal = tmp_path / "journal.sqlite"
+    journal: Path | str = tmp_path / "journal.sqlite"
+    if kind == "postgresql":
+        journal = request.getfixturevalue("pg_url")
+        upgrade(str(journal))
     env = environment()
     env["POOLER_TOKEN"] = store.token
     proc = subprocess.Popen(
