@@ -159,6 +159,31 @@ def test_a_sampled_task_is_sampled_and_its_full_run_sends_every_other_row_once(
 
 
 @pytest.mark.parametrize("journal", JOURNALS)
+def test_a_wider_sample_sends_only_the_rows_it_adds_and_cuts_the_chunk_it_ends_in(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    pool = three_steps(tmp_path / "pool", 20)
+    for sample in ("5", "7"):
+        code, answer, err = run(pool, store, where, "t", tmp_path / "out", "--sample", sample)
+        assert code == 0, err
+        assert task_status(where, "t") == "sampled"
+    sent = rows_sent(store)
+    assert sorted(sent["each"]) == sorted(sent["chunks"]) == list(range(7))
+    code, _, err = run(pool, store, where, "t", tmp_path / "out")
+    assert code == 0, err
+    sent = rows_sent(store)
+    assert sorted(sent["each"]) == sorted(sent["chunks"]) == list(range(20))
+    # No chunk reaches over a sample's end: the second sample's chunk ends at row 6.  On SQLite the
+    # full run cuts its chunks from there; a task on PostgreSQL keeps the chunks it planned after
+    # the first sample, the one the second sample ended in split at its end.
+    keys = [op["idempotency_key"] for op in store.ops() if "part" in op["params"]]
+    assert keys[:3] == ["t:c-0#0-2", "t:c-3#3-4", "t:c-5#5-6"]
+    assert keys[3:] == (["t:c-7#7-9", "t:c-10#10-12", "t:c-13#13-15", "t:c-16#16-18", "t:c-19#19-19"]
+                        if journal == "sqlite" else
+                        ["t:c-7#7-7", "t:c-8#8-10", "t:c-11#11-13", "t:c-14#14-16", "t:c-17#17-19"])
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
 def test_a_run_writes_its_junit_file_on_either_journal(
         journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     from junit_schema import jenkins_junit  # noqa: PLC0415

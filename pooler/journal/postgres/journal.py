@@ -265,9 +265,12 @@ class PgJournal:
                     if sample is not None:
                         cut = self.conn.execute(SQL["cut_by_sample"], (task_id, sample, sample)).fetchall()
                         for num, idx, first, data in cut:
-                            nxt = self.conn.execute(SQL["next_idx"], (task_id, num)).fetchall()[0][0]
+                            # The part after the cut takes the next idx, the calls after it one
+                            # more each: the claim hands them out in file order still.
+                            self.conn.execute(SQL["make_room_out"], (task_id, num, idx))
+                            self.conn.execute(SQL["make_room_back"], (task_id, num))
                             self.conn.execute(SQL["drop_call"], (task_id, num, idx))
-                            parts = split(sample, num, idx=idx, next_idx=int(nxt), first=int(first),
+                            parts = split(sample, num, idx=idx, next_idx=idx + 1, first=int(first),
                                           data=list(data))
                             with self.conn.cursor().copy(SQL["copy_work"]) as copy:
                                 copy.set_types(WORK_TYPES)

@@ -267,8 +267,13 @@ SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AN
 SELECT num, idx, row_first, data FROM work
 WHERE task = %s AND state = 'beyond' AND row_last IS NOT NULL AND row_first < %s AND row_last >= %s;
 
--- name: next_idx
-SELECT coalesce(max(idx), -1) + 1 FROM work WHERE task = %s AND num = %s;
+-- name: make_room_out
+-- The calls of a step after idx moved one on, in two statements (a key is checked row by row):
+-- first out of the way, to -(idx + 1) - 1 (below the placeholder's -1), then back, one on.
+UPDATE work SET idx = -idx - 2 WHERE task = %s AND num = %s AND idx > %s;
+
+-- name: make_room_back
+UPDATE work SET idx = -idx - 1 WHERE task = %s AND num = %s AND idx < -1;
 
 -- name: drop_call
 DELETE FROM work WHERE task = %s AND num = %s AND idx = %s;
