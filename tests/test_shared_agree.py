@@ -164,7 +164,7 @@ def test_a_wider_sample_sends_only_the_rows_it_adds_and_cuts_the_chunk_it_ends_i
     where = journal_of(journal, request, tmp_path)
     pool = three_steps(tmp_path / "pool", 20)
     for sample in ("5", "7"):
-        code, answer, err = run(pool, store, where, "t", tmp_path / "out", "--sample", sample)
+        code, _, err = run(pool, store, where, "t", tmp_path / "out", "--sample", sample)
         assert code == 0, err
         assert task_status(where, "t") == "sampled"
     sent = rows_sent(store)
