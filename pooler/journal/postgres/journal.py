@@ -253,34 +253,27 @@ class PgJournal:
         beyond its sample: those the wider sample holds are released, a chunk it cuts split in two
         (``split``); False when the plan held that much already (another runner widened it first:
         the task's row is locked meanwhile)."""
-        import psycopg  # noqa: PLC0415
         from psycopg.types.json import Jsonb  # noqa: PLC0415
 
-        with self._lock:
-            try:
-                with self.conn.transaction():
-                    found = self.conn.execute(SQL["lock_shared"], (task_id,)).fetchone()
-                    if found is None or not narrower(found[0].get("sample"), sample):
-                        return False
-                    if sample is not None:
-                        cut = self.conn.execute(SQL["cut_by_sample"], (task_id, sample, sample)).fetchall()
-                        for num, idx, first, data in cut:
-                            # The part after the cut takes the next idx, the calls after it one
-                            # more each: the claim hands them out in file order still.
-                            self.conn.execute(SQL["make_room_out"], (task_id, num, idx))
-                            self.conn.execute(SQL["make_room_back"], (task_id, num))
-                            self.conn.execute(SQL["drop_call"], (task_id, num, idx))
-                            parts = split(sample, num, idx=idx, next_idx=idx + 1, first=int(first),
-                                          data=list(data))
-                            with self.conn.cursor().copy(SQL["copy_work"]) as copy:
-                                copy.set_types(WORK_TYPES)
-                                for row in parts:
-                                    copy.write_row(row)
-                    self.conn.execute(SQL["release_beyond"], (task_id, sample, sample))
-                    self.conn.execute(SQL["update_shared"], (Jsonb({"sample": sample}), task_id))
-            except psycopg.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
-            return True
+        with self.transaction() as db:
+            found = db.execute(SQL["lock_shared"], (task_id,)).fetchone()
+            if found is None or not narrower(found[0].get("sample"), sample):
+                return False
+            cut = db.execute(SQL["cut_by_sample"], (task_id, sample, sample)).fetchall() if sample else []
+            for num, idx, first, data in cut:
+                # The part after the cut takes the next idx, the calls after it one more each: the
+                # claim hands them out in file order still.
+                db.execute(SQL["make_room_out"], (task_id, num, idx))
+                db.execute(SQL["make_room_back"], (task_id, num))
+                db.execute(SQL["drop_call"], (task_id, num, idx))
+                assert sample is not None
+                parts = split(sample, num, idx=idx, next_idx=idx + 1, first=int(first), data=list(data))
+                with self._copy() as write:
+                    for row in parts:
+                        write(row)
+            db.execute(SQL["release_beyond"], (task_id, sample, sample))
+            db.execute(SQL["update_shared"], (Jsonb({"sample": sample}), task_id))
+        return True
 
     def planned(self, task_id: str) -> dict[int, Planned]:
         """What the task's plan holds of each step, by step number."""
