@@ -72,14 +72,14 @@ def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
 
 def handle_gather(args: argparse.Namespace, ctx: Context) -> int:
     from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
+    from pooler.journal.postgres.schema import SQL  # noqa: PLC0415
     from pooler.run.tables import TableWriter  # noqa: PLC0415
 
     with PgJournal(_url(args, ctx)) as journal:
         if journal.task(args.task) is None:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
-        parts = journal.query("SELECT num, idx, name, prefix, into_job, rows FROM table_rows "
-                              "WHERE task = %s ORDER BY num, name, idx", (args.task,))
+        parts = journal.query(SQL["table_rows_of_task"], (args.task,))
         writer = TableWriter(Path(args.out))
         written: dict[str, int] = {}
         started: set[tuple[int, str]] = set()

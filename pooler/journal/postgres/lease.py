@@ -19,7 +19,7 @@ import time
 
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText
-from pooler.journal.postgres.schema import connect
+from pooler.journal.postgres.schema import SQL, connect
 
 
 class LeaseLost(JournalError):
@@ -45,10 +45,8 @@ class Lease:
         import psycopg  # noqa: PLC0415
 
         try:
-            self._conn.execute(
-                "INSERT INTO runners (id, task, host, pid, lease_until, width) "
-                "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s), %s)",
-                (self.id, task, socket.gethostname(), os.getpid(), seconds, width))
+            self._conn.execute(SQL["take_lease"], (self.id, task, socket.gethostname(), os.getpid(), seconds,
+                                                   width))
         except psycopg.Error as exc:
             self._conn.close()
             text = DbText(url)
@@ -77,9 +75,7 @@ class Lease:
                 self.lost = (f"runner {self.id} was not heard from for longer than its lease "
                              f"({self.seconds:g} s): its calls may have been taken back")
             try:
-                cur = self._conn.execute(
-                    "UPDATE runners SET lease_until = now() + make_interval(secs => %s) "
-                    "WHERE id = %s AND lease_until > now()", (self.seconds, self.id))
+                cur = self._conn.execute(SQL["renew_lease"], (self.seconds, self.id))
                 renewed = cur.rowcount == 1
             except psycopg.Error as exc:
                 text = DbText(self.url)
@@ -99,5 +95,5 @@ class Lease:
         self._thread.join(timeout=5)
         # A database gone leaves a lease that simply expires.
         with contextlib.suppress(Exception):
-            self._conn.execute("DELETE FROM runners WHERE id = %s", (self.id,))
+            self._conn.execute(SQL["give_up_lease"], (self.id,))
         self._conn.close()

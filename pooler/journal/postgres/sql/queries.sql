@@ -54,6 +54,18 @@ SELECT id, host, pid FROM runners WHERE task = %s AND lease_until > now();
 -- Runners killed on this machine: their leases end now, so their calls are taken back at once.
 UPDATE runners SET lease_until = now() WHERE id = ANY(%s);
 
+-- name: take_lease
+-- A runner of the task: its lease, on the database's clock, and the calls it has in flight at most.
+INSERT INTO runners (id, task, host, pid, lease_until, width)
+VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s), %s);
+
+-- name: renew_lease
+-- Only while the lease is alive: a runner whose calls were taken back never gets it again.
+UPDATE runners SET lease_until = now() + make_interval(secs => %s) WHERE id = %s AND lease_until > now();
+
+-- name: give_up_lease
+DELETE FROM runners WHERE id = %s;
+
 -- name: run_again
 SELECT pooler_run_again(%s, %s);
 
@@ -302,3 +314,7 @@ DELETE FROM work WHERE task = %s AND num = %s AND idx = ANY(%s);
 
 -- name: set_round
 UPDATE work SET round = %s WHERE task = %s AND num = %s AND idx = %s;
+
+-- name: table_rows_of_task
+-- Every table part the task's calls gave, for pooler gather: each table's parts in call order.
+SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = %s ORDER BY num, name, idx;
