@@ -17,6 +17,7 @@ from typing import Any
 
 from pooler.journal.records import PLAN_ORDER as _ORDER
 from pooler.journal.records import PlanCounts
+from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.run.identity import chunk_span
 from pooler.run.taskplan import POOL_FILE, PlannedFile, planned_files
@@ -29,7 +30,7 @@ def plan_counts(journal: Journal, task: str) -> PlanCounts | None:
     if not files:
         return None
     first_run = files[POOL_FILE].first_run if POOL_FILE in files else 1
-    found = journal.query("SELECT steps FROM task_runs WHERE task = ? ORDER BY run DESC LIMIT 1", (task,))
+    found = journal.query(SQL["latest_run_steps"], (task,))
     steps: list[dict[str, Any]] = json.loads(found[0][0]) if found and found[0][0] else []
     tally = dict.fromkeys(_ORDER, 0)
     planned = 0
@@ -62,9 +63,7 @@ def _status(status: str, in_doubt: int) -> str | None:
 
 def _single(journal: Journal, task: str, num: int, first_run: int) -> str | None:
     found: str | None = None
-    for status, in_doubt in journal.query(
-            "SELECT status, in_doubt FROM calls WHERE task = ? AND num = ? AND row IS NULL AND run >= ? "
-            "ORDER BY id", (task, num, first_run)):
+    for status, in_doubt in journal.query(SQL["single_call_records"], (task, num, first_run)):
         told = _status(status, in_doubt)
         if told is None or (status == CallStatus.SKIPPED and not in_doubt and found == CallStatus.COMPLETED):
             continue
@@ -76,9 +75,6 @@ def _single(journal: Journal, task: str, num: int, first_run: int) -> str | None
 _ORDER_CODES = tuple(s.value for s in (CallStatus.NOT_RUN, CallStatus.COMPLETED, CallStatus.FAILED,
                                        CallStatus.IN_DOUBT, CallStatus.SKIPPED))
 _CODE = {name: code for code, name in enumerate(_ORDER_CODES)}
-_RECORDS_SQL = ("SELECT row, key, status, in_doubt, CASE WHEN result IS NOT NULL AND json_valid(result) "
-                "THEN json_extract(result, '$.rows[1]') END FROM calls WHERE task = ? AND num = ? "
-                "AND row IS NOT NULL AND run >= ? ORDER BY id")
 
 
 def _row_marks(journal: Journal, task: str, was: PlannedFile) -> bytearray:
@@ -86,11 +82,11 @@ def _row_marks(journal: Journal, task: str, was: PlannedFile) -> bytearray:
     rows = was.rows or 0
     marks = bytearray(rows)
     completed = _CODE[CallStatus.COMPLETED]
-    for (row,) in journal.cursor("SELECT row FROM plan_rows WHERE task = ? AND num = ? AND done = 1",
-                                 (task, was.num)):
+    for (row,) in journal.cursor(SQL["plan_done_rows"], (task, was.num)):
         if 0 <= row < rows:
             marks[row] = completed
-    for row, key, status, in_doubt, last in journal.cursor(_RECORDS_SQL, (task, was.num, was.first_run)):
+    records = journal.cursor(SQL["row_call_records"], (task, was.num, was.first_run))
+    for row, key, status, in_doubt, last in records:
         told = _status(status, in_doubt)
         if told is None or not 0 <= row < rows:
             continue
@@ -117,7 +113,7 @@ def _row_spans(journal: Journal, task: str, num: int, first_run: int) -> dict[in
     """The rows a step over an earlier step's table carried, as its records tell: first row ->
     (rows, status)."""
     spans: dict[int, tuple[int, str]] = {}
-    for row, key, status, in_doubt, last in journal.query(_RECORDS_SQL, (task, num, first_run)):
+    for row, key, status, in_doubt, last in journal.query(SQL["row_call_records"], (task, num, first_run)):
         told = _status(status, in_doubt)
         if told is None:
             continue

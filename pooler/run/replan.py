@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pooler.errors import JournalError
+from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.compiler import Plan
 from pooler.redact import Redactor
@@ -43,8 +44,7 @@ def replan(journal: Journal, task: str, plan: Plan, values: Mapping[str, Any], r
                                f"{files[step.num].name} of step {step.num}{named} is not there - "
                                "restore it, or run the task without --replan (its plan holds the rows).")
         if step.key is None:
-            sent = journal.query("SELECT count(*) FROM calls WHERE task = ? AND num = ? AND status "
-                                 "NOT IN ('not_run')", (task, step.num))[0][0]
+            sent = journal.query(SQL["calls_sent_of_step"], (task, step.num))[0][0]
             if sent:
                 raise JournalError(
                     f"--replan refused for task {task}: step {step.num}{named} has no key, so the rows "
@@ -59,13 +59,10 @@ def replan(journal: Journal, task: str, plan: Plan, values: Mapping[str, Any], r
 
 def _done_chunk_rows(journal: Journal, task: str, num: int, named: str, was: PlannedFile) -> set[str]:
     """The keys of the rows the step's done chunks carried, as its old plan gave them."""
-    keys = {str(r[0]) for r in journal.query(
-        "SELECT key FROM plan_rows WHERE task = ? AND num = ? AND done = 1 AND key IS NOT NULL", (task, num))}
+    keys = {str(r[0]) for r in journal.query(SQL["plan_done_keys"], (task, num))}
     # Every chunk key of this plan's runs: landed once is done; else its last record tells.
     standing: dict[str, str] = {}
-    for key, status in journal.query(
-            "SELECT key, status FROM calls WHERE task = ? AND num = ? AND key IS NOT NULL AND run >= ? "
-            "AND status != 'not_run' ORDER BY id", (task, num, was.first_run)):
+    for key, status in journal.query(SQL["chunk_records_since"], (task, num, was.first_run)):
         if standing.get(key) not in LANDED:
             standing[key] = status
     for key, status in standing.items():
@@ -78,7 +75,6 @@ def _done_chunk_rows(journal: Journal, task: str, num: int, named: str, was: Pla
                 "(sent, and no answer recorded), and a new plan would send its rows under another key - "
                 "restore the file and run the task again to settle it (--in-doubt retry or skip).")
         if status in LANDED:
-            keys.update(str(r[0]) for r in journal.query(
-                "SELECT key FROM plan_rows WHERE task = ? AND num = ? AND row BETWEEN ? AND ? "
-                "AND key IS NOT NULL", (task, num, span[1], span[2])))
+            spanned = journal.query(SQL["plan_keys_in_span"], (task, num, span[1], span[2]))
+            keys.update(str(r[0]) for r in spanned)
     return keys

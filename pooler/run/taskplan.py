@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError, PoolerError
+from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.compiler import Plan
 from pooler.pool.datafiles import DataFile
@@ -87,8 +88,8 @@ def write_plan(db: sqlite3.Connection, task: str, plan: Plan, values: Mapping[st
     the check's pass staged (``stage``, attached to ``db``) is copied from there, not read again."""
     pool = plan.pool
     pool_path = Path(pool.file)
-    db.execute("DELETE FROM plan_rows WHERE task = ?", (task,))
-    db.execute("DELETE FROM plan_files WHERE task = ?", (task,))
+    db.execute(SQL["plan_forget_rows"], (task,))
+    db.execute(SQL["plan_forget_files"], (task,))
     files: list[tuple[Any, ...]] = [(task, POOL_FILE, shown(pool, pool_path),
                                      str(pool_path.absolute()),
                                      digest(pool_path) if pool_path.is_file() else "", None, None,
@@ -106,8 +107,7 @@ def write_plan(db: sqlite3.Connection, task: str, plan: Plan, values: Mapping[st
         rows = _rows(task, step.num, step.key, data, _Fill(values, redactor, done, counter))
         db.execute("SAVEPOINT step_rows")
         try:
-            db.executemany("INSERT INTO plan_rows (task, num, row, key, data, done) "
-                           "VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.executemany(SQL["plan_insert_rows"], rows)
         except (PoolerError, _HoldsSecret):
             # A row that cannot be read: the step stays out of the plan, and its run reads the
             # file as it goes, failing at that row as a run always has.  So does a step whose rows
@@ -119,8 +119,7 @@ def write_plan(db: sqlite3.Connection, task: str, plan: Plan, values: Mapping[st
         db.execute("RELEASE step_rows")
         files.append((task, step.num, shown(pool, data.path), str(data.path.absolute()),
                       digest(data.path), counter[0], step.for_each.chunk, first_run))
-    db.executemany("INSERT INTO plan_files (task, num, name, path, sha256, rows, chunk, first_run) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", files)
+    db.executemany(SQL["plan_insert_files"], files)
 
 
 class _HoldsSecret(Exception):
@@ -160,8 +159,7 @@ def _rows(task: str, num: int, template: Any, data: DataFile, fill: _Fill) -> It
 def planned_files(journal: Journal, task: str) -> dict[int, PlannedFile]:
     """The files of the task's plan by step number (0: the pool file); empty for a task planned
     before tasks recorded their plans."""
-    rows = journal.query("SELECT num, name, path, sha256, rows, chunk, first_run FROM plan_files "
-                         "WHERE task = ? ORDER BY num", (task,))
+    rows = journal.query(SQL["plan_files_of_task"], (task,))
     return {int(r[0]): PlannedFile(*r) for r in rows}
 
 
@@ -170,8 +168,7 @@ def plan_rows(journal: Journal, task: str, num: int) -> Iterator[tuple[int, dict
     lock is not held between pages: calls are recorded meanwhile)."""
     after = -1
     while True:
-        page = journal.query("SELECT row, data, done FROM plan_rows WHERE task = ? AND num = ? AND row > ? "
-                             "ORDER BY row LIMIT ?", (task, num, after, PAGE))
+        page = journal.query(SQL["plan_rows_page"], (task, num, after, PAGE))
         for row, data, done in page:
             yield int(row), json.loads(data), bool(done)
         if len(page) < PAGE:

@@ -105,3 +105,55 @@ SELECT id, result FROM calls WHERE task = ? AND id IN (SELECT value FROM json_ea
 -- name: report_table_entries
 -- Picked in SQL, so that 100,000 calls without tables are not decoded for nothing.
 SELECT result FROM calls WHERE task = ? AND run = ? AND status = 'completed' AND result LIKE '%"tables":{"%';
+
+-- A task's plan (run/taskplan.py, run/replan.py, run/plancount.py)
+
+-- name: plan_forget_rows
+DELETE FROM plan_rows WHERE task = ?;
+
+-- name: plan_forget_files
+DELETE FROM plan_files WHERE task = ?;
+
+-- name: plan_insert_rows
+INSERT INTO plan_rows (task, num, row, key, data, done) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: plan_insert_files
+INSERT INTO plan_files (task, num, name, path, sha256, rows, chunk, first_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: plan_files_of_task
+SELECT num, name, path, sha256, rows, chunk, first_run FROM plan_files WHERE task = ? ORDER BY num;
+
+-- name: plan_rows_page
+-- The step's planned rows after a row, a page at a time.
+SELECT row, data, done FROM plan_rows WHERE task = ? AND num = ? AND row > ? ORDER BY row LIMIT ?;
+
+-- name: plan_done_rows
+SELECT row FROM plan_rows WHERE task = ? AND num = ? AND done = 1;
+
+-- name: plan_done_keys
+SELECT key FROM plan_rows WHERE task = ? AND num = ? AND done = 1 AND key IS NOT NULL;
+
+-- name: plan_keys_in_span
+SELECT key FROM plan_rows WHERE task = ? AND num = ? AND row BETWEEN ? AND ? AND key IS NOT NULL;
+
+-- name: calls_sent_of_step
+-- The calls a step sent (or ended in doubt or failed): all but those not run.
+SELECT count(*) FROM calls WHERE task = ? AND num = ? AND status NOT IN ('not_run');
+
+-- name: chunk_records_since
+-- Every record of a keyed step since the run that made its plan, oldest first.
+SELECT key, status FROM calls WHERE task = ? AND num = ? AND key IS NOT NULL AND run >= ? AND status != 'not_run'
+ORDER BY id;
+
+-- name: latest_run_steps
+SELECT steps FROM task_runs WHERE task = ? ORDER BY run DESC LIMIT 1;
+
+-- name: single_call_records
+SELECT status, in_doubt FROM calls WHERE task = ? AND num = ? AND row IS NULL AND run >= ? ORDER BY id;
+
+-- name: row_call_records
+-- The records of a step over rows since the run that made its plan: the last row of a chunk from
+-- its entry (a chunk's key tells it too).
+SELECT row, key, status, in_doubt,
+       CASE WHEN result IS NOT NULL AND json_valid(result) THEN json_extract(result, '$.rows[1]') END
+FROM calls WHERE task = ? AND num = ? AND row IS NOT NULL AND run >= ? ORDER BY id;
