@@ -58,3 +58,34 @@ def test_a_plan_commits_once_on_postgres_too(store: Store, pg_url: str, tmp_path
         assert found["steps"] == first["steps"]
         assert len(ops_of(store, "MELBIS_AGENT_TEST")) == 1
     run(scenario)
+
+
+@pytest.mark.parametrize("journal", [pytest.param("sqlite", id="sqlite"),
+                                     pytest.param("postgresql", id="postgresql")])
+def test_a_key_one_pool_landed_is_skipped_by_another_pool_of_the_session_on_either_journal(
+        journal: str, store: Store, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    extra: tuple[str, ...] = ()
+    if journal == "postgresql":
+        url: str = request.getfixturevalue("pg_url")
+        upgrade(url)
+        extra = ("--journal", url)
+    out = tmp_path / "out"
+    first = {"pool": [{"name": "a", "key": "k1", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho",
+                       "params": {"n": 1}}]}
+    second = {"pool": [
+        {"name": "a", "key": "k1", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
+        {"name": "b", "key": "k2", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho",
+         "params": {"from": "@a.n"}},
+    ]}
+
+    async def scenario() -> None:
+        async with connect(store, out, *extra) as session:
+            one = answer_of(await session.call_tool("tool_pool", first))
+            two = answer_of(await session.call_tool("tool_pool", second))
+        assert [s["status"] for s in one["steps"]] == ["completed"]
+        # The agent's second pool holds the first's keyed call again: it is not sent twice.
+        assert [s["status"] for s in two["steps"]] == ["skipped", "completed"]
+        assert two["steps"][0]["detail"] == one["steps"][0]["detail"]
+        assert two["steps"][1]["detail"] == {"from": 1}
+        assert [op["params"] for op in ops_of(store, "MELBIS_AGENT_TEST")] == [{"n": 1}, {"from": 1}]
+    run(scenario)

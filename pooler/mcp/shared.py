@@ -22,7 +22,10 @@ from pooler.shared.runner import SharedConfig, run_shared
 def run_shared_pool(pool: Pool, client: ToolRunClient, config: RunConfig, url: str, *,
                     reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
     """The pool's answer, run as (or joined to) its shared task (``config.task_id`` is the session's)."""
-    config = replace(config, task_id=f"{config.task_id}-{fingerprint(pool)[:12]}")
+    session = config.task_id
+    config = replace(config, task_id=f"{session}-{fingerprint(pool)[:12]}")
     # The lease outlasts the read timeout, as a runner's must (see docs/multihost.md).
     lease = max(120.0, client.read_timeout * 2)
-    return run_shared(pool, client, config, SharedConfig(url=url, lease=lease), reporter=reporter, stop=stop)
+    # The session's keys hold across its pools, as they do under its one task on SQLite.
+    shared = SharedConfig(url=url, lease=lease, key_scope=session)
+    return run_shared(pool, client, config, shared, reporter=reporter, stop=stop)

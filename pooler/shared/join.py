@@ -40,8 +40,9 @@ from pooler.shared.planpass import PlanPass, Write
 from pooler.shared.replan import replan_shared
 
 
-def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
-    """Plan the task (first runner) or join it; the pool with the task's own options."""
+def join_task(journal: PgJournal, pool: Pool, config: RunConfig, *, key_scope: str | None = None) -> Pool:
+    """Plan the task (first runner) or join it; the pool with the task's own options.  A new task
+    of a ``key_scope`` skips the calls whose key a task of that scope has landed."""
     task = config.task_id
     assert task is not None
     found = journal.shared(task)
@@ -51,6 +52,8 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig) -> Pool:
         # in the transaction that creates the task: a problem refuses the run, and the task it
         # began is rolled back, before anything is sent.
         doc = task_doc(pool, config)
+        if key_scope is not None:
+            doc["key_scope"] = key_scope
         with journal.creating(task, pool_identity(pool.file), doc) as write:
             if write is not None:
                 plan = _plan_pass(pool, config, write, None)

@@ -51,6 +51,9 @@ class SharedConfig:
     width: int | None = None
     #: Seconds a lease lasts without renewal.
     lease: float = 120.0
+    #: The tasks whose landed keys a new task's calls skip: the MCP server's session, whose every
+    #: pool is a task of its own and whose keys hold across them, as they do on SQLite.
+    key_scope: str | None = None
 
 
 class RunnerStopped(JournalError):
@@ -68,7 +71,7 @@ def run_shared(pool: Pool, client: ToolRunClient, config: RunConfig, shared: Sha
     reporter = listener(reporter)
     stop = stop or threading.Event()
     with PgJournal(shared.url) as journal:
-        pool = join_task(journal, pool, config)
+        pool = join_task(journal, pool, config, key_scope=shared.key_scope)
         PgHistory(journal).record_run(config.task_id or "",
                                       config.redactor.value(run_facts(pool, client, config.again)))
         kept = journal.shared(config.task_id or "") or {}

@@ -189,6 +189,9 @@ class PgJournal:
                     with self._copy() as write:
                         yield write
                     self.conn.execute(SQL["update_shared"], (Jsonb(shared), task_id))
+                    if shared.get("key_scope") is not None:
+                        # A key landed by another task of the scope is not sent again by this one.
+                        self.conn.execute(SQL["skip_keys_of_scope"], (shared["key_scope"], task_id, task_id))
                 # The planner needs to know how many calls there are to pick the indexes.
                 self.conn.execute(SQL["analyze_work"])
             except psycopg.Error as exc:

@@ -32,6 +32,20 @@ SELECT shared FROM tasks WHERE id = %s;
 INSERT INTO tasks (id, pool_file, started, shared) VALUES (%s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING RETURNING id;
 
+-- name: skip_keys_of_scope
+-- A new task's calls whose key another task of its scope (the MCP server's session) has landed:
+-- skipped, with that call's outcome, as a key an earlier run landed is on SQLite. Arguments: the
+-- scope, the task, the task.
+UPDATE work w SET state = 'done', status = 'skipped', runner = NULL, step_id = e.step_id, detail = e.detail,
+                  entry = pooler_entry_with(e.entry, json_build_object('status', 'skipped')),
+                  done_run = (SELECT runs FROM tasks WHERE id = w.task), done_at = now()
+FROM (SELECT DISTINCT ON (d.key_text) d.key_text, d.entry, d.detail, d.step_id
+      FROM work d JOIN tasks t ON t.id = d.task
+      WHERE t.shared ->> 'key_scope' = %s AND d.task <> %s AND d.state = 'done'
+        AND d.status IN ('completed', 'skipped') AND d.key_text IS NOT NULL
+      ORDER BY d.key_text, d.done_at DESC) e
+WHERE w.task = %s AND w.state = 'ready' AND w.key_text = e.key_text;
+
 -- name: analyze_work
 -- After a plan is written: the query planner needs to know how many calls there are to pick the indexes.
 ANALYZE work;
