@@ -227,3 +227,33 @@ def test_a_runner_killed_on_this_machine_is_taken_back_at_once_by_the_next_run(s
     # The call in flight when it was killed is in doubt, and sent again under its key.
     assert [i["action"] for i in answer["in_doubt"]] == ["retried"]
     assert sorted(carried_out(store).values()) == [1] * 6
+
+
+@pytest.mark.process
+def test_the_report_of_a_killed_runner_shows_its_unanswered_call_in_doubt(store_factory: Any, pg_url: str,
+                                                                          tmp_path: Path) -> None:
+    from browser import Elements  # noqa: PLC0415
+
+    upgrade(pg_url)
+    # Each call takes 800 ms at the store: the kill lands while the third is on its way.
+    store: Store = store_factory("--latency-ms", "800")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(10)))
+    pool = write_pool(tmp_path, ["pool:",
+                                 "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {n: '${row.n}'},",
+                                 "     key: 'k-${row.n}', for_each: {file: rows.jsonl}}"])
+    killed = start_runner(pool, store, pg_url, "t", tmp_path / "out")
+    # Killed with two calls answered and the third on its way.
+    wait_for(lambda: query(pg_url, "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER "
+                                   "(WHERE state = 'sent') FROM work WHERE task = 't'")[0] == (2, 1))
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    killed.communicate()
+    report = tmp_path / "r.html"
+    proc = pooler("show", "t", "--journal", pg_url, "--html", str(report))
+    assert proc.returncode == 0, proc.stderr
+    page = Elements(report.read_text(encoding="utf-8"))
+    text = " ".join(page.all_text().split())
+    assert "1 call in doubt" in text
+    assert sorted(b["class"] for b in page.having("rect", "bar")) == [
+        "tip bar completed", "tip bar completed", "tip bar in_doubt"]
+    assert any("answered no answer recorded" in t for t in page.titles)
