@@ -71,3 +71,15 @@ def max_overlap(intervals: list[tuple[Any, Any]]) -> int:
         now += step
         most = max(most, now)
     return most
+
+
+def journal_of(kind: str, request: Any, tmp_path: Path, name: str = "journal.db") -> str:
+    """The journal a test parametrized over both backends runs on: a SQLite file in ``tmp_path``,
+    or the test's PostgreSQL database (``pg_url``), its schema made."""
+    if kind == "sqlite":
+        return str(tmp_path / name)
+    from pooler.journal.postgres.schema import upgrade  # noqa: PLC0415
+
+    url: str = request.getfixturevalue("pg_url")
+    upgrade(url)
+    return url

@@ -15,20 +15,10 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler
-from sharedkit import start_runner, token_file, wait_for, write_pool
-
-from pooler.journal.postgres.schema import upgrade
+from sharedkit import journal_of, start_runner, token_file, wait_for, write_pool
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
-
-
-def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if kind == "sqlite":
-        return str(tmp_path / "journal.db")
-    url: str = request.getfixturevalue("pg_url")
-    upgrade(url)
-    return url
 
 
 def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import ROOT, Store, environment, pooler
-from sharedkit import token_file, write_pool
+from sharedkit import journal_of, token_file, write_pool
 
 from pooler.journal.postgres.schema import upgrade
 from pooler.store.faults import FaultPlan, parse_rule
@@ -26,14 +26,6 @@ JOURNALS = [pytest.param("sqlite", id="sqlite"),
 #: The store's faults: a call reset after its command ran is in doubt (seed 11 resets 6 of 30).
 FAULT = "reset:0.15"
 SEED = 11
-
-
-def journal_of(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if kind == "sqlite":
-        return str(tmp_path / "journal.db")
-    url: str = request.getfixturevalue("pg_url")
-    upgrade(url)
-    return url
 
 
 def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str

@@ -17,9 +17,9 @@ import pytest
 from helpers import Store, answer_of, pooler
 from poolkit import echo, make_pool
 from poolkit import run as kit_run
+from sharedkit import journal_of
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.schema import upgrade
 from pooler.journal.sqlite.journal import Journal
 from pooler.pool.model import ForEach
 
@@ -73,11 +73,7 @@ def setup(tmp_path: Path, pool_text: str, goods: list[str]) -> Path:
                         pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The journal the test's task lives in: a SQLite file, or a PostgreSQL database."""
-    if request.param == "sqlite":
-        return str(tmp_path / "journal.sqlite")
-    url: str = request.getfixturevalue("pg_url")
-    upgrade(url)
-    return url
+    return journal_of(request.param, request, tmp_path, "journal.sqlite")
 
 
 def run(store: Store, where: str, tmp_path: Path, pool: Path, *extra: str

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 from helpers import ROOT, Store, answer_of, environment, pooler, wait_for_ops
-
-from pooler.journal.postgres.schema import upgrade
+from sharedkit import journal_of
 
 ROWS = 2000
 
@@ -29,10 +28,7 @@ def test_a_killed_import_is_counted_against_its_plan(kind: str, store_factory: A
     pool.write_text("pool:\n  - name: add\n    unit: MELBIS_AGENT_TEST\n    command: CmdEcho\n"
                     "    key: 'add-${row.sku}'\n    for_each: {file: goods.csv}\n"
                     "    params: {sku: \"${row.sku}\"}\n", encoding="utf-8")
-    journal: Path | str = tmp_path / "journal.sqlite"
-    if kind == "postgresql":
-        journal = request.getfixturevalue("pg_url")
-        upgrade(str(journal))
+    journal = journal_of(kind, request, tmp_path, "journal.sqlite")
     env = environment()
     env["POOLER_TOKEN"] = store.token
     proc = subprocess.Popen(
