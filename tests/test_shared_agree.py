@@ -290,3 +290,23 @@ def test_the_full_run_of_a_sampled_task_checks_the_rows_the_sample_left_unchecke
     # Once for the row's params, once for its key.
     assert [p["message"] for p in answer["problems"]] == [told, told]
     assert len(store.ops()) == sent
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_step_referring_to_a_sampled_step_runs_once_its_sample_is_done(
+        journal: str, store: Store, tmp_path: Path, request: Any) -> None:
+    """The calls planned beyond a sample wait for a run that asks for them: a step that refers to a
+    sampled step waits for the calls of the sample, not for them (it waited for ever)."""
+    where = journal_of(journal, request, tmp_path)
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"n": i}) + "\n" for i in range(6)))
+    pool = write_pool(tmp_path, [
+        "pool:",
+        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {each: '${row.n}'},",
+        "     key: 'e-${row.n}', for_each: {file: rows.jsonl}}",
+        "  - {name: last, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {seen: '@each.each'}}"])
+    code, answer, err = run(pool, store, where, "t", tmp_path / "out", "--sample", "2")
+    assert code == 0, err
+    steps = [(s["name"], s["status"]) for s in answer["steps"]]
+    assert steps == [("each", "completed"), ("last", "completed")]
+    assert [op["params"] for op in store.ops()] == [{"each": 0}, {"each": 1}, {"seen": 1}]
