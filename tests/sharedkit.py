@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +53,18 @@ def query(url: str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...
         return list(conn.execute(sql, args).fetchall())
 
 
-def wait_for(what: Callable[[], bool], timeout: float = 60, poll: float = 0.02) -> None:
-    """Until ``what()`` holds (a bounded loop over a condition, never a fixed sleep)."""
+def wait_for(what: Callable[[], bool], timeout: float = 60, poll: float = 0.02,
+             running: Sequence[subprocess.Popen[str]] = ()) -> None:
+    """Until ``what()`` holds (a bounded loop over a condition, never a fixed sleep).  A runner of
+    ``running`` that ends first fails the wait at once, with what it said: the condition may
+    never hold without it, and its words say why."""
     end = time.monotonic() + timeout
     while not what():
+        ended = [proc for proc in running if proc.poll() is not None]
+        if ended:
+            said = [f"runner {proc.pid} ended with {proc.returncode}: {finish(proc)[2].strip()}"
+                    for proc in ended]
+            raise AssertionError("a runner ended before the condition held\n" + "\n".join(said))
         if time.monotonic() > end:
             raise AssertionError("the condition was not reached in time")
         time.sleep(poll)
