@@ -1,9 +1,9 @@
 """Planning a big task on PostgreSQL: a 1,000,000-row CSV planned into a task of a PostgreSQL
-journal, one work row per call with its row (``plan_full_pg.py``: the first runner's start, every
+journal, one work row per call with its row (``plan_full.py``: the first runner's start, every
 row checked by the compile step and its call planned in that one pass), against
 ``plain_plan_pg.py``: the same file read with the csv module and COPYed into a table, a key and the
 row per line, in one transaction.  Both are processes, so both pay start-up.  Beside them, the
-check's pass alone (``plan_full_pg.py --check-only``), and with ``BENCH_PLAN_BEFORE=DIR`` (an
+check's pass alone (``plan_full.py --check-only``), and with ``BENCH_PLAN_BEFORE=DIR`` (an
 earlier tree: ``git archive COMMIT | tar -x -C DIR``) the same script run against that tree's
 package, in the same session.  Targets: pooler / plain <= 2, peak RSS <= 150 MB."""
 
@@ -48,11 +48,11 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
 
             def full() -> Sample:
                 url = pgbench.database(server, w, "full")
-                cmd = [PYTHON, str(BENCH / "plan_full_pg.py"), str(pool), url]
+                cmd = [PYTHON, str(BENCH / "plan_full.py"), str(pool), url]
                 return with_server(lambda: run_process(cmd, w, label="full", peak_memory=True)[0])
 
             def check() -> Sample:
-                cmd = [PYTHON, str(BENCH / "plan_full_pg.py"), "--check-only", str(pool)]
+                cmd = [PYTHON, str(BENCH / "plan_full.py"), "--check-only", str(pool)]
                 return run_process(cmd, w, label="check", peak_memory=True)[0]
 
             before_tree = os.environ.get("BENCH_PLAN_BEFORE")
@@ -62,7 +62,7 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
                 url = pgbench.database(server, w, "before")
                 tree = Path(before_tree).absolute()
                 # This tree's script, that tree's package: the same work measured on both.
-                argv = [str(BENCH / "plan_full_pg.py"), str(pool), url]
+                argv = [str(BENCH / "plan_full.py"), str(pool), url]
                 code = (f"import runpy, sys; sys.path.insert(0, {str(tree)!r}); sys.argv = {argv!r}; "
                         f"runpy.run_path({argv[0]!r}, run_name='__main__')")
                 return with_server(lambda: run_process([PYTHON, "-c", code], w, label="before",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pooler.version import __version__
 
-#: public name -> the module that defines it
+#: public name -> the module that defines it (``module:name`` where it is defined under another name)
 _EXPORTS: dict[str, str] = {
     # what a pool is, and how it is read and checked
     "Pool": "pooler.pool.model",
@@ -36,9 +36,9 @@ _EXPORTS: dict[str, str] = {
     # how it runs
     "run_plan": "pooler.run.executor",
     "run_pool": "pooler.run.executor",
-    "RunConfig": "pooler.run.executor",
-    "StopSignal": "pooler.run.executor",
-    "Journal": "pooler.journal.sqlite.journal",
+    "RunConfig": "pooler.run.config",
+    "StopSignal": "pooler.run.config",
+    "Journal": "pooler.journal.sqlite.tasks:SqliteTaskJournal",
     "Reporter": "pooler.run.events",
     "NullReporter": "pooler.run.events",
     # the client
@@ -106,15 +106,16 @@ if TYPE_CHECKING:
         UsageError,
     )
     from pooler.exits import ExitStatus
-    from pooler.journal.sqlite.journal import Journal
+    from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
     from pooler.pool.checks import check_options, check_pool
     from pooler.pool.compiler import Inputs, Plan, compile_pool
     from pooler.pool.loader import load_pool, load_pool_value
     from pooler.pool.model import Pool, Step
     from pooler.pool.variables import resolve_variables
     from pooler.redact import Redactor
+    from pooler.run.config import RunConfig, StopSignal
     from pooler.run.events import NullReporter, Reporter
-    from pooler.run.executor import RunConfig, StopSignal, run_plan, run_pool
+    from pooler.run.executor import run_plan, run_pool
     from pooler.statuses import CallStatus
 
 
@@ -122,7 +123,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pooler' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, defined = module.partition(":")
+    value = getattr(importlib.import_module(module), defined or name)
     globals()[name] = value
     return value
 

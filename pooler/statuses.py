@@ -43,7 +43,7 @@ class StepState(_Word):
 
 
 class WorkState(_Word):
-    """Where a call of a shared task stands in the PostgreSQL journal's ``work`` table."""
+    """Where a call of a task stands in its journal's ``work`` table."""
 
     READY = "ready"
     CLAIMED = "claimed"

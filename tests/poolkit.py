@@ -10,10 +10,11 @@ from typing import Any
 from helpers import STORE_TOKEN, Store
 
 from pooler.client.http import ToolRunClient
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
 from pooler.pool.model import ForEach, Options, Pool, Retry, Step
+from pooler.run.config import RunConfig
 from pooler.run.events import CallEnd
-from pooler.run.executor import RunConfig, run_pool
+from pooler.run.executor import run_pool
 
 TEST = "MELBIS_AGENT_TEST"
 

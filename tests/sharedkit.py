@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from helpers import ROOT, Store, environment
+from helpers import ROOT, Store, environment, pooler
 
 
 def env() -> dict[str, str]:
@@ -91,3 +91,13 @@ def journal_of(kind: str, request: Any, tmp_path: Path, name: str = "journal.db"
     url: str = request.getfixturevalue("pg_url")
     upgrade(url)
     return url
+
+
+def run_here(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str
+             ) -> tuple[int, dict[str, Any], str]:
+    """``pooler run POOL --task T --json`` in the test's process, with a token file: the exit
+    status, the answer and what it said on stderr."""
+    token = token_file(out.parent / f"{out.name}-secret", store)
+    proc = pooler("run", str(pool), "--store", store.url, "--token-file", str(token), "--journal", journal,
+                  "--task", task, "--json", "--out", str(out), *extra)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr

@@ -22,6 +22,7 @@ import pytest
 from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, serve
 
 from pooler.client import answer_kinds
+from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
 
 TEST = "MELBIS_AGENT_TEST"
 GOOD = b'{"ok": true, "ms": 1, "data": {"result": true, "message": "done", "detail": {"id": 7}}}'
@@ -104,13 +105,26 @@ def test_a_refusal_is_not_carried_out_and_the_rerun_sends_a_new_key_round(store:
     assert answer_of(first)["steps"][0]["status"] == "failed"
     fixed = write_pool(tmp_path, [{"name": "add", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
                                    "key": "cur-X", "params": {"skey": "XXX", "name": "Ex"}}])
-    # The pool file changed since the task was planned: it is planned again from it.
-    again = run(store.url, tmp_path, fixed, "--replan")
-    assert answer_of(again)["steps"][0]["status"] == "completed"
-    keys = [op["idempotency_key"] for op in store.ops()]
-    assert len(keys) == 1
-    assert keys[0] != "T1:cur-X"
-    assert keys[0].startswith("T1:cur-X")
+    # Its steps changed since the task was planned: the task runs the steps it was planned with.
+    refused = run(store.url, tmp_path, fixed, "--replan")
+    assert refused.returncode == 2
+    assert (f"pooler: --replan plans the rows of task T1 again and keeps its steps, and the steps of {fixed} "
+            "differ from those it was planned with - start a new task for them.\n"
+            "pooler: refused before the first step; nothing was sent.\n") in refused.stderr
+    # The task run again with its own steps sends the refused key anew, under its next round.
+    write_pool(tmp_path, [{"name": "add", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
+                           "key": "cur-X", "params": {"skey": "XXX"}}])
+    assert answer_of(run(store.url, tmp_path, pool))["steps"][0]["status"] == "failed"
+    journal = Journal(tmp_path / "journal.sqlite")
+    assert [(c["key"], c["round"], c["status"]) for c in journal.journal.calls("T1")] == [
+        ("cur-X", 1, "failed"), ("cur-X", 2, "failed")]
+    journal.close()
+    # The fixed steps are a task of their own: carried out once.
+    write_pool(tmp_path, [{"name": "add", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
+                           "key": "cur-X", "params": {"skey": "XXX", "name": "Ex"}}])
+    fixed_task = run(store.url, tmp_path, fixed, "--task", "T2")
+    assert answer_of(fixed_task)["steps"][0]["status"] == "completed"
+    assert [op["idempotency_key"] for op in store.ops()] == ["T2:cur-X"]
 
 
 # A stand-in store: answers from a list, then the good envelope; records every key it was sent.

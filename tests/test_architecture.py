@@ -47,7 +47,7 @@ def test_the_architecture_doc_lists_no_module_that_is_gone() -> None:
 
 def test_the_top_level_shows_the_stages() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert {"pool", "run", "client", "cli", "mcp", "store", "report", "shared", "contract"} <= packages
+    assert {"pool", "run", "journal", "client", "cli", "mcp", "store", "report", "contract"} <= packages
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     # Only the public API, the entry points and the leaf modules every stage shares stay loose.
     assert len(loose) <= 12, loose

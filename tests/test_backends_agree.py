@@ -15,18 +15,10 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler
-from sharedkit import journal_of, start_runner, token_file, wait_for, write_pool
+from sharedkit import journal_of, run_here, start_runner, wait_for, write_pool
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
-
-
-def run(pool: Path, store: Store, journal: str, task: str, out: Path, *extra: str
-        ) -> tuple[int, dict[str, Any], str]:
-    token = token_file(out.parent / f"{out.name}-secret", store)
-    proc = pooler("run", str(pool), "--store", store.url, "--token-file", str(token), "--journal", journal,
-                  "--task", task, "--json", "--out", str(out), *extra)
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
 def goods_pool(folder: Path, currencies: list[int], *, stop: bool = False) -> Path:
@@ -71,7 +63,7 @@ def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_roun
     add_currency(store, "Euro")
     pool = goods_pool(tmp_path / "pool", [1, 1, 2, 1, 2])
     before = len(store.ops())
-    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, store, where, "t", tmp_path / "out")
     assert code == 1, err
     assert sent(store, before) == [("CmdAdd", f"t:g-S-{i}") for i in range(5)]
     assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (3, 2, 1)
@@ -82,7 +74,7 @@ def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_roun
 
     add_currency(store, "Dollar")
     before = len(store.ops())
-    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, store, where, "t", tmp_path / "out")
     assert code == 0, err
     # The refused rows under the key's second round, the step that referred to them now; nothing
     # completed went out twice.
@@ -100,7 +92,7 @@ def test_a_task_run_again_sends_exactly_its_failed_calls_under_the_next_key_roun
     # journal: without a key nothing tells it apart from a new call ("without keys the batch
     # restarts from the beginning").
     before = len(store.ops())
-    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, store, where, "t", tmp_path / "out")
     assert code == 0, err
     assert sent(store, before) == [("CmdEcho", None)]
     assert (answer["succeeded"], answer["skipped"]) == (1, 5)
@@ -127,12 +119,12 @@ def test_calls_in_doubt_of_a_task_run_again_follow_its_in_doubt_policy(
     db, root = tmp_path / "shared.db", tmp_path / "shared-root"
     faulty: Store = store_factory("--fault", "reset:1", db=db, root=root)
     pool = echo_pool(tmp_path / "pool", 3)
-    code, answer, err = run(pool, faulty, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, faulty, where, "t", tmp_path / "out")
     assert code == 1, err
     assert answer["calls_in_doubt"] == 3
     faulty.stop()
     sound: Store = store_factory("--port", faulty.port, db=db, root=root)
-    code, answer, err = run(pool, sound, where, "t", tmp_path / "out", "--in-doubt", policy)
+    code, answer, err = run_here(pool, sound, where, "t", tmp_path / "out", "--in-doubt", policy)
     assert code == 0, err
     # Sent again under the same key and round, a store that honours keys answers from its first
     # try: each command ran once; skipped, nothing was sent again.
@@ -160,7 +152,7 @@ def test_a_task_killed_and_run_again_completes_every_row_exactly_once_by_key(
     killed.send_signal(signal.SIGKILL)
     assert killed.wait(timeout=30) == -signal.SIGKILL
     killed.communicate()
-    code, answer, err = run(pool, store, where, "t", tmp_path / "out", *extra)
+    code, answer, err = run_here(pool, store, where, "t", tmp_path / "out", *extra)
     assert code == 0, err
     assert answer["steps"][0]["rows"]["total"] == 40
     keys = [key for _, key in sent(store)]
@@ -179,13 +171,13 @@ def test_a_task_stopped_by_an_error_runs_on_when_run_again(journal: str, store: 
     add_currency(store, "Euro")
     pool = goods_pool(tmp_path / "pool", [1, 2, 1], stop=True)
     before = len(store.ops())
-    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, store, where, "t", tmp_path / "out")
     assert code == 1, err
     assert sent(store, before) == [("CmdAdd", "t:g-S-0"), ("CmdAdd", "t:g-S-1")]
     assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (1, 1, 2)
     add_currency(store, "Dollar")
     before = len(store.ops())
-    code, answer, err = run(pool, store, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, store, where, "t", tmp_path / "out")
     assert code == 0, err
     # The halt is the first run's: the failed row goes again under its next round, the rows and
     # the step it held back are sent for the first time.
@@ -206,13 +198,13 @@ def test_a_call_carried_out_whose_tables_could_not_be_written_is_sent_again_unde
     # A folder where the table's file goes: the answer's rows cannot be written.
     blocked = out / "tables" / "step1.MELBIS_AGENT_TEST.CmdTable.rows.jsonl"
     blocked.mkdir(parents=True)
-    code, answer, err = run(pool, store, where, "t", out)
+    code, answer, err = run_here(pool, store, where, "t", out)
     assert code == 1, err
     step = answer["steps"][0]
     assert (step["status"], step["result"]) == ("failed", True)
     assert "The store carried the call out, but its tables could not be written" in step["message"]
     blocked.rmdir()
-    code, answer, err = run(pool, store, where, "t", out)
+    code, answer, err = run_here(pool, store, where, "t", out)
     assert code == 0, err
     # The same key and round: the store answered from its record, and ran the command once.
     assert sent(store) == [("CmdTable", "t:tab")]
@@ -226,10 +218,10 @@ def test_a_task_run_again_with_in_doubt_stop_sends_nothing_and_names_the_call_in
     db, root = tmp_path / "shared.db", tmp_path / "shared-root"
     faulty: Store = store_factory("--fault", "reset:1", db=db, root=root)
     pool = echo_pool(tmp_path / "pool", 1)
-    assert run(pool, faulty, where, "t", tmp_path / "out")[0] == 1
+    assert run_here(pool, faulty, where, "t", tmp_path / "out")[0] == 1
     faulty.stop()
     sound: Store = store_factory("--port", faulty.port, db=db, root=root)
-    code, answer, err = run(pool, sound, where, "t", tmp_path / "out", "--in-doubt", "stop")
+    code, answer, err = run_here(pool, sound, where, "t", tmp_path / "out", "--in-doubt", "stop")
     assert code == 1, err
     assert sent(sound) == [("CmdEcho", "t:k-0")]
     assert [(i["row"], i["action"]) for i in answer["in_doubt"]] == [(0, "stopped")]
@@ -256,7 +248,7 @@ def test_calls_and_chunks_a_store_closed_on_are_sent_again_under_the_same_key_ro
         "  - {name: chunks, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {tag: chunk},",
         "     key: 'c-${row.n}', for_each: {file: rows.jsonl, chunk: 3, field: part}, retry: {attempts: 1}}",
     ])
-    code, answer, err = run(pool, refusing, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, refusing, where, "t", tmp_path / "out")
     assert code == 1, err
     # The connection closed once the request left: in doubt, though the command never ran.
     assert [(i["key"], i["action"]) for i in answer["in_doubt"]] == [
@@ -264,7 +256,7 @@ def test_calls_and_chunks_a_store_closed_on_are_sent_again_under_the_same_key_ro
     assert sent(refusing) == []
     refusing.stop()
     sound: Store = store_factory("--port", refusing.port, db=db, root=root)
-    code, answer, err = run(pool, sound, where, "t", tmp_path / "out")
+    code, answer, err = run_here(pool, sound, where, "t", tmp_path / "out")
     assert code == 0, err
     assert sent(sound) == [("CmdEcho", f"t:e-{i}") for i in range(4)] + [
         ("CmdEcho", "t:c-0#0-2"), ("CmdEcho", "t:c-3#3-3")]

@@ -182,13 +182,13 @@ def test_the_postgresql_planning_case_plans_every_row_as_its_floor_copies_it(pg_
                                                                               tmp_path: Path) -> None:
     import plain_plan_pg  # noqa: PLC0415 - loads psycopg, as the case does
     import plan_cost  # noqa: PLC0415
-    import plan_full_pg  # noqa: PLC0415
+    import plan_full  # noqa: PLC0415
     from sharedkit import query  # noqa: PLC0415
 
     generate.write_goods_csv(tmp_path / "goods.csv", 25)
     (tmp_path / "plan.yaml").write_text(plan_cost.POOL, encoding="utf-8")
     assert pooler("journal", "upgrade", "--journal", pg_url).returncode == 0
-    plan_full_pg.main(str(tmp_path / "plan.yaml"), pg_url)
+    plan_full.main(str(tmp_path / "plan.yaml"), pg_url)
     plain_plan_pg.main(str(tmp_path / "goods.csv"), pg_url)
     planned = query(pg_url, "SELECT data->>'ref' FROM work WHERE task = 'bench' ORDER BY idx")
     copied = query(pg_url, "SELECT data->>'ref' FROM plain_rows ORDER BY n")

@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers import Store, answer_of, pooler
 
 from pooler.pool.model import Step
-from pooler.run.identity import chunk_key, chunk_span, idempotency_header, job_call, step_id, table_prefix
+from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id, table_prefix
 
 
 def test_a_step_id_names_the_task_the_step_and_the_run() -> None:
@@ -23,13 +23,7 @@ def test_a_step_id_of_a_row_names_the_row_between_step_and_run() -> None:
 
 def test_a_chunk_key_is_its_first_rows_key_and_the_rows_it_carries() -> None:
     assert chunk_key("import-r0001", 0, 499) == "import-r0001#0-499"
-    assert chunk_span("import-r0001#0-499") == ("import-r0001", 0, 499)
-
-
-def test_a_key_that_only_looks_like_a_chunk_in_the_middle_is_no_chunk() -> None:
-    assert chunk_span("a#0-9b") is None
-    assert chunk_span("goods-1") is None
-    assert chunk_span("x#1-2#3-4") == ("x#1-2", 3, 4)
+    assert chunk_key("x#1-2", 3, 4) == "x#1-2#3-4"
 
 
 def test_the_idempotency_key_of_a_first_round_is_task_and_key() -> None:

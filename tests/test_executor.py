@@ -14,13 +14,13 @@ import pytest
 from helpers import Store
 from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, statuses, step
 
-from pooler.errors import InputError
-from pooler.journal.sqlite.journal import Journal
+from pooler.errors import InputError, JournalError
+from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
 from pooler.pool.loader import load_pool, load_pool_value
 from pooler.pool.model import ForEach, Retry, Step
 from pooler.pool.variables import Variables
 from pooler.redact import Redactor
-from pooler.run.executor import StopSignal, step_plan
+from pooler.run.config import StopSignal, step_plan
 
 IMPORT = "MELBIS_AGENT_IMPORT_GOODS"
 
@@ -93,8 +93,9 @@ def test_without_stop_on_error_later_steps_run_but_not_those_that_need_the_faile
     assert (answer["status"], answer["succeeded"], answer["failed"], answer["not_run"]) == (
         "partial", 1, 1, 2)
     assert [op["params"] for op in ops_of(store, "CmdEcho")] == [{"z": 3}]
-    # Every call has exactly one status in the journal.
-    assert [(c["num"], c["status"]) for c in journal.calls(answer["task"])] == [
+    # Every call has exactly one status in the journal (recorded as each ends: step 4 may end
+    # before the steps it does not wait for are found not runnable).
+    assert sorted((c["num"], c["status"]) for c in journal.journal.calls(answer["task"])) == [
         (1, "failed"), (2, "not_run"), (3, "not_run"), (4, "completed")]
 
 
@@ -134,15 +135,19 @@ def test_a_task_run_again_keeps_its_step_tables_unless_told_to_clear_them(store:
                                                                          tmp_path: Path) -> None:
     out = tmp_path / "out"
     journal = Journal(tmp_path / "j.sqlite")
-    longer = make_pool(tmp_path, [echo(), echo(), step(TEST, "CmdTable", {"rows": 1})])
-    shorter = make_pool(tmp_path, [step(TEST, "CmdTable", {"rows": 1})])
-    run(longer, store, out, journal=journal, task_id="t")
-    run(shorter, store, out, journal=journal, task_id="t")
-    assert sorted(p.name for p in (out / "tables").iterdir()) == [
-        f"step1.{TEST}.CmdTable.rows.jsonl", f"step3.{TEST}.CmdTable.rows.jsonl"]
+    pool = make_pool(tmp_path, [echo(), step(TEST, "CmdTable", {"rows": 1}, key="table"),
+                                step(TEST, "CmdFail")])
+    run(pool, store, out, journal=journal, task_id="t")
+    table = out / "tables" / f"step2.{TEST}.CmdTable.rows.jsonl"
+    again = run(pool, store, out, journal=journal, task_id="t")
+    # The key the run again skips sends nothing: its table, where its entry says it is, stays.
+    assert statuses(again)[1] == (2, None, "skipped")
+    assert again["steps"][1]["tables"]["rows"]["file"] == str(table)
+    assert sorted(p.name for p in (out / "tables").iterdir()) == [table.name]
+    assert [op["command"] for op in ops_of(store, "CmdTable")] == ["CmdTable"]
     # A caller whose every run is a new pool under one task (tool_pool) clears them.
-    run(shorter, store, out, journal=journal, task_id="t", clear_tables=True)
-    assert sorted(p.name for p in (out / "tables").iterdir()) == [f"step1.{TEST}.CmdTable.rows.jsonl"]
+    run(pool, store, out, journal=journal, task_id="t", clear_tables=True)
+    assert sorted(p.name for p in (out / "tables").iterdir()) == []
 
 
 def test_a_big_result_is_omitted_and_kept_in_the_journal(store: Store, tmp_path: Path) -> None:
@@ -157,7 +162,7 @@ def test_a_big_result_is_omitted_and_kept_in_the_journal(store: Store, tmp_path:
                          "result_omitted", "time"]
     assert small["detail"] == {"text": "y" * 3000}
     assert "result_omitted" not in small
-    recorded = journal.calls(answer["task"])
+    recorded = journal.journal.calls(answer["task"])
     assert recorded[0]["detail"] == {"text": "x" * 5000}
     assert recorded[0]["result"]["detail"] == {"text": "x" * 5000}
 
@@ -391,12 +396,17 @@ def test_resume_continues_the_last_unfinished_task(store: Store, tmp_path: Path)
     resumed = run(pool, store, tmp_path / "out", journal=journal, resume=True)
     assert resumed["task"] == first["task"]
     assert statuses(resumed) == [(1, None, "skipped"), (2, None, "failed")]
+    # A task runs the steps it was planned with: other steps are refused, not resumed.
     ok = make_pool(tmp_path, [echo({"a": 1}, key="a")])
-    done = run(ok, store, tmp_path / "out", journal=journal, resume=True)
-    assert (done["task"], done["status"]) == (first["task"], "completed")
-    fresh = run(ok, store, tmp_path / "out", journal=journal, resume=True)
-    assert fresh["task"] != first["task"]
-    assert statuses(fresh) == [(1, None, "completed")]
+    with pytest.raises(JournalError) as refused:
+        run(ok, store, tmp_path / "out", journal=journal, resume=True)
+    assert refused.value.message == (
+        f"the steps of {ok.file} changed since task {first['task']} was planned - a task runs the steps "
+        "it was planned with: start a new task for these.")
+    done = run(ok, store, tmp_path / "out", journal=journal)
+    assert (done["task"] != first["task"], done["status"]) == (True, "completed")
+    # The task left unfinished is still the one a resume continues.
+    assert run(pool, store, tmp_path / "out", journal=journal, resume=True)["task"] == first["task"]
 
 
 def in_doubt_run(store_factory: Any, tmp_path: Path,
@@ -530,7 +540,7 @@ def test_a_step_over_csv_rows_sends_a_call_per_row_with_keys(store: Store, tmp_p
     assert answer["steps"][1]["detail"] == {"last": "S4"}
     assert recorder.of("rows_progress") == [("rows_progress", 1, n, 5) for n in range(6)]
     # Every call is in the journal, one record a row.
-    assert [(c["row"], c["key"], c["status"]) for c in journal.calls("imp") if c["num"] == 1] == [
+    assert [(c["row"], c["key"], c["status"]) for c in journal.journal.calls("imp") if c["num"] == 1] == [
         (n, f"goods-S{n}", "completed") for n in range(5)]
     again = run(pool, store, tmp_path / "out", journal=journal, task_id="imp")
     assert [e["status"] for e in again["steps"]] == ["completed", "completed"]
@@ -627,18 +637,20 @@ def test_a_pool_refused_while_planning_leaves_no_task_behind(store: Store, tmp_p
     assert len(ops_of(store)) == 1
 
 
-def test_a_row_the_data_file_breaks_at_fails_the_step_there(store: Store, tmp_path: Path) -> None:
+def test_a_data_file_broken_at_a_row_refuses_the_run_before_anything_is_sent(store: Store,
+                                                                           tmp_path: Path) -> None:
+    """The runner that plans a task reads its data files whole, in the transaction that creates
+    it: a row that cannot be read refuses the run, and leaves no task, before any call is sent."""
     data = tmp_path / "rows.jsonl"
     data.write_text('{"n": 1}\n{"n": 2}\n{"n": 3\n{"n": 4}\n')
+    journal = Journal(tmp_path / "j.sqlite")
     pool = make_pool(tmp_path, [echo({"n": "${row.n}"}, for_each=ForEach(file="rows.jsonl")), echo()])
-    answer = run(pool, store, tmp_path / "out")
-    (summary,) = answer["steps"]
-    assert (summary["status"], summary["message"]) == (
-        "failed", "4 rows: 2 completed, 1 failed (first at row 2), 1 not run")
-    assert statuses({"steps": summary["failures"]}) == [(1, 2, "failed")]
-    assert summary["failures"][0]["message"] == (f"{data} line 3 is not whole json - Expecting ',' delimiter "
-                                                 "at column 8; write one JSON object per line.")
-    assert [op["params"] for op in ops_of(store)] == [{"n": 1}, {"n": 2}]
+    with pytest.raises(InputError) as refused:
+        run(pool, store, tmp_path / "out", journal=journal)
+    assert refused.value.message == (f"{data} line 3 is not whole json - Expecting ',' delimiter at "
+                                     "column 8; write one JSON object per line.")
+    assert ops_of(store) == []
+    assert journal.tasks() == []
 
 
 def test_a_step_plan_is_frozen_so_no_run_can_change_what_another_run_reads() -> None:

@@ -26,9 +26,10 @@ from helpers import ROOT, STORE_TOKEN, Store, answer_of, environment, pooler, st
 
 from pooler.client.http import ToolRunClient
 from pooler.journal.records import FINAL_STATUSES
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
 from pooler.pool.loader import load_pool
-from pooler.run.executor import RunConfig, run_pool
+from pooler.run.config import RunConfig
+from pooler.run.executor import run_pool
 from pooler.store.faults import GARBAGE
 
 TEST = "MELBIS_AGENT_TEST"

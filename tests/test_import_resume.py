@@ -76,13 +76,16 @@ class Import:
         return [op for op in self.store.ops() if op["command"] == "CmdAdd"]
 
     def journal_rows(self, status: str) -> list[tuple[str, int]]:
-        """(key, row) of the task's calls recorded with ``status``."""
+        """(key, row) of the task's calls (its plan's work rows) sent without an answer recorded
+        (``sent``), or recorded done with ``status``, in row order."""
         if not self.journal.exists():
             return []
+        where = "state = 'sent'" if status == "sent" else "state = 'done' AND status = ?"
         try:
             with sqlite3.connect(f"file:{self.journal}?mode=ro", uri=True, timeout=1) as db:
-                rows = db.execute("SELECT key, row FROM calls WHERE task = ? AND status = ? ORDER BY id",
-                                  (TASK, status)).fetchall()
+                rows = db.execute(f"SELECT key_text, row_first FROM work WHERE task = ? AND {where} "
+                                  "ORDER BY num, idx", (TASK, *([] if status == "sent" else [status]))
+                                  ).fetchall()
         except sqlite3.OperationalError:
             return []
         return [(str(key), int(row)) for key, row in rows]
@@ -181,10 +184,11 @@ def test_a_killed_import_resumes_without_adding_any_row_twice(keyed_store: Store
     assert summary["rows"] == {"total": COUNT, "completed": COUNT - row, "skipped": row, "failed": 0,
                                "in_doubt": 0, "not_run": 0}
     assert summary["message"] == f"1,000 rows: {COUNT - row} completed, {row} skipped"
-    # The journal has a record of every call: the skipped rows name the call that did them.
+    # The task's history has the record of every call the killed run completed: the rows this run
+    # skipped are named by the call of the first run that did them.
     with sqlite3.connect(f"file:{job.journal}?mode=ro", uri=True) as db:
-        skipped = db.execute("SELECT row, step_id FROM calls WHERE task = ? AND status = 'skipped' "
-                             "ORDER BY id", (TASK,)).fetchall()
+        skipped = db.execute("SELECT row, step_id FROM calls WHERE task = ? AND run = 1 "
+                             "AND status = 'completed' ORDER BY id", (TASK,)).fetchall()
     assert skipped == [(r, f"{TASK}-1-{r}-1") for r in range(row)]
 
     adds = job.adds()

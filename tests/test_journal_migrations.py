@@ -16,13 +16,19 @@ from pooler.journal.sqlite.journal import Journal
 #: Every column a journal of the last version has, as the migrations make them.
 COLUMNS = {
     "tasks": ["id", "pool_file", "started", "finished", "status", "runs", "total", "succeeded", "failed",
-              "skipped", "not_run", "answer", "store"],
+              "skipped", "not_run", "answer", "store", "shared", "halted", "again"],
     "calls": ["id", "task", "run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
               "done_at", "result", "detail", "lane", "serial", "sent_ms", "done_ms"],
     "runs": ["task", "run", "host", "pid"],
     "task_runs": ["task", "run", "started_ms", "store", "mode", "width", "serialize_on", "steps", "again"],
     "plan_files": ["task", "num", "name", "path", "sha256", "rows", "chunk", "first_run"],
     "plan_rows": ["task", "num", "row", "key", "data", "done"],
+    "runners": ["id", "task", "host", "pid", "started", "lease_until", "width"],
+    "work": ["task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial", "state",
+             "runner", "round", "doubted", "key_text", "key_planned", "step_id", "status", "entry", "detail",
+             "doubt", "epoch", "sent_ms", "done_ms", "done_run"],
+    "table_rows": ["task", "num", "idx", "name", "prefix", "into_job", "rows"],
+    "work_epoch": ["id", "value"],
 }
 
 
@@ -38,8 +44,8 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
-                                            "0004_run_again.sql", "0005_task_plan.sql"]
-    assert SCHEMA_VERSION == 5
+                                            "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql"]
+    assert SCHEMA_VERSION == 6
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from helpers import ROOT, Store, answer_of, pooler
 
-from pooler.run.identity import chunk_key, chunk_span, idempotency_header
+from pooler.run.identity import chunk_key, idempotency_header
 from pooler.run.storeid import store_identity
 
 POOLS = ROOT / "pools"
@@ -149,8 +149,10 @@ def test_a_task_is_refused_against_another_store(store_factory: Any, tmp_path: P
                test_store.url.replace("http://", "HTTP://") + "/")
     assert same.returncode == 0, same.stderr
     assert [s["status"] for s in answer_of(same)["steps"]] == ["skipped"]
+    # The task keeps its store in its document, as it was first given.
     journal = sqlite3.connect(tmp_path / "journal.sqlite")
-    assert journal.execute("SELECT store FROM tasks").fetchall() == [(test_store.url,)]
+    assert journal.execute("SELECT json_extract(shared, '$.store') FROM tasks").fetchall() == [
+        (test_store.url,)]
 
 
 def digest(path: Path) -> str:
@@ -191,7 +193,11 @@ CREATE TABLE calls (id INTEGER PRIMARY KEY, task TEXT NOT NULL, run INTEGER NOT 
 """
 
 
-def test_a_journal_made_before_tasks_kept_their_store_still_runs(store: Store, tmp_path: Path) -> None:
+def test_a_journal_made_before_tasks_kept_their_store_still_runs(
+        store: Store, tmp_path: Path) -> None:
+    """A task of a journal that old has no plan of work rows: it is refused, saying to start a new
+    task (a task runs only the plan it was made with); a new task in the same journal runs and
+    keeps its store."""
     journal = tmp_path / "old.sqlite"
     db = sqlite3.connect(journal)
     db.executescript(OLD_SCHEMA)
@@ -204,11 +210,18 @@ def test_a_journal_made_before_tasks_kept_their_store_still_runs(store: Store, t
     db.commit()
     db.close()
     again = run(store, tmp_path, pool, "--task", "T", journal=journal)
-    assert again.returncode == 0, again.stderr
-    assert [s["status"] for s in answer_of(again)["steps"]] == ["skipped"]
+    assert again.returncode == 2
+    assert again.stderr == (
+        f"pooler: the task T in {journal} was planned by an earlier version of pooler, before tasks "
+        "kept their plan as work rows - it can be shown, not run again: start a new task.\n"
+        "pooler: refused before the first step; nothing was sent.\n")
     assert store.ops() == []
+    new = run(store, tmp_path, pool, "--task", "U", journal=journal)
+    assert new.returncode == 0, new.stderr
+    assert [s["status"] for s in answer_of(new)["steps"]] == ["completed"]
     db = sqlite3.connect(journal)
-    assert db.execute("SELECT store FROM tasks").fetchall() == [(store.url,)]
+    assert db.execute("SELECT id, json_extract(shared, '$.store') FROM tasks ORDER BY id").fetchall() == [
+        ("T", None), ("U", store.url)]
 
 
 def test_headers_of_keys_and_rounds_are_one_to_one() -> None:
@@ -217,8 +230,7 @@ def test_headers_of_keys_and_rounds_are_one_to_one() -> None:
     headers = [idempotency_header(*t) for t in triples]
     assert len(set(headers)) == len(triples)
     assert all(h.isascii() and h.isprintable() and " " not in h for h in headers)
-    assert chunk_span(chunk_key("import-from-r0001", 0, 499)) == ("import-from-r0001", 0, 499)
-    assert chunk_span("goods-1") is None
+    assert chunk_key("import-from-r0001", 0, 499) == "import-from-r0001#0-499"
 
 
 def test_a_store_is_known_by_its_url_without_secrets_or_spelling() -> None:

@@ -17,10 +17,11 @@ import pytest
 from helpers import Store, answer_of, pooler
 
 from pooler.client.http import ToolRunClient
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
 from pooler.pool.loader import load_pool
 from pooler.redact import Redactor
-from pooler.run.executor import RunConfig, run_pool
+from pooler.run.config import RunConfig
+from pooler.run.executor import run_pool
 
 TOKEN = "tok-LEAK-5f2c9e71"
 SIG = "SIG-leak-8d1b40"  # from the environment: a secret without saying so

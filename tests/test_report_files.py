@@ -3,6 +3,7 @@ secrets, refusals, and a step over rows in JUnit."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,6 @@ from junit_schema import jenkins_junit
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
-from pooler.journal.records import CallId
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.timeline import epoch_ms
 
@@ -129,16 +129,32 @@ def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path
     assert "@each" in (skipped.get("message") or "")
 
 
+def history(path: Path, task: str, calls: list[dict[str, Any]], facts: dict[str, Any] | None = None) -> None:
+    """A journal holding ``task`` and the records of its calls, as the runs that made them left
+    them: a call ``sent`` has no answer recorded (its run was killed)."""
+    with Journal(path) as journal:
+        journal.record_run(task, 1, facts or {})
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO tasks (id, pool_file, started, status, runs) VALUES (?, ?, ?, 'running', 1)",
+                   (task, str(path.parent / "p.yaml"), "2026-12-01T00:00:00.000"))
+        for call in calls:
+            db.execute("INSERT INTO calls (task, run, num, row, key, step_id, status, lane, sent_ms, "
+                       "done_ms, result) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (task, call["num"], call["row"], call.get("key"), call["step_id"], call["status"],
+                        call["lane"], call.get("sent_ms"), call.get("done_ms"),
+                        json.dumps(call["entry"]) if "entry" in call else None))
+
+
 def test_a_killed_run_reports_its_unanswered_call_in_doubt(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
-    with Journal(path) as journal:
-        task = journal.new_task(tmp_path / "p.yaml", "killed")
-        journal.record_run(task, 1, {"store": "http://127.0.0.1:9", "mode": "parallel", "width": 2,
-                                     "steps": [{"num": 1, "name": "add", "unit": "U", "command": "CmdAdd",
-                                                "over_rows": True}]})
-        journal.record(CallId(task, 1, 1, 0, None, "killed-1-0-1", lane=0), "completed",
-                       {"num": 1, "row": 0, "message": "added"}, sent=True, sent_ms=epoch_ms())
-        journal.record_sent(CallId(task, 1, 1, 1, "k1", "killed-1-1-1", lane=1))
+    now = epoch_ms()
+    history(path, "killed", [
+        {"num": 1, "row": 0, "step_id": "killed-1-0-1", "status": "completed", "lane": 0, "sent_ms": now,
+         "done_ms": now, "entry": {"num": 1, "row": 0, "message": "added"}},
+        {"num": 1, "row": 1, "key": "k1", "step_id": "killed-1-1-1", "status": "sent", "lane": 1,
+         "sent_ms": now}],
+        {"store": "http://127.0.0.1:9", "mode": "parallel", "width": 2,
+         "steps": [{"num": 1, "name": "add", "unit": "U", "command": "CmdAdd", "over_rows": True}]})
     report = tmp_path / "r.html"
     proc = pooler("show", "killed", "--journal", str(path), "--html", str(report))
     assert proc.returncode == 0, proc.stderr
@@ -155,13 +171,10 @@ def test_a_few_calls_within_one_millisecond_stay_bars_with_their_details(tmp_pat
     # The journal keeps milliseconds: quick calls of a quick run have no width at all.  Added up
     # into cells, they lost their hover details; a few of them are still drawn one bar each.
     path = tmp_path / "journal.sqlite"
-    with Journal(path) as journal:
-        task = journal.new_task(tmp_path / "p.yaml", "quick")
-        for row in range(3):
-            journal.record(CallId(task, 1, 1, row, f"k{row}", f"quick-1-{row}-1", lane=row % 2),
-                           "completed", {"num": 1, "row": row, "message": f"added {row}"}, sent=True)
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE calls SET sent_ms = 1000, done_ms = 1000")
+    history(path, "quick", [
+        {"num": 1, "row": row, "key": f"k{row}", "step_id": f"quick-1-{row}-1", "status": "completed",
+         "lane": row % 2, "sent_ms": 1000, "done_ms": 1000,
+         "entry": {"num": 1, "row": row, "message": f"added {row}"}} for row in range(3)])
     report = tmp_path / "r.html"
     assert pooler("show", "quick", "--journal", str(path), "--html", str(report)).returncode == 0
     page = Elements(report.read_text(encoding="utf-8"))

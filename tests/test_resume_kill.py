@@ -77,16 +77,16 @@ class Scenario:
                 if op["command"] == "CmdSleep" and op["params"]["ms"] in mine]
 
     def journal_counts(self) -> tuple[int, int]:
-        """Calls recorded completed, and calls of the latest run sent without an answer yet."""
+        """Calls of the task's plan recorded completed, and calls sent without an answer yet (the
+        task's work rows)."""
         if not self.journal.exists():
             return 0, 0
         try:
             with sqlite3.connect(f"file:{self.journal}?mode=ro", uri=True, timeout=1) as db:
-                done = db.execute("SELECT COUNT(*) FROM calls WHERE task = ? AND status = 'completed'",
+                done = db.execute("SELECT COUNT(*) FROM work WHERE task = ? AND state = 'done' "
+                                  "AND status = 'completed'", (self.task,)).fetchone()[0]
+                sent = db.execute("SELECT COUNT(*) FROM work WHERE task = ? AND state = 'sent'",
                                   (self.task,)).fetchone()[0]
-                sent = db.execute(
-                    "SELECT COUNT(*) FROM calls WHERE task = ? AND status = 'sent' AND run = "
-                    "(SELECT runs FROM tasks WHERE id = ?)", (self.task, self.task)).fetchone()[0]
         except sqlite3.OperationalError:
             return 0, 0
         return int(done), int(sent)

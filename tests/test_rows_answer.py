@@ -14,8 +14,7 @@ from typing import Any
 from helpers import Store
 from poolkit import TEST, Recorder, echo, make_pool, ops_of, run, step
 
-from pooler.journal.records import DONE
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal as Journal
 from pooler.pool.model import ForEach
 from pooler.run.answer import MAX_FAILURES
 
@@ -57,7 +56,7 @@ def test_an_import_with_failures_counts_its_rows_and_lists_each_failure(store: S
         (3, "s-3", "failed", "ms is from 0 to 600000."), (7, "s-7", "failed", "ms is from 0 to 600000.")]
     assert all(isinstance(f["time"]["trip"], int) for f in summary["failures"])
     # Every call is still in the journal, with its own status.
-    statuses = [(c["row"], c["status"]) for c in journal.calls("t")]
+    statuses = [(c["row"], c["status"]) for c in journal.journal.calls("t")]
     assert statuses == [(n, "failed" if n in (3, 7) else "completed") for n in range(10)]
     # The answer the journal keeps is the same small one.
     assert journal.answer("t") == answer
@@ -132,7 +131,7 @@ def test_a_key_repeated_within_one_run_is_sent_once(store: Store, tmp_path: Path
     answer = run(pool, store, tmp_path / "out", journal=journal, task_id="t")
     assert answer["steps"][0]["message"] == "3 rows: 2 completed, 1 skipped"
     assert [op["params"] for op in ops_of(store)] == [{"sku": "A"}, {"sku": "B"}]
-    calls = journal.calls("t")
+    calls = journal.journal.calls("t")
     assert [(c["row"], c["status"]) for c in calls] == [(0, "completed"), (1, "completed"), (2, "skipped")]
     # The skipped row names the call that did it, and its record carries that call's answer.
     assert calls[2]["step_id"] == calls[0]["step_id"] == "t-1-0-1"
@@ -191,22 +190,20 @@ def test_a_large_detail_is_left_out_of_the_summary(store: Store, tmp_path: Path)
         None, True, "2 rows: 2 completed")
 
 
-def test_the_journal_reads_back_keys_of_steps_over_rows_without_their_answers(store: Store,
-                                                                           tmp_path: Path) -> None:
+def test_the_history_keeps_each_keyed_call_of_a_step_over_rows_whole(store: Store, tmp_path: Path) -> None:
     (tmp_path / "rows.csv").write_text("n\n1\n2\n")
     journal = Journal(tmp_path / "j.sqlite")
     pool = make_pool(tmp_path, [echo({"one": 1}, key="single"),
                                 echo({"n": "${row.n}"}, key="r-${row.n}", for_each=ForEach(file="rows.csv"))])
     run(pool, store, tmp_path / "out", journal=journal, task_id="t")
-    keyed = journal.keyed("t")
-    assert set(keyed) == {"single", "r-1", "r-2"}
-    assert keyed["r-1"] is DONE
-    assert keyed["r-2"] is DONE
-    assert keyed["single"].detail == {"one": 1}
-    whole = journal.record_of("t", "r-2")
-    assert whole is not None
-    assert (whole.row, whole.status, whole.step_id, whole.detail) == (1, "completed", "t-2-1-1", {"n": "2"})
-    assert journal.record_of("t", "nope") is None
+    landed = {c["key"]: c for c in journal.journal.calls("t") if c["status"] == "completed"}
+    assert set(landed) == {"single", "r-1", "r-2"}
+    assert landed["single"]["detail"] == {"one": 1}
+    # The whole record of a row's call is in the task's history, under its key.
+    (whole,) = [c for c in journal.journal.calls("t") if c["key"] == "r-2"]
+    assert (whole["row"], whole["status"], whole["step_id"], whole["detail"]) == (
+        1, "completed", "t-2-1-1", {"n": "2"})
+    assert [c for c in journal.journal.calls("t") if c["key"] == "nope"] == []
 
 
 def test_a_row_the_store_did_whose_tables_failed_is_asked_again_with_its_key(store: Store,

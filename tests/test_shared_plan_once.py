@@ -28,11 +28,11 @@ from pooler.pool.loader import load_pool
 from pooler.pool.model import Pool
 from pooler.pool.rows import iter_rows
 from pooler.redact import Redactor
-from pooler.run.executor import RunConfig
-from pooler.run.taskplan import digest
-from pooler.shared.join import join_task, task_doc
-from pooler.shared.plan import Planner
-from pooler.shared.planpass import PlanPass
+from pooler.run.config import RunConfig
+from pooler.run.join import join_task, task_doc
+from pooler.run.planfiles import digest
+from pooler.run.planpass import PlanPass
+from pooler.run.workplan import Planner
 
 pytestmark = pytest.mark.postgres
 

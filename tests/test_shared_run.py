@@ -242,8 +242,8 @@ def test_a_data_row_holding_a_secret_is_refused_before_the_task_is_planned(
     assert code == 2
     assert answer is not None
     told = ("row 2 of rows.jsonl of step 1 holds the value of a secret (the token or a secret variable), "
-            "and a shared task keeps its rows in the journal, which never holds a secret - keep the secret "
-            "out of the data file, or run the pool on a SQLite journal.")
+            "and a task keeps its rows in the journal, which never holds a secret - keep the secret out of "
+            "the data file.")
     assert [p["message"] for p in answer["problems"]] == [told]
     assert token not in err
     # No task, no rows, nothing sent.

@@ -126,7 +126,7 @@ def test_no_module_of_pooler_spells_a_status_word_where_it_is_a_status() -> None
 
 def test_the_scan_reads_every_module_of_the_engine_and_the_reports() -> None:
     names = {str(p.relative_to(ROOT)) for p in _modules()}
-    assert {"run/call.py", "run/scheduler.py", "shared/runner.py", "report/junit.py",
+    assert {"run/call.py", "run/runner.py", "run/taskanswer.py", "journal/sqlite/tasks.py", "report/junit.py",
             "cli/render.py"} <= names
     assert "statuses.py" not in names
     assert not any(n.startswith("store/") for n in names)

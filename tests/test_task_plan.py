@@ -8,20 +8,24 @@ Against the real reference store: its ops (CmdOps) say what it carried out.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import Store, answer_of, pooler
+from helpers import STORE_TOKEN, Store, answer_of, pooler
 from poolkit import echo, make_pool
 from poolkit import run as kit_run
 from sharedkit import journal_of
 
+from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
-from pooler.journal.sqlite.journal import Journal
-from pooler.pool.model import ForEach
+from pooler.journal.sqlite.tasks import SqliteTaskJournal
+from pooler.mcp.session import pool_task_id, run_session_pool
+from pooler.pool.compiler import data_of
+from pooler.pool.model import ForEach, Pool
+from pooler.run.config import RunConfig
 
 CHUNKED = """\
 pool:
@@ -239,53 +243,74 @@ def test_the_plan_is_recorded_whole_for_a_sample_and_not_at_all_by_a_dry_run(
     pool = setup(tmp_path, CHUNKED, refs(12))
     journal = str(tmp_path / "journal.sqlite")
     assert run(store, journal, tmp_path, pool, "--dry-run").returncode == 0
+    with SqliteTaskJournal(journal) as tasks:
+        assert tasks.tasks() == []
     assert run(store, journal, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
-    db = sqlite3.connect(tmp_path / "journal.sqlite")
-    try:
-        rows = db.execute("SELECT task, num, row, key, data FROM plan_rows ORDER BY row").fetchall()
-        files = db.execute("SELECT num, name, rows, chunk FROM plan_files ORDER BY num").fetchall()
-    finally:
-        db.close()
-    assert [(t, n, r, k) for t, n, r, k, _ in rows] == [("T", 1, i, f"imp-R{i:02d}") for i in range(12)]
-    assert json.loads(rows[3][4]) == {"ref": "R03", "sku": "SKU-R03", "name": "item R03", "price": "1.00"}
-    assert files == [(0, "pool.yaml", None, None), (1, "goods.csv", 12, 5)]
+    assert plan_of(journal) == "12 planned: 5 completed, 7 not run"
+    with SqliteTaskJournal(journal) as tasks:
+        files = (tasks.shared("T") or {})["files"]
+    assert [(f["num"], f["name"], f["rows"], f["chunk"]) for f in files] == [
+        (0, "pool.yaml", None, None), (1, "goods.csv", 12, 5)]
+    # Every row is in the plan: the rest is sent without the file.
+    (tmp_path / "goods.csv").unlink()
+    rest = run(store, journal, tmp_path, pool, "--task", "T")
+    assert rest.returncode == 0, rest.stderr
+    assert imported(store) == refs(12)
+    assert plan_of(journal) == "12 planned: 12 completed"
 
 
-def test_a_task_whose_every_run_is_a_pool_of_its_own_plans_each_run_anew(
+def test_each_pool_of_a_session_is_a_task_of_its_own_whose_keys_its_other_pools_skip(
         store: Store, tmp_path: Path) -> None:
-    """The MCP server's tool_pool calls: one task, a new pool each call, over files of their own."""
+    """The MCP server's tool_pool calls: one session, a task each pool, over files of their own."""
     (tmp_path / "a.csv").write_text("ref\nA1\nA2\n", encoding="utf-8")
     (tmp_path / "b.csv").write_text("ref\nB1\nA1\n", encoding="utf-8")
     over = {"name": "echo", "params": {"ref": "${row.ref}"}, "key": "e-${row.ref}"}
     first = make_pool(tmp_path, [echo(**over, for_each=ForEach(file="a.csv"))])
     second = make_pool(tmp_path, [echo(**over, for_each=ForEach(file="b.csv"))])
-    with Journal(tmp_path / "j.sqlite") as journal:
-        assert kit_run(first, store, tmp_path / "out", journal=journal, task_id="S",
-                       plan_each_run=True)["status"] == "completed"
-        again = kit_run(second, store, tmp_path / "out", journal=journal, task_id="S", plan_each_run=True)
-        assert again["steps"][0]["rows"]["skipped"] == 1
-        # Without the flag the task's plan is the last run's: a pool over another file is told.
+    with SqliteTaskJournal(tmp_path / "j.sqlite") as journal:
+        done = session_run(first, store, tmp_path / "out", journal, "S")
+        again = session_run(second, store, tmp_path / "out", journal, "S")
+        # Run under the first pool's task, the second pool is told: a task runs the pool it planned.
         with pytest.raises(JournalError) as refused:
-            kit_run(first, store, tmp_path / "out", journal=journal, task_id="S")
+            kit_run(second, store, tmp_path / "out", journal=journal, task_id=pool_task_id("S", first))
+        pool_tasks = sorted(t.id for t in journal.tasks())
+    assert (done["status"], done["task"], again["task"]) == ("completed", "S", "S")
+    assert again["steps"][0]["rows"]["skipped"] == 1
     assert [ref for ref, _ in echoed(store)] == ["A1", "A2", "B1"]
-    assert refused.value.message.startswith("step 1 reads a.csv now, b.csv when task S was planned - ")
+    assert [op["idempotency_key"] for op in store.ops() if op["command"] == "CmdEcho"] == [
+        "S:e-A1", "S:e-A2", "S:e-B1"]
+    assert pool_tasks == sorted([pool_task_id("S", first), pool_task_id("S", second)])
+    # (Its data file is told as changed: a runner of a task need not have the file where it was.)
+    told = refused.value.message
+    assert told.startswith(f"a.csv changed since task {pool_task_id('S', first)} was planned")
+    assert told.endswith("restore the files, or start a new task.")
 
 
-def test_a_step_whose_rows_hold_a_secret_stays_out_of_the_plan_and_the_store_gets_the_real_value(
+def session_run(pool: Pool, store: Store, out: Path, journal: SqliteTaskJournal, session: str
+                ) -> dict[str, Any]:
+    """A pool run as a tool_pool call of the MCP session ``session`` runs it."""
+    with ToolRunClient(store.url, STORE_TOKEN) as client:
+        plan = data_of(pool, {}, None)
+        return run_session_pool(plan, client, RunConfig(out=out, task_id=session, checked=True), journal)
+
+
+#: The refusal of a plan whose data row holds a secret's value, on every journal.
+SECRET_ROW = ("row {row} of goods.csv of step {step} holds the value of a secret (the token or a secret "
+              "variable), and a task keeps its rows in the journal, which never holds a secret - keep the "
+              "secret out of the data file.")
+
+
+def test_a_step_whose_rows_hold_a_secret_is_refused_before_anything_is_sent_and_the_journal_keeps_none(
         store: Store, tmp_path: Path) -> None:
     pool = setup(tmp_path, PER_ROW, refs(3))
     write_goods(tmp_path / "goods.csv", refs(3), {"R01": store.token})
-    first = run(store, str(tmp_path / "journal.sqlite"), tmp_path, pool, "--sample", "2", "--task", "T")
-    assert first.returncode == 0, first.stderr
-    rest = run(store, str(tmp_path / "journal.sqlite"), tmp_path, pool, "--task", "T")
-    assert rest.returncode == 0, rest.stderr
-    # The journal holds no secret: the step reads its file on every run instead of the plan.
+    journal = str(tmp_path / "journal.sqlite")
+    first = run(store, journal, tmp_path, pool, "--sample", "2", "--task", "T")
+    assert first.returncode == 2
+    assert SECRET_ROW.format(row=2, step=1) in first.stderr
+    assert first.stderr.endswith("pooler: refused before the first step; nothing was sent.\n")
+    assert store.token not in first.stderr
     assert store.token.encode() not in (tmp_path / "journal.sqlite").read_bytes()
-    db = sqlite3.connect(tmp_path / "journal.sqlite")
-    try:
-        assert db.execute("SELECT count(*) FROM plan_rows WHERE task = 'T'").fetchone() == (0,)
-        assert db.execute("SELECT num FROM plan_files WHERE task = 'T' ORDER BY num").fetchall() == [(0,)]
-    finally:
-        db.close()
-    # The store received the value itself, once per row.
-    assert echoed(store) == [("R00", "item R00"), ("R01", store.token), ("R02", "item R02")]
+    with SqliteTaskJournal(journal) as tasks:
+        assert tasks.task("T") is None
+    assert echoed(store) == []

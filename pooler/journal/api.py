@@ -1,8 +1,8 @@
 """What every journal offers, whatever holds it (a SQLite file, a PostgreSQL database), and the one
 place a ``--journal`` value (or ``POOLER_JOURNAL``) is read: which journal it names.
 
-Opening one for reading is ``pooler.shared.tasks.open_tasks``: a PostgreSQL journal loads psycopg,
-which the layers below the shared task never do.
+Opening one is ``pooler.journal.opening.open_journal``: a PostgreSQL journal loads psycopg,
+which the layers below the runner never do.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,51 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pooler import strictjson
-from pooler.journal.sqlite.file import SQL, host
-from pooler.statuses import DOUBTFUL, FINAL, LANDED, CallStatus
+from pooler.statuses import FINAL, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = tuple(s.value for s in FINAL)
 
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """The last record of one key in a task.
-
-    A key of a step over rows is kept light (``result`` and ``detail`` left out, ``DONE`` when it
-    simply completed): ``Journal.record_of`` reads the whole record when the key is met again.
-    """
-
-    key: str
-    num: int
-    row: int | None
-    step_id: str | None
-    #: The round of the key the call was sent with (see ``CallId.round``).
-    round: int
-    #: completed, skipped (done), failed, in_doubt, or sent (the answer never recorded).
-    status: str
-    #: True when the call was counted done without its answer (``--in-doubt skip``).
-    in_doubt: bool
-    result: dict[str, Any] | None
-    detail: Any
-    #: The record's id in the journal (0 when not read from it): what ``Journal.claim`` compares.
-    id: int = 0
-    #: The run of the task that wrote it.
-    run: int = 0
-
-    @property
-    def done(self) -> bool:
-        """The key is done: it is not sent again."""
-        return self.status in LANDED
-
-    @property
-    def doubtful(self) -> bool:
-        """The request left and no answer was recorded: it may or may not have been carried out."""
-        return self.status in DOUBTFUL
-
-
-#: The record of a key of a step over rows that completed: one object shared by all such keys.
-DONE = CallRecord("", 0, None, None, 1, CallStatus.COMPLETED, False, None, None)
 
 @dataclass(frozen=True)
 class CallId:
@@ -130,16 +89,6 @@ def now_text() -> str:
     return f"{text}.{int(now * 1000) % 1000:03d}"
 
 
-def enter_run(db: sqlite3.Connection, task_id: str, run: int) -> None:
-    """Which process makes this run of the task (see ``Journal.live_runs``)."""
-    db.execute(SQL["enter_run"], (task_id, run, host(), os.getpid()))
-
-
-def leave_runs(db: sqlite3.Connection, task_id: str) -> None:
-    """This process makes no run of the task any more (see ``Journal.live_runs``)."""
-    db.execute(SQL["leave_runs"], (task_id, host(), os.getpid()))
-
-
 def dumps(value: Any) -> str:
     return strictjson.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -173,15 +122,6 @@ def join_entry(body: str | None, detail: str | None) -> dict[str, Any] | None:
     return out
 
 
-def whole_record(columns: tuple[Any, ...]) -> CallRecord:
-    """A key's record with its entry, from the columns ``keyed`` and ``record_of`` read."""
-    key, num, row, step_id, rnd, status, in_doubt, result, detail, rid, run = columns
-    entry = join_entry(result, detail)
-    return CallRecord(key, num, row, step_id, rnd, status, bool(in_doubt), entry,
-                      None if entry is None else entry.get("detail"), rid, run)
-
-
-#: The counts of a task against its plan, in the order they are told.
 PLAN_ORDER = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.IN_DOUBT,
                                      CallStatus.SKIPPED, CallStatus.NOT_RUN))
 _WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}

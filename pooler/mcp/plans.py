@@ -26,7 +26,7 @@ from pooler import strictjson
 from pooler.errors import JournalError
 from pooler.journal.sqlite.file import alive, host
 from pooler.pool.model import Pool
-from pooler.shared.plan import fingerprint
+from pooler.run.workplan import fingerprint
 from pooler.statuses import PlanState
 
 SCHEMA = """

@@ -18,22 +18,23 @@ from typing import Any
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import InputError
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.opening import open_journal
+from pooler.journal.work import TaskJournal
 from pooler.mcp.arguments import check_names, check_task, confine, optional
 from pooler.mcp.lookup import task_answer
 from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.planning import commit, make_plan
 from pooler.mcp.plans import DEFAULT_TTL, PlanStore
 from pooler.mcp.schemas import MAX_POOL_STEPS
+from pooler.mcp.session import as_session, pool_task, pool_task_id, run_session_pool
 from pooler.mcp.tool_run import confine_jsonl_fields
 from pooler.pool.compiler import Plan, plan_for_tool_pool
 from pooler.pool.loader import load_pool_value
 from pooler.pool.model import Pool
 from pooler.redact import Redactor
+from pooler.run.config import RunConfig
 from pooler.run.events import Reporter
-from pooler.run.executor import RunConfig, run_plan
-from pooler.run.taskview import SqliteTasks
-from pooler.shared.tasks import open_tasks
+from pooler.run.taskanswer import WorkTasks
 
 #: The batch options of execute_tool_batch, with the kind each one takes.
 OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on": str,
@@ -109,20 +110,23 @@ class PoolRuns:
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor, *,
                  journal: str | None = None, plan_ttl: float = DEFAULT_TTL) -> None:
-        #: A PostgreSQL journal: each pool runs as a shared task (see ``run``).
-        self.shared_journal = journal
+        #: The journal the pools run under (a PostgreSQL one shares them with other runners).
+        self.spec = journal
         self.client = client
         self.out = out
         self.task = task
         self.redactor = redactor
         self.plan_ttl = plan_ttl
         self.journal_path = out / ".pooler" / "journal.sqlite"
-        self._journal: Journal | None = None
+        self._journal: TaskJournal | None = None
         self._plans: PlanStore | None = None
         self._lock = threading.Lock()
         self._open = threading.Lock()
-        #: The tasks a pool of this process runs now: their calls in flight are not in doubt.
+        #: The tasks a pool of this process runs now (the session's task and its pool task):
+        #: their calls in flight are not in doubt.
         self.running: set[str] = set()
+        #: The pool task each session task of this process ran its latest pool as.
+        self.latest: dict[str, str] = {}
 
     def close(self) -> None:
         with self._lock, self._open:
@@ -133,17 +137,22 @@ class PoolRuns:
                 self._journal.close()
                 self._journal = None
 
-    def journal(self) -> Journal:
+    def journal(self) -> TaskJournal:
         with self._open:
             if self._journal is None:
-                self._journal = Journal(self.journal_path)
+                self._journal = open_journal(self.spec or str(self.journal_path))
             return self._journal
 
     def plans(self) -> PlanStore:
-        journal = self.journal()  # the file is made (and marked as a journal) before the table
+        if self.spec is None:
+            # The plans are kept in the journal's file: made (and marked as a journal) first.
+            self.journal()
         with self._open:
             if self._plans is None:
-                self._plans = PlanStore(journal.path or self.journal_path)
+                if self.spec is not None:
+                    # A PostgreSQL journal: the plans stay in the store folder's own file.
+                    open_journal(str(self.journal_path)).close()
+                self._plans = PlanStore(self.journal_path)
             return self._plans
 
     def load(self, arguments: Mapping[str, Any], session_task: str | None = None,
@@ -191,15 +200,15 @@ class PoolRuns:
         return answered(answer, is_error=answer.get("result") is not True)
 
     def task_answer(self, task: str) -> dict[str, Any]:
-        """The task's answer so far, from the journal (see ``pooler.mcp.lookup``)."""
-        if self.shared_journal is not None:
-            view = open_tasks(self.shared_journal)
-            try:
-                return task_answer(view, task)
-            finally:
-                view.close()
-        # The server's own journal, open as long as it serves: read, not closed.
-        return task_answer(SqliteTasks(self.journal()), task, running_here=task in self.running)
+        """The task's answer so far, from the journal (see ``pooler.mcp.lookup``): a session's
+        task tells its latest pool task, named as the session's; a pool task tells itself."""
+        # The server's journal, open as long as it serves: read, not closed.
+        journal = self.journal()
+        pooled = pool_task(journal, task, self.latest.get(task))
+        if pooled is None:
+            return task_answer(WorkTasks(journal), task, running_here=task in self.running)
+        answer = task_answer(WorkTasks(journal), pooled, running_here=bool({task, pooled} & self.running))
+        return as_session(answer, task)
 
     def lookup(self, task: str) -> Outcome:
         answer = self.task_answer(task)
@@ -209,19 +218,16 @@ class PoolRuns:
                 stop: threading.Event | None = None) -> dict[str, Any]:
         """The pool's answer, run under ``task``, one pool at a time."""
         with self._lock:
-            self.running.add(task)
+            pooled = pool_task_id(task, plan.pool)
+            self.running |= {task, pooled}
+            self.latest[task] = pooled
             try:
-                if self.shared_journal is not None:
-                    from pooler.mcp.shared import run_shared_pool  # noqa: PLC0415 - psycopg only when asked
-
-                    config = RunConfig(out=self.out, task_id=task, redactor=self.redactor)
-                    return run_shared_pool(plan.pool, self.client, config, self.shared_journal,
-                                           reporter=reporter, stop=stop)
                 # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
-                # files"), even when the session's task carries its keys over from an earlier call.
+                # files"), even when the session's keys carry over from an earlier call.  The plan
+                # is checked by the seed's words already (an @word naming no step goes as data).
                 config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True,
-                                   plan_each_run=True)
-                return run_plan(plan, self.client, config, journal=self.journal(), reporter=reporter,
-                                stop=stop)
+                                   checked=True)
+                return run_session_pool(plan, self.client, config, self.journal(),
+                                        reporter=reporter, stop=stop)
             finally:
-                self.running.discard(task)
+                self.running -= {task, pooled}

@@ -132,11 +132,12 @@ def plan_for_tool_pool(pool: Pool, tools: list[dict[str, Any]] | None) -> Plan:
 
 
 def plan_for_joining_runner(pool: Pool, values: Mapping[str, Any], sample: int | None, *,
-                            rows: RowSink | None = None) -> Plan:
-    """A runner that plans (or widens) a shared task: every check and every row read (up to
-    ``sample`` rows each), with the variables it runs with, each row handed to ``rows`` as it is
-    checked (the task's work rows, committed only once the check has passed)."""
-    return compile_pool(pool, values=values, sample=sample, rows=rows)
+                            rows: RowSink | None = None, checks: bool = True) -> Plan:
+    """A runner that plans (or widens) a task: every check and every row read (up to ``sample``
+    rows each), with the variables it runs with, each row handed to ``rows`` as it is checked (the
+    task's work rows, committed only once the check has passed).  ``checks=False``: a caller that
+    checked the pool itself (``run_pool``); its data files are found and read, not checked."""
+    return compile_pool(pool, values=values, sample=sample, rows=rows, checks=checks)
 
 
 def data_of(pool: Pool, values: Mapping[str, Any], sample: int | None) -> Plan:

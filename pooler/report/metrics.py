@@ -130,8 +130,8 @@ class MetricsReporter:
         """
         calls_base, rows_base, doubt_base = self._base
         with self._lock:
-            # A runner of a shared task gets the whole task's answer: its file counts its own calls,
-            # as they were told, so the runners' files add up to the task.
+            # A runner of a task with several runners gets the whole task's answer: its file counts
+            # its own calls, as they were told, so the runners' files add up to the task.
             if "runner" not in self.labels:
                 self._count_answer(answer, calls_base, rows_base, doubt_base)
             now = self.clock()

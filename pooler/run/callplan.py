@@ -53,8 +53,6 @@ class Call:
     last: int | None = None
     data: Any = None
     size: int = 1
-    #: Rows a new plan of the task (``--replan``) found done under an earlier plan: not sent.
-    done: bool = False
 
     def head(self) -> Entry:
         step = self.plan.step
@@ -75,8 +73,6 @@ class Prepared:
     #: The step id of the call an earlier run left in doubt, when this one sends it again.
     doubted: str | None = None
     number: int = 0
-    #: The id of the key's standing record this run read (0: none): see ``Journal.claim``.
-    seen: int = 0
     #: The requests sent for this call so far (its tries).
     attempts: int = 0
 

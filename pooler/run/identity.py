@@ -19,14 +19,12 @@ and the 500-row chunk of a full run that starts at the same row are two calls, n
 from __future__ import annotations
 
 import json
-import re
 from urllib.parse import quote
 
 from pooler.pool.model import Step
 
 # Visible ASCII but the characters the header gives a meaning to: "%" (the escape), ":" and "/".
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%:/")
-_SPAN = re.compile(r"#(\d+)-(\d+)\Z")
 
 
 def idempotency_header(task: str, key: str, round_: int = 1) -> str:
@@ -40,18 +38,16 @@ def chunk_key(key: str, first: int, last: int) -> str:
     return f"{key}#{first}-{last}"
 
 
-def chunk_span(key: str) -> tuple[str, int, int] | None:
-    """``(key of the first row, first, last)`` of a chunk's key; None for any other key."""
-    found = _SPAN.search(key)
-    if found is None:
-        return None
-    return key[: found.start()], int(found.group(1)), int(found.group(2))
-
-
 def step_id(task: str, num: int, row: int | None, run: int) -> str:
     """The step id of call ``num`` (row ``row``, None for a step of one call) in run ``run``."""
     part = "" if row is None else f"-{row}"
     return f"{task}-{num}{part}-{run}"
+
+
+def run_of_step_id(given: str) -> int | None:
+    """The run of the task that made the step id ``given`` (its last part), or None."""
+    last = given.rpartition("-")[2]
+    return int(last) if last.isdigit() else None
 
 
 def job_call(task: str, key: str | None, round_: int) -> str | None:

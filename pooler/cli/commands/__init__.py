@@ -14,7 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("pooler.cli.commands.runs", "list recent tasks from the journal"),
     "show": ("pooler.cli.commands.runs", "show one task's recorded answer"),
     "journal": ("pooler.cli.commands.journal_cmd", "create or upgrade a PostgreSQL journal"),
-    "gather": ("pooler.cli.commands.journal_cmd", "write a shared task's tables and jobs into one folder"),
+    "gather": ("pooler.cli.commands.journal_cmd",
+               "write a task's tables and jobs, from every runner, into one folder"),
 }
 
 

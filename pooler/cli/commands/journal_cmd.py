@@ -1,9 +1,10 @@
 """``pooler journal upgrade`` (create or upgrade a PostgreSQL journal) and ``pooler gather TASK``
-(a shared task's tables and jobs, from every runner, into one folder)."""
+(a task's tables and jobs, from every runner, into one folder, from any journal)."""
 
 from __future__ import annotations
 
 import argparse
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,13 @@ def register(sub: Any) -> None:
 
     gather = sub.add_parser(
         "gather", help=help_of("gather"),
-        description="Write every table and job of a task run by runners sharing it (a PostgreSQL "
-                    "journal) into one folder: DIR/tables/step<N>.<unit>.<command>.<table>.jsonl, in "
-                    "the order of the calls, and DIR/<into>.<table>.jsonl for a step's `into` job.")
+        description="Write every table and job of a task, whichever runners made its calls, into one "
+                    "folder: DIR/tables/step<N>.<unit>.<command>.<table>.jsonl, in the order of the "
+                    "calls, and DIR/<into>.<table>.jsonl for a step's `into` job.")
     gather.add_argument("task", metavar="TASK", help="the task id")
-    _add_url(gather)
+    gather.add_argument("--journal", metavar="PATH|URL",
+                        help="the journal: a SQLite file (default $XDG_STATE_HOME/pooler/journal.sqlite), "
+                             "or postgresql://... (env POOLER_JOURNAL)")
     gather.add_argument("--out", metavar="DIR", required=True, help="the folder to write (created)")
     add_json(gather, "the files written")
     add_traceback(gather)
@@ -71,15 +74,14 @@ def handle_upgrade(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def handle_gather(args: argparse.Namespace, ctx: Context) -> int:
-    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
-    from pooler.journal.postgres.schema import SQL  # noqa: PLC0415
+    from pooler.journal.opening import open_existing  # noqa: PLC0415
     from pooler.run.tables import TableWriter  # noqa: PLC0415
 
-    with PgJournal(_url(args, ctx)) as journal:
+    with closing(open_existing(journal_spec(args.journal, ctx.environ))) as journal:
         if journal.task(args.task) is None:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
-        parts = journal.query(SQL["table_rows_of_task"], (args.task,))
+        parts = journal.table_rows(args.task)
         writer = TableWriter(Path(args.out))
         written: dict[str, int] = {}
         started: set[tuple[int, str]] = set()

@@ -57,7 +57,7 @@ class Monitoring:
         self.client = client
         if getattr(args, "metrics_file", None):
             path = Path(args.metrics_file)
-            # Runners of a shared task each write their own file; on one host their series differ
+            # Runners of one task each write their own file; on one host their series differ
             # by the file's name.
             self.metrics = MetricsReporter(path, pool=Path(pool_file).name, store=client.label, warn=ctx.note,
                                            runner=path.stem if runner else None)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from pooler.cli.commands.run_files import (
     check_run_files,
     write_run_files,
 )
-from pooler.cli.commands.run_shared import add_shared_options, handle_shared
+from pooler.cli.commands.run_runner import add_shared_options, check_shared_options, runner_stopped, told_gone
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out
 from pooler.cli.render import make_reporter
@@ -36,19 +38,19 @@ from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
-from pooler.journal.dburl import is_postgres
-from pooler.journal.sqlite.history import SqliteHistory
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.dburl import is_postgres, shown
+from pooler.journal.opening import open_journal
+from pooler.journal.records import pool_identity
+from pooler.journal.work import TaskJournal
 from pooler.plural import plural
 from pooler.pool.compiler import Plan, plan_for_run
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool
 from pooler.redact import short_warning
+from pooler.run.config import RunConfig, StopSignal
 from pooler.run.events import FanOut
-from pooler.run.executor import RunConfig, StopSignal, run_plan
+from pooler.run.executor import RunnerConfig, RunnerStopped, new_task_id, run_plan
 from pooler.run.lock import OutLock, PoolLock, lock_dir
-from pooler.run.planstage import PlanStage
-from pooler.run.taskplan import gone, planned_files
 from pooler.statuses import TaskStatus
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
@@ -135,26 +137,15 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
 
 
-def prepare(args: argparse.Namespace, ctx: Context, stage: PlanStage | None = None) -> Plan:
-    """Load the pool, apply the flags, and compile it with its variables and data files: the plan
-    the run carries out, or every problem at once.  ``stage`` takes the rows the check reads, for
-    the task's plan (not for a dry run, which writes nothing)."""
+def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
+    """Load the pool, apply the flags, and compile it with its variables: the plan the run carries
+    out, or every problem at once.  A run reads its data files once, as the task is planned (the
+    check of every row included); a task run again takes its rows from its plan, and a dry run
+    reads them here."""
     pool = apply_overrides(load_pool(Path(args.pool), partial=True), args, ctx)
     inputs = variable_inputs(args, ctx)
-    # A runner of a shared task (PostgreSQL journal) needs no data file: the runner that plans the
-    # task reads the rows (shared_plan) and the others take them from the journal.
-    shared = not args.dry_run and is_postgres(journal_spec(args.journal, ctx.environ))
     try:
-        try:
-            plan = plan_for_run(pool, inputs, sample=args.sample, data_files=not shared,
-                                rows=None if args.dry_run or shared else stage)
-        except CheckFailed as exc:
-            if not _only_gone(args, exc):
-                raise
-            # A task run again takes its rows from its recorded plan: a data file gone since is
-            # fine, once the journal shows the plan holds its rows (checked in handle).
-            plan = plan_for_run(pool, inputs, sample=args.sample, data_files=False)
-            args.gone_files = exc
+        plan = plan_for_run(pool, inputs, sample=args.sample, data_files=args.dry_run)
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
         mask_variables(pool, inputs, ctx.redactor)
@@ -172,39 +163,10 @@ def prepare(args: argparse.Namespace, ctx: Context, stage: PlanStage | None = No
     return plan
 
 
-def _only_gone(args: argparse.Namespace, exc: CheckFailed) -> bool:
-    """A rerun refused only because data files are missing (their rows may be in the task's plan)."""
-    if args.dry_run or not (args.task or args.resume) or args.replan:
-        return False
-    return all(p.message.startswith("No such file:") and "- for_each.file of step" in p.message
-               for p in exc.problems())
-
-
-def _plan_holds_gone(args: argparse.Namespace, plan: Plan, journal: Journal, ctx: Context) -> None:
-    """The refusal of a missing data file stands unless the task's plan holds that step's rows."""
-    refused = getattr(args, "gone_files", None)
-    if refused is None:
-        return
-    task = args.task or journal.last_unfinished(plan.pool.file)
-    files = planned_files(journal, task) if task is not None else {}
-    steps = {s.num for s in plan.pool.steps if s.for_each is not None and isinstance(s.for_each.file, str)}
-    if not steps <= set(files):
-        raise refused
-    for name in gone(files):
-        ctx.note(f"pooler: {name} is not there any more; task {task} takes its rows from its plan.")
-
-
 def handle(args: argparse.Namespace, ctx: Context) -> int:
-    # The check's pass stages each data file's rows, so a new task's plan does not read them again.
-    spec = journal_spec(args.journal, ctx.environ)
-    with PlanStage(ctx.redactor, None if is_postgres(spec) else Path(spec).absolute().parent) as stage:
-        return _handle(args, ctx, stage)
-
-
-def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
     if args.replan and not (args.task or args.resume):
         raise UsageError("--replan plans a task again: give it with --task ID or --resume.")
-    plan = prepare(args, ctx, stage)
+    plan = prepare(args, ctx)
     if args.dry_run:
         return show_plan(plan, args, ctx)
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
@@ -217,68 +179,78 @@ def _handle(args: argparse.Namespace, ctx: Context, stage: PlanStage) -> int:
     check_out(Path(args.out))
     tracing = start_tracing(args, ctx)
     spec = journal_spec(args.journal, ctx.environ)
-    if is_postgres(spec):
-        return handle_shared(args, ctx, plan.pool, variables, spec, tracing=tracing)
-    journal_path = Path(spec)
+    # Runners of a task shared across hosts share it on purpose; on one host, one run of a pool
+    # file (and of an out folder) at a time.
+    shared = is_postgres(spec)
+    locks = lock_dir(ctx.environ)
+    where = shown(spec) if shared else str(Path(spec).absolute())
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
-    locks = lock_dir(ctx.environ)
     with make_client(args, ctx, masking=False, need_token=True) as client, \
-            PoolLock(Path(args.pool), locks), OutLock(Path(args.out), locks), \
-            Journal(journal_path) as journal, open_log(args.log) as log, \
-            Monitoring(args, ctx, client, plan.pool.file, tracing) as monitoring:
-        say_what_resume_does(args, plan.pool, journal, ctx)
+            (contextlib.nullcontext() if shared else PoolLock(Path(args.pool), locks)), \
+            (contextlib.nullcontext() if shared else OutLock(Path(args.out), locks)), \
+            closing(open_journal(spec)) as journal, open_log(args.log) as log, \
+            Monitoring(args, ctx, client, plan.pool.file, tracing, runner=shared) as monitoring:
+        lease = check_shared_options(args, plan.pool, client.read_timeout)
+        task = task_of(args, ctx, plan.pool, journal, shared=shared)
+        told_gone(journal, task, plan.pool, variables, ctx)
         note_sampled(args, journal, ctx)
-        _plan_holds_gone(args, plan, journal, ctx)
         sent = SentCounter()
         screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
         reporter = FanOut([screen, sent, *monitoring.reporters])
-        config = RunConfig(out=Path(args.out), task_id=args.task, resume=args.resume,
-                           in_doubt=args.in_doubt or "retry", variables=variables.values,
-                           redactor=ctx.redactor, sample=args.sample, replan=args.replan, stage=stage,
-                           again=run_again(args, ctx, client.shown_url,
-                                                           str(journal_path.absolute())))
+        config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
+                           variables=variables.values, redactor=ctx.redactor, sample=args.sample,
+                           replan=args.replan, again=run_again(args, ctx, client.shown_url, where))
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],
                             say=reporter.notice) as interrupts:
-                answer = run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop)
+                answer = run_plan(plan, client, config, journal=journal, reporter=reporter, stop=stop,
+                                  taking=RunnerConfig(width=args.width, lease=lease))
+        except RunnerStopped as stopped:
+            return runner_stopped(args, ctx, stopped, task, sent=sent.calls, where=where)
         except PoolerError as error:
             if not sent.calls:
                 raise
             # Calls have reached the store: this is a pool that stopped, not one refused.
             ctx.note(render_error(error))
             ctx.note(f"pooler: the run stopped after {plural(sent.calls, 'call')} had been sent; "
-                     f"'pooler runs --journal {journal_path}' lists the task.")
+                     f"'pooler runs --journal {where}' lists the task.")
             if args.json:
                 document = outcome_document(ExitStatus.FAILED, list(error.problems()))
                 document["task"] = sent.task
                 ctx.emit_json(document)
             return ExitStatus.FAILED
-        write_run_files(args, ctx, SqliteHistory(journal), answer, args.pool)
+        write_run_files(args, ctx, journal.history(), answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
 
-def note_sampled(args: argparse.Namespace, journal: Journal, ctx: Context) -> None:
+def note_sampled(args: argparse.Namespace, journal: TaskJournal, ctx: Context) -> None:
     """A full run that starts a new task beside a sampled one is told how to continue the sample."""
     if args.task is not None or args.resume or args.sample is not None:
         return
-    last = journal.last_unfinished(args.pool)
+    last = journal.last_unfinished(pool_identity(args.pool))
     row = journal.task(last) if last is not None else None
     if row is not None and row.status == TaskStatus.SAMPLED:
         ctx.note(f"pooler: the last task of {args.pool}, {row.id}, ran a sample (--sample) and this run "
                  "starts a new task; --resume continues the sampled one with its keys instead.")
 
 
-def say_what_resume_does(args: argparse.Namespace, pool: Pool, journal: Journal, ctx: Context) -> None:
-    """``--resume`` with nothing to resume starts a new task: say so rather than seem to continue."""
-    if not args.resume:
-        return
+def task_of(args: argparse.Namespace, ctx: Context, pool: Pool, journal: TaskJournal, *, shared: bool) -> str:
+    """The task this run takes part in (``--task``, ``--resume``, else a new one); ``--resume`` with
+    nothing to resume says that it starts a new task rather than seem to continue."""
     if args.task is not None:
-        if journal.task(args.task) is None:
+        if args.resume and journal.task(args.task) is None:
             ctx.note(f"pooler: --resume: the journal has no task {args.task}; this run starts it as a "
                      "new task.")
-        return
-    if journal.last_unfinished(pool.file) is None:
+        return str(args.task)
+    found = journal.last_unfinished(pool_identity(pool.file)) if args.resume else None
+    if args.resume and found is None:
         ctx.note(f"pooler: --resume: no unfinished task of {pool.file} in the journal; this run starts a "
                  "new task.")
+    if found is not None:
+        return found
+    task = new_task_id()
+    if shared:
+        ctx.note(f"pooler: task {task}: more runners join it with --task {task}")
+    return task

@@ -1,5 +1,5 @@
-"""What ``pooler run`` shares between a run on one host and a runner of a shared task: the signals
-that stop it, the log file, the count of calls that left, and the exit status of its answer."""
+"""What every ``pooler run`` of a task shares, on either journal: the signals that stop it, the log
+file, the count of calls that left, and the exit status of its answer."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.model import Pool, Step
+from pooler.run.config import StopSignal
 from pooler.run.events import NullReporter
-from pooler.run.executor import StopSignal
 
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 

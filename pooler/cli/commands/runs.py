@@ -22,8 +22,8 @@ from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.prune import parse_age, prune
 from pooler.plural import plural
 from pooler.report.html import write_report
-from pooler.run.taskview import DEAD
-from pooler.shared.tasks import history_of, open_tasks
+from pooler.run.journals import history_of, open_tasks
+from pooler.run.taskanswer import DEAD
 
 
 def add_journal(parser: argparse.ArgumentParser) -> None:

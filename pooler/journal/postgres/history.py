@@ -27,15 +27,6 @@ class PgHistory:
     def where(self) -> str:
         return self.journal.where()
 
-    def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
-        """The facts of the run the task is in (``run_facts``, masked), kept by its first runner."""
-        from psycopg.types.json import Json  # noqa: PLC0415
-
-        self.journal.query(SQL["record_run"], (
-            task_id, task_id, facts.get("store"), facts.get("mode"), facts.get("width"),
-            facts.get("serialize_on"), Json(facts.get("steps") or []),
-            Json(list(facts["again"])) if facts.get("again") else None))
-
     def run_facts(self, task_id: str) -> dict[int, RunFacts]:
         return {int(run): RunFacts(store, mode, width, serial, steps or [], again)
                 for run, store, mode, width, serial, steps, again

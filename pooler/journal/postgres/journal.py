@@ -1,5 +1,5 @@
 """The journal on PostgreSQL: its tasks as ``pooler runs`` and ``pooler show`` read them, and the
-creation of a shared task with its plan in one transaction (the first runner plans, the others
+creation of a task with its plan in one transaction (the first runner plans, the others
 find the plan there)."""
 
 from __future__ import annotations
@@ -8,16 +8,18 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from pooler.errors import JournalError
+from pooler.journal import work as api
+from pooler.journal.api import CallHistory
 from pooler.journal.dburl import DbText
 from pooler.journal.postgres.schema import SQL, check_version, connect
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
+from pooler.journal.work import OverTable, Planned, Split, StatementsPlanAgain, narrower, plan_again
 from pooler.statuses import TaskStatus
 
 #: The types of the columns of a work row a plan gives, in the order of ``SQL["copy_work"]``, told
@@ -25,16 +27,6 @@ from pooler.statuses import TaskStatus
 #: and deps come as their COPY text (JSON, ``{1,2}``), made once by the planner.
 WORK_TYPES = ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text", "text",
               "bool", "text")
-
-
-@dataclass(frozen=True)
-class Planned:
-    """What a task's plan holds of one step: its rows, the ``idx`` its next call takes, and
-    whether the placeholder of a step over a table is still there."""
-
-    rows: int
-    next_idx: int
-    placeholder: bool
 
 
 def stamp() -> str:
@@ -144,10 +136,10 @@ class PgJournal:
         return PlanCounts(planned, completed, failed, in_doubt, skipped,
                           planned - completed - failed - in_doubt - skipped)
 
-    # Shared tasks
+    # Tasks
 
     def shared(self, task_id: str) -> dict[str, Any] | None:
-        """The stored pool document and options of a shared task; None when there is no such task."""
+        """The stored pool document and options of a task; None when there is no such task."""
         rows = self.query(SQL["shared"], (task_id,))
         if not rows:
             return None
@@ -282,15 +274,77 @@ class PgJournal:
         """What the task's plan holds of each step, by step number."""
         return _planned(self.query(SQL["planned"], (task_id,)))
 
-    def join(self, task_id: str, in_doubt: str) -> bool:
+    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = ()) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
-        new run, in which the calls that failed are sent again (``pooler_run_again``, 0004)."""
+        new run, in which the calls that failed are sent again (``pooler_run_again``, 0006), and
+        the steps ``over`` a table of a step sent again are planned again (``plan_again``), in
+        one transaction under the task's lock."""
         _, dead = self._leases(task_id)
         if dead:
             # Killed here: their leases end now, so this runner takes their calls back at once
             # (in doubt, by the task's policy) rather than when the leases would have run out.
             self.query(SQL["end_leases"], (dead,))
-        return bool(self.query(SQL["run_again"], (task_id, in_doubt))[0][0])
+        with self.transaction() as db:
+            began = bool(db.execute(SQL["run_again"], (task_id, in_doubt)).fetchone()[0])
+            if began:
+                again = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
+                plan_again(StatementsPlanAgain(db, task_id, again, lambda row: self._restore(db, row)), over)
+        return began
+
+    def _restore(self, db: Any, placeholder: tuple[Any, ...]) -> None:
+        """A step's placeholder written by the journal's COPY, in the caller's transaction, unless
+        the step still has it."""
+        task, num, idx = placeholder[:3]
+        if not db.execute(SQL["has_placeholder"], (task, num, idx)).fetchone()[0]:
+            with self._copy() as write:
+                write(placeholder)
+
+    # What the engine asks of a task's journal beside (pooler.journal.work.TaskJournal)
+
+    def run_of(self, task_id: str) -> int:
+        return int(self.query(SQL["runs_of_task"], (task_id,))[0][0])
+
+    def planned_calls(self, task_id: str) -> int:
+        return int(self.query(SQL["planned_calls"], (task_id,))[0][0])
+
+    def answer_rows(self, task_id: str) -> list[tuple[Any, ...]]:
+        return self.query(SQL["answer_rows"], (task_id, task_id))
+
+    def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
+        rows = self.query(SQL["answer_state"], (task_id,))
+        return (rows[0][0], str(rows[0][1]), bool(rows[0][2])) if rows else None
+
+    def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
+        """The facts of the run the task is in (``run_facts``, masked), kept by its first runner."""
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        self.query(SQL["record_run"], (
+            task_id, task_id, facts.get("store"), facts.get("mode"), facts.get("width"),
+            facts.get("serialize_on"), Json(facts.get("steps") or []),
+            Json(list(facts["again"])) if facts.get("again") else None))
+
+    def table_rows(self, task_id: str) -> list[tuple[Any, ...]]:
+        return self.query(SQL["table_rows_of_task"], (task_id,))
+
+    def lease(self, task_id: str, seconds: float, width: int | None) -> api.RunnerLease:
+        from pooler.journal.postgres.lease import Lease  # noqa: PLC0415
+
+        return Lease(self.url, task_id, seconds, width)
+
+    def work(self, task_id: str, runner: str) -> api.WorkStore:
+        from pooler.journal.postgres.work import WorkStore  # noqa: PLC0415
+
+        return WorkStore(self, task_id, runner)
+
+    def history(self) -> CallHistory:
+        from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415 - it imports this module
+
+        return PgHistory(self)
+
+    def replanning(self, task_id: str) -> AbstractContextManager[api.Replanning]:
+        from pooler.journal.postgres.replanning import replanning  # noqa: PLC0415
+
+        return replanning(self, task_id)
 
 
 class _Abandoned(Exception):
@@ -299,19 +353,6 @@ class _Abandoned(Exception):
 
 def _planned(rows: Iterable[tuple[Any, ...]]) -> dict[int, Planned]:
     return {int(num): Planned(int(held), int(nxt), bool(holder)) for num, held, nxt, holder in rows}
-
-
-class Split(Protocol):
-    """Cuts a chunk of step ``num`` planned beyond a sample at the wider sample's end ``at``: the
-    work rows of its two parts (the second under the step's ``next_idx``)."""
-
-    def __call__(self, at: int, num: int, *, idx: int, next_idx: int, first: int, data: list[Any]
-                 ) -> Iterable[tuple[Any, ...]]: ...
-
-
-def narrower(planned: int | None, asked: int | None) -> bool:
-    """Whether a plan of ``planned`` rows a step (None: all of them) holds fewer than are asked."""
-    return planned is not None and (asked is None or asked > planned)
 
 
 def _line(exc: BaseException) -> str:

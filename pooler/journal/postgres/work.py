@@ -1,4 +1,4 @@
-"""The store of record of a shared task: its calls as rows of ``work``, claimed in small batches
+"""The work of a task on PostgreSQL: its calls as rows of ``work``, claimed in small batches
 (``SELECT … FOR UPDATE SKIP LOCKED``), moved to ``sent`` only under a live lease, recorded done only
 by the runner that still holds them, and taken back from runners whose lease expired.
 
@@ -9,54 +9,13 @@ milliseconds, the calls they hand out are not.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.journal import PgJournal, Planned
+from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.schema import SQL
-
-
-@dataclass
-class WorkRow:
-    """One call of the task as the journal holds it."""
-
-    num: int
-    idx: int
-    kind: str
-    row_first: int | None
-    row_last: int | None
-    size: int
-    data: Any
-    deps: list[int]
-    serial: str | None
-    round: int
-    #: The step id of the call an expired runner left in doubt, when this one sends it again.
-    doubted: str | None
-    key_text: str | None
-    step_id: str | None
-    #: The fencing epoch when the claim moved the call to sent (``gate_run``); None: claimed.
-    epoch: int | None = None
-
-
-@dataclass
-class Settled:
-    """How a call is ended without being sent (found in doubt, or its step cannot run)."""
-
-    status: str
-    entry: dict[str, Any] | None
-    doubt: str | None = None
-    halt: str | None = None
-
-
-#: What a runner does with a call sent without its answer recorded (by a runner whose lease
-#: expired, when the flag says so; else by an earlier run): None puts it back to be sent again
-#: (same key, same round); a ``Settled`` ends it.
-DoubtPolicy = Callable[[WorkRow, bool], Settled | None]
-#: A ready call whose step cannot run (a step it refers to did not complete): how it ends.
-BlockedPolicy = Callable[[WorkRow, int, str], Settled]
+from pooler.journal.work import BUSY, BlockedPolicy, DoubtPolicy, Planned, Settled, WorkRow
 
 
 class WorkStore:
@@ -87,7 +46,9 @@ class WorkStore:
             with self._tx() as db:
                 db.execute(SQL["lock_task"], (self.task,))
                 self._reclaim(db, on_doubt)
-                self._settle_blocked(db, on_blocked)
+                # A halted task lists no call after its halt: what did not run is only counted.
+                if db.execute(SQL["task_halted"], (self.task,)).fetchone() == (None,):
+                    self._settle_blocked(db, on_blocked)
         args = (self.task, self.runner, limit, cap)
         if gate_run is None:
             _, rows = self._one(SQL["claim"], args, fetch=True)
@@ -106,7 +67,9 @@ class WorkStore:
             row = WorkRow(*columns)
             decided = on_doubt(row, bool(expired))
             if decided is None:
-                db.execute(SQL["send_again"], (row.step_id, self.task, row.num, row.idx))
+                # A call without a key goes out as a new one: it repeats nothing the store can tell.
+                doubted = row.step_id if row.key_text is not None else None
+                db.execute(SQL["send_again"], (doubted, self.task, row.num, row.idx))
             else:
                 self._end(db, row.num, row.idx, decided)
         if gone:
@@ -127,7 +90,8 @@ class WorkStore:
         if how.halt:
             db.execute(SQL["halt_task"], (how.halt, self.task))
 
-    def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int) -> int | None:
+    def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int, serial: str | None = None
+             ) -> int | None:
         """``claimed → sent``, only while this runner's lease is alive and the task not halted: the
         call's fencing epoch (higher than any earlier runner's of the call), or None.
 
@@ -135,9 +99,19 @@ class WorkStore:
         call to be marked sent, or is seen by it; so no call is sent after the halt was recorded.
         A call the claim moved to sent with other key material is gated again, under a new epoch.
         """
-        changed, rows = self._one(SQL["gate"], (self.task, key, step_id, rnd, self.task, row.num, row.idx,
-                                                self.runner, row.epoch, self.runner), fetch=True)
-        return int(rows[0][0]) if changed == 1 else None
+        args = (self.task, key, step_id, rnd, serial, self.task, row.num, row.idx, self.runner, row.epoch,
+                self.runner)
+        if serial is None:
+            changed, rows = self._one(SQL["gate"], args, fetch=True)
+            return int(rows[0][0]) if changed == 1 else None
+        # A value a reference gave: under the task's lock, which every claim takes, so no call of
+        # that value is claimed or gated between the look and the move to sent.
+        with self._tx() as db:
+            db.execute(SQL["task_lock"], (self.task,))
+            if db.execute(SQL["serial_busy"], (self.task, serial, row.num, row.idx)).fetchone()[0]:
+                return BUSY
+            found = db.execute(SQL["gate"], args).fetchall()
+            return int(found[0][0]) if len(found) == 1 else None
 
     def _one(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> tuple[int, list[Any]]:
         """One statement, committed on its own: the rows it changed, and those it gave."""
@@ -178,14 +152,16 @@ class WorkStore:
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
-             halt: str | None = None) -> bool:
+             halt: str | None = None, sent: bool = True) -> bool:
         """Record a call's outcome; False when the call is no longer this runner's (taken back)."""
         from psycopg.types.json import Json  # noqa: PLC0415
 
         args = self._done_args(row, status, entry, detail, doubt)
-        if not tables and not halt:
+        if not tables and not halt and sent:
             return bool(self._one(SQL["done"], args, fetch=True)[1][0][0])
         with self._tx() as db:
+            if not sent:
+                db.execute(SQL["not_sent"], (self.task, row.num, row.idx, self.runner))
             if not db.execute(SQL["done"], args).fetchone()[0]:
                 return False
             if halt:
@@ -208,6 +184,9 @@ class WorkStore:
                 for values in work:
                     copy.write_row(values)
             return True
+
+    def kept_keys(self, num: int) -> set[str]:
+        return {str(k) for (k,) in self.journal.query(SQL["kept_keys"], (self.task, num))}
 
     def planned(self, num: int) -> Planned:
         """What the plan holds of step ``num``: its rows, and the ``idx`` its next call takes."""

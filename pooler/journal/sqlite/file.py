@@ -5,6 +5,7 @@ written to it, an older journal brought up to date by the numbered migrations in
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -86,8 +87,10 @@ def _lacks(db: sqlite3.Connection) -> bool:
         column not in _columns(db, table) for m in MIGRATIONS for table, column in m.columns)
 
 
+@functools.cache
 def host() -> str:
-    """This machine since its last boot: a pid names one process only within it."""
+    """This machine since its last boot: a pid names one process only within it (read once: a
+    process outlives no boot)."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
     except OSError:

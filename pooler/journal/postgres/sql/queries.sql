@@ -83,6 +83,27 @@ DELETE FROM runners WHERE id = %s;
 -- name: run_again
 SELECT pooler_run_again(%s, %s);
 
+-- A run again's steps over a table of a step it sends again (pooler.journal.work.plan_again),
+-- in the transaction of pooler_run_again, under its task lock.
+
+-- name: step_open
+SELECT count(*) FROM work WHERE task = %s AND num = %s AND state NOT IN ('done', 'beyond');
+
+-- name: drop_open_calls
+DELETE FROM work WHERE task = %s AND num = %s AND kind = 'call' AND state IN ('ready', 'beyond');
+
+-- name: has_placeholder
+SELECT count(*) FROM work WHERE task = %s AND num = %s AND idx = %s;
+
+-- name: drop_open_tables
+DELETE FROM table_rows t WHERE t.task = %s AND NOT EXISTS (SELECT 1 FROM work w
+    WHERE w.task = t.task AND w.num = t.num AND w.idx = t.idx AND w.state = 'done');
+
+-- name: kept_keys
+-- The keys of the calls a step holds (done, in doubt, or in flight): its placeholder made again
+-- leaves them out.
+SELECT DISTINCT key_text FROM work WHERE task = %s AND num = %s AND kind = 'call' AND key_text IS NOT NULL;
+
 -- The plan
 
 -- name: plan_counts
@@ -188,6 +209,14 @@ SELECT a.task, (SELECT again FROM t), d.num, d.idx, d.row_first, d.key_text, d.s
        coalesce(a.doubt = 'skipped', false), d.serial, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT, a.entry
 FROM done d, a;
 
+-- name: not_sent
+-- A call claimed (perhaps moved to sent with its claim) from which no request left.
+UPDATE work SET sent_at = NULL
+WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state IN ('claimed', 'sent');
+
+-- name: task_halted
+SELECT halted FROM tasks WHERE id = %s;
+
 -- name: halt_task
 UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s;
 
@@ -195,12 +224,21 @@ UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s;
 -- claimed -> sent, only while the runner's lease is alive and the task not halted (see WorkStore.gate).
 WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE)
 UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, round = %s,
-                epoch = nextval('pooler_epoch')
+                epoch = nextval('pooler_epoch'), serial = coalesce(%s, serial)
 WHERE task = %s AND num = %s AND idx = %s AND runner = %s
   AND (state = 'claimed' OR state = 'sent' AND epoch = %s)
   AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL)
   AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())
 RETURNING epoch;
+
+-- name: task_lock
+SELECT pg_advisory_xact_lock(hashtext(%s));
+
+-- name: serial_busy
+-- Another call of the task with this serialize_on value claimed or sent: a call whose value a
+-- reference gave waits for it (migration 0008), read under the task's lock.
+SELECT count(*) FROM work WHERE task = %s AND serial = %s AND state IN ('claimed', 'sent')
+  AND NOT (num = %s AND idx = %s);
 
 -- name: release
 UPDATE work SET state = 'ready', runner = NULL
@@ -248,10 +286,12 @@ FROM STDIN;
 -- A shared task's answer (shared/answer.py)
 
 -- name: answer_rows
--- Every call of the task in file order (but those planned beyond its sample), and whether it was done in an earlier run than the one
--- the task is in (a call done before schema version 6 has no run: it was).
+-- Every call of the task in file order (but those planned beyond its sample), when it was sent and done (ms), and whether it was
+-- done in an earlier run than the one the task is in (a call done before schema version 6 has no run: it was), and its key and rows.
 SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail,
-       state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = %s))
+       (extract(epoch FROM sent_at) * 1000)::bigint, (extract(epoch FROM done_at) * 1000)::bigint,
+       state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = %s)),
+       key_text, row_first, row_last
 FROM work WHERE task = %s AND state <> 'beyond' ORDER BY num, idx;
 
 -- name: answer_state

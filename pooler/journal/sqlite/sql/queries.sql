@@ -3,27 +3,8 @@
 
 -- Tasks
 
--- name: task_exists
-SELECT 1 FROM tasks WHERE id = ?;
-
--- name: insert_task
-INSERT INTO tasks (id, pool_file, started, store) VALUES (?, ?, ?, ?);
-
 -- name: task_runs
 SELECT runs FROM tasks WHERE id = ?;
-
--- name: reopen_task
--- A task run again: running once more; its store recorded if it had none (an older task).
-UPDATE tasks SET runs = ?, status = 'running', finished = NULL, store = COALESCE(store, ?) WHERE id = ?;
-
--- name: runs_of_task
-SELECT run, host, pid FROM runs WHERE task = ?;
-
--- name: enter_run
-INSERT OR REPLACE INTO runs (task, run, host, pid) VALUES (?, ?, ?, ?);
-
--- name: leave_runs
-DELETE FROM runs WHERE task = ? AND host = ? AND pid = ?;
 
 -- name: task
 SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
@@ -47,37 +28,6 @@ SELECT answer FROM tasks WHERE id = ?;
 
 -- Calls
 
--- name: keyed
--- The standing record of every key of a task: its last completed or skipped record, else its last
--- one. A call of a step over rows (row set) comes without its entry, except a failed one's: whether
--- the store carried it out (only its tables failed here) decides the round it is sent again with.
-SELECT key, num, row, step_id, round, status, in_doubt,
-       CASE WHEN row IS NULL OR status = 'failed' THEN result END, CASE WHEN row IS NULL THEN detail END,
-       id, run
-FROM calls WHERE id IN (
-    SELECT COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))
-    FROM calls WHERE task = ? AND key IS NOT NULL AND status != 'not_run' GROUP BY key);
-
--- name: standing_of
-SELECT COALESCE(MAX(CASE WHEN status IN ('completed', 'skipped') THEN id END), MAX(id))
-FROM calls WHERE task = ? AND key = ? AND status != 'not_run';
-
--- name: record
-SELECT key, num, row, step_id, round, status, in_doubt, result, detail, id, run FROM calls WHERE id = ?;
-
--- name: insert_sent
--- A call about to leave: committed before it does.
-INSERT INTO calls (task, run, num, row, key, round, step_id, status, sent_at, lane, serial, sent_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, 'sent', ?, ?, ?, ?);
-
--- name: record_done
-UPDATE calls SET status = ?, done_at = ?, result = ?, detail = ?, done_ms = ? WHERE id = ?;
-
--- name: insert_call
-INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result,
-                   detail, lane, serial, sent_ms, done_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
-
 -- name: calls_of_task
 SELECT run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result, detail
 FROM calls WHERE task = ? ORDER BY id;
@@ -92,8 +42,17 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = ? ORDER BY run;
 
 -- name: report_calls
-SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, sent_at, done_at
-FROM calls WHERE task = ? ORDER BY id;
+-- Every record, then the calls of a task planned as work rows that were sent and whose outcome is
+-- not recorded (negative ids: no record), in the run the task is in.
+SELECT * FROM (
+    SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, sent_at, done_at
+    FROM calls WHERE task = ?1
+    UNION ALL
+    SELECT -row_number() OVER (ORDER BY w.num, w.idx), t.again, w.num, w.row_first, w.key_text, w.step_id,
+           'sent', 0, NULL, w.serial, w.sent_ms, NULL,
+           strftime('%Y-%m-%dT%H:%M:%f', w.sent_ms / 1000.0, 'unixepoch', 'localtime'), NULL
+    FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = ?1 AND w.state = 'sent')
+ORDER BY id < 0, abs(id);
 
 -- name: report_first_entries
 SELECT num, result FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task = ? GROUP BY num);
@@ -106,54 +65,362 @@ SELECT id, result FROM calls WHERE task = ? AND id IN (SELECT value FROM json_ea
 -- Picked in SQL, so that 100,000 calls without tables are not decoded for nothing.
 SELECT result FROM calls WHERE task = ? AND run = ? AND status = 'completed' AND result LIKE '%"tables":{"%';
 
--- A task's plan (run/taskplan.py, run/replan.py, run/plancount.py)
+-- A task's plan as work rows (work.py, tasks.py, lease.py; pooler/journal/work.py tells the model).
+-- Times are the runners' wall clock, given as arguments: seconds since the epoch for leases,
+-- milliseconds for a call's sent_ms and done_ms. A list of values (runner ids, step numbers, idx)
+-- comes as one JSON array. A work row is read as its columns num, idx, kind, row_first, row_last,
+-- size, data, deps, serial, round, doubted, key_text, step_id (WorkRow's fields). A query of calls
+-- not done says `state <> 'done'` too, though its other terms imply it: SQLite uses the partial
+-- index work_open only for a query that holds the index's own term.
 
--- name: plan_forget_rows
-DELETE FROM plan_rows WHERE task = ?;
+-- name: create_shared
+-- A task made with its plan; nothing when another runner made it first.
+INSERT INTO tasks (id, pool_file, started, shared) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING;
 
--- name: plan_forget_files
-DELETE FROM plan_files WHERE task = ?;
+-- name: task_doc
+SELECT shared FROM tasks WHERE id = ?;
 
--- name: plan_insert_rows
-INSERT INTO plan_rows (task, num, row, key, data, done) VALUES (?, ?, ?, ?, ?, ?);
+-- name: set_task_doc
+UPDATE tasks SET shared = ? WHERE id = ?;
 
--- name: plan_insert_files
-INSERT INTO plan_files (task, num, name, path, sha256, rows, chunk, first_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+-- name: landed_in_scope
+-- The ready calls of a new task whose key another task of its scope (the MCP server's session) has
+-- landed, with that call's outcome (its latest). Arguments: the scope, the task, the task.
+SELECT w.num, w.idx, e.entry, e.detail, e.step_id
+FROM work w JOIN (
+    SELECT d.key_text AS key_text, d.entry AS entry, d.detail AS detail, d.step_id AS step_id, max(d.done_ms)
+    FROM work d JOIN tasks t ON t.id = d.task
+    WHERE json_extract(t.shared, '$.key_scope') = ? AND d.task <> ? AND d.state = 'done'
+      AND d.status IN ('completed', 'skipped') AND d.key_text IS NOT NULL
+    GROUP BY d.key_text) e ON e.key_text = w.key_text
+WHERE w.task = ? AND w.state = 'ready';
 
--- name: plan_files_of_task
-SELECT num, name, path, sha256, rows, chunk, first_run FROM plan_files WHERE task = ? ORDER BY num;
+-- name: skip_landed
+-- A call whose key its scope landed: skipped, with that call's outcome, as a key an earlier run
+-- landed is. Arguments: step id, detail, entry, done_ms, task, num, idx.
+UPDATE work SET state = 'done', status = 'skipped', runner = NULL, step_id = ?, detail = ?, entry = ?,
+                done_ms = ?, done_run = (SELECT runs FROM tasks WHERE id = work.task)
+WHERE task = ? AND num = ? AND idx = ?;
 
--- name: plan_rows_page
--- The step's planned rows after a row, a page at a time.
-SELECT row, data, done FROM plan_rows WHERE task = ? AND num = ? AND row > ? ORDER BY row LIMIT ?;
+-- name: insert_work
+INSERT INTO work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned,
+                  state)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
--- name: plan_done_rows
-SELECT row FROM plan_rows WHERE task = ? AND num = ? AND done = 1;
+-- name: planned_steps
+-- What the plan holds of each step: its rows, the idx its next call takes, whether the placeholder
+-- of a step over a table is still there.
+SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0),
+       coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0), max(kind = 'expand')
+FROM work WHERE task = ? GROUP BY num;
 
--- name: plan_done_keys
-SELECT key FROM plan_rows WHERE task = ? AND num = ? AND done = 1 AND key IS NOT NULL;
+-- name: planned_calls
+SELECT count(*) FROM work WHERE task = ? AND state <> 'beyond';
 
--- name: plan_keys_in_span
-SELECT key FROM plan_rows WHERE task = ? AND num = ? AND row BETWEEN ? AND ? AND key IS NOT NULL;
+-- name: work_plan_counts
+-- A call sent whose answer is not recorded is in doubt, as is one a run again left to its runners'
+-- rule (state doubt); a placeholder of a step over a table counts once it is done.
+SELECT sum(size),
+       sum(size) FILTER (WHERE state = 'done' AND status = 'completed'),
+       sum(size) FILTER (WHERE state = 'done' AND status = 'failed'),
+       sum(size) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
+       sum(size) FILTER (WHERE state = 'done' AND status = 'skipped')
+FROM work WHERE task = ? AND (kind = 'call' OR state = 'done');
 
--- name: calls_sent_of_step
--- The calls a step sent (or ended in doubt or failed): all but those not run.
-SELECT count(*) FROM calls WHERE task = ? AND num = ? AND status NOT IN ('not_run');
+-- name: answer_rows
+-- Every call of the task in file order (but those planned beyond its sample), when it was sent and
+-- done (ms), whether it was done in an earlier run than the one the task is in, and its key and rows.
+SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, sent_ms, done_ms,
+       state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = ?1)),
+       key_text, row_first, row_last
+FROM work WHERE task = ?1 AND state <> 'beyond' ORDER BY num, idx;
 
--- name: chunk_records_since
--- Every record of a keyed step since the run that made its plan, oldest first.
-SELECT key, status FROM calls WHERE task = ? AND num = ? AND key IS NOT NULL AND run >= ? AND status != 'not_run'
-ORDER BY id;
+-- name: answer_state
+SELECT shared, status, answer IS NULL FROM tasks WHERE id = ?;
 
--- name: latest_run_steps
-SELECT steps FROM task_runs WHERE task = ? ORDER BY run DESC LIMIT 1;
+-- name: task_again
+SELECT again FROM tasks WHERE id = ?;
 
--- name: single_call_records
-SELECT status, in_doubt FROM calls WHERE task = ? AND num = ? AND row IS NULL AND run >= ? ORDER BY id;
+-- name: record_work_run
+-- The facts of the run the task is in, kept by its first runner.
+INSERT INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, steps, again)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task, run) DO NOTHING;
 
--- name: row_call_records
--- The records of a step over rows since the run that made its plan: the last row of a chunk from
--- its entry (a chunk's key tells it too).
-SELECT row, key, status, in_doubt,
-       CASE WHEN result IS NOT NULL AND json_valid(result) THEN json_extract(result, '$.rows[1]') END
-FROM calls WHERE task = ? AND num = ? AND row IS NOT NULL AND run >= ? ORDER BY id;
+-- Runners and their leases (lease.py)
+
+-- name: runners_of_task
+SELECT id, host, pid, lease_until, width, started FROM runners WHERE task = ?;
+
+-- name: runners_left
+-- Runners that left with calls they could not record (their row is gone).
+SELECT DISTINCT runner FROM work w WHERE task = ? AND state IN ('claimed', 'sent') AND state <> 'done'
+  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
+
+-- name: end_leases
+-- Runners killed on this machine: their leases end now, so their calls are taken back at once.
+UPDATE runners SET lease_until = ? WHERE id IN (SELECT value FROM json_each(?));
+
+-- name: forget_runners
+DELETE FROM runners WHERE id IN (SELECT value FROM json_each(?));
+
+-- name: take_lease
+INSERT INTO runners (id, task, host, pid, started, lease_until, width) VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: renew_lease
+-- Only while the lease is alive: a runner whose calls were taken back never gets it again.
+UPDATE runners SET lease_until = ? WHERE id = ? AND lease_until > ?;
+
+-- name: give_up_lease
+DELETE FROM runners WHERE id = ?;
+
+-- A task run again (tasks.py join): as pooler_run_again of the PostgreSQL journal's migration 0006.
+
+-- name: join_live_run
+-- A task some live runner holds is joined as it is.
+UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = ?;
+
+-- name: again_failed
+-- Failed: ready under the next key round, or under the same one when the store carried it out and
+-- only its tables could not be written (result true).
+UPDATE work SET state = 'ready', runner = NULL, doubted = NULL,
+    round = CASE WHEN status = 'failed' AND json_type(entry, '$.result') = 'true' THEN round ELSE round + 1 END,
+    status = NULL, entry = NULL, detail = NULL, doubt = NULL, sent_ms = NULL, done_ms = NULL
+WHERE task = ? AND state = 'done' AND status = 'failed';
+
+-- name: again_not_run
+UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+    done_ms = NULL
+WHERE task = ? AND state = 'done' AND status = 'not_run';
+
+-- name: again_unkeyed
+-- Completed without a key: nothing tells it apart from a new call, so it is sent again.
+UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+    sent_ms = NULL, done_ms = NULL
+WHERE task = ? AND state = 'done' AND status = 'completed' AND key_text IS NULL AND kind = 'call';
+
+-- name: again_in_doubt
+-- In doubt: left to the rule of the runner that tidies the task first, by the new run's --in-doubt.
+UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
+WHERE task = ? AND state = 'done' AND status = 'in_doubt';
+
+-- A run again's steps over a table of a step it sends again (pooler.journal.work.plan_again)
+
+-- name: step_open
+SELECT count(*) FROM work WHERE task = ? AND num = ? AND state NOT IN ('done', 'beyond');
+
+-- name: drop_open_calls
+DELETE FROM work WHERE task = ? AND num = ? AND kind = 'call' AND state IN ('ready', 'beyond');
+
+-- name: restore_placeholder
+INSERT INTO work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned,
+                  state)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (task, num, idx) DO NOTHING;
+
+-- name: drop_open_tables
+DELETE FROM table_rows WHERE task = ?1 AND NOT EXISTS (SELECT 1 FROM work w
+    WHERE w.task = ?1 AND w.num = table_rows.num AND w.idx = table_rows.idx AND w.state = 'done');
+
+-- name: again_task
+UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished = NULL, halted = NULL,
+    shared = json_set(coalesce(shared, '{}'), '$.in_doubt', ?)
+WHERE id = ?;
+
+-- The work of a task as one runner sees it (work.py)
+
+-- name: task_halted
+SELECT halted FROM tasks WHERE id = ?;
+
+-- name: claim_state
+-- What a claim weighs, in one statement: whether the task is there and why it halted, the calls
+-- claimed or in flight across every runner and those of this runner, whether its lease is alive,
+-- how many runners the task has (one alone takes the whole cap), and the last fencing epoch.
+-- Arguments: task, runner, now.
+SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1), (SELECT halted FROM tasks WHERE id = ?1),
+       count(*), coalesce(sum(runner = ?2), 0),
+       EXISTS (SELECT 1 FROM runners WHERE id = ?2 AND lease_until > ?3),
+       (SELECT count(*) FROM runners WHERE task = ?1),
+       (SELECT value FROM work_epoch WHERE id = 1)
+FROM work WHERE task = ?1 AND state IN ('claimed', 'sent') AND state <> 'done';
+
+-- name: claimable
+-- The first ready calls in file order whose steps referred to have completed and whose
+-- serialize_on value has no earlier call not done; and whether the plan holds each one's key.
+SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted,
+       w.key_text, w.step_id, w.key_planned
+FROM work w WHERE w.task = ?1 AND w.state = 'ready' AND w.state <> 'done'
+  AND (w.deps = '[]' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
+       AND d.num IN (SELECT value FROM json_each(w.deps)) AND d.state <> 'beyond'
+       AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+  AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task AND s.serial = w.serial
+       AND ((s.num, s.idx) < (w.num, w.idx) AND s.state NOT IN ('done', 'beyond')
+            OR s.state IN ('claimed', 'sent'))))
+ORDER BY w.num, w.idx LIMIT ?2;
+
+-- name: take_claimed
+UPDATE work SET state = 'claimed', runner = ? WHERE task = ? AND num = ? AND idx = ?;
+
+-- name: take_sent
+-- A claimed call moved to sent in the claim, as the gate would: its step id and epoch.
+UPDATE work SET state = 'sent', runner = ?, sent_ms = ?, step_id = ?, epoch = ? WHERE task = ? AND num = ? AND idx = ?;
+
+-- name: last_epoch
+SELECT value FROM work_epoch WHERE id = 1;
+
+-- name: set_epoch
+UPDATE work_epoch SET value = ? WHERE id = 1;
+
+-- name: unclaim_gone
+UPDATE work SET state = 'ready', runner = NULL
+WHERE task = ? AND state = 'claimed' AND state <> 'done' AND runner IN (SELECT value FROM json_each(?));
+
+-- name: in_doubt_to_rule
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false); the
+-- caller puts them in file order (an ORDER BY here would make SQLite walk every call of the task).
+SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
+       state = 'sent'
+FROM work WHERE task = ? AND state IN ('doubt', 'sent') AND state <> 'done'
+  AND (state = 'doubt' OR runner IN (SELECT value FROM json_each(?)));
+
+-- name: send_again
+-- A call in doubt sent again under its same key and round, naming the call it repeats.
+UPDATE work SET state = 'ready', runner = NULL, doubted = ?, status = NULL, entry = NULL, detail = NULL,
+                doubt = NULL, done_ms = NULL
+WHERE task = ? AND num = ? AND idx = ?;
+
+-- name: blocked
+-- Ready calls of a step that refers to one that did not complete, with the first such step and
+-- its status (in doubt before the others).
+SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted,
+       w.key_text, w.step_id,
+       (SELECT d.num FROM work d WHERE d.task = w.task AND d.num IN (SELECT value FROM json_each(w.deps))
+          AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) AND d.state = 'done'
+        ORDER BY d.num LIMIT 1),
+       (SELECT d.status FROM work d WHERE d.task = w.task AND d.num IN (SELECT value FROM json_each(w.deps))
+          AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) AND d.state = 'done'
+        ORDER BY d.num, d.status = 'in_doubt' DESC LIMIT 1)
+FROM work w WHERE w.task = ?1 AND w.state = 'ready' AND w.state <> 'done' AND w.deps <> '[]'
+  AND EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.num IN (SELECT value FROM json_each(w.deps))
+                AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) AND d.state = 'done');
+
+-- name: end_call
+-- A call ended without being sent (ruled in doubt, or its step cannot run). Arguments: status,
+-- entry, doubt, done_ms, task, num, idx.
+UPDATE work SET state = 'done', runner = NULL, status = ?, entry = ?, doubt = ?, done_ms = ?,
+                done_run = (SELECT runs FROM tasks WHERE id = work.task)
+WHERE task = ? AND num = ? AND idx = ?;
+
+-- name: done_call
+-- A call's outcome, recorded only while this runner still holds it. Arguments: status, entry,
+-- detail, doubt, key, step id, done_ms, task, num, idx, runner.
+UPDATE work SET state = 'done', status = ?, entry = ?, detail = ?, doubt = ?, key_text = ?, step_id = ?,
+                done_ms = ?, done_run = (SELECT runs FROM tasks WHERE id = work.task)
+WHERE task = ? AND num = ? AND idx = ? AND runner = ? AND state IN ('claimed', 'sent');
+
+-- name: record_call
+-- The record of a call just done joins the history (calls, one record an attempt), in the run the
+-- task is in; sent_ms (and sent_at) only for a call that was sent. Arguments: whether it was sent,
+-- the entry without its detail, the entry's detail, task, num, idx.
+INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result,
+                   detail, serial, sent_ms, done_ms)
+SELECT w.task, t.again, w.num, w.row_first, w.key_text, w.round, w.step_id, w.status,
+       coalesce(w.doubt = 'skipped', 0),
+       CASE WHEN ?1 THEN strftime('%Y-%m-%dT%H:%M:%f', w.sent_ms / 1000.0, 'unixepoch', 'localtime') END,
+       strftime('%Y-%m-%dT%H:%M:%f', w.done_ms / 1000.0, 'unixepoch', 'localtime'), ?2, ?3, w.serial,
+       CASE WHEN ?1 THEN w.sent_ms END, w.done_ms
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = ?4 AND w.num = ?5 AND w.idx = ?6;
+
+-- name: halt_task
+UPDATE tasks SET halted = coalesce(halted, ?) WHERE id = ?;
+
+-- name: gate
+-- claimed -> sent, only while the runner's lease is alive and the task not halted (see
+-- SqliteWorkStore.gate). Arguments: sent_ms, key, step id, round, epoch, serial, task, num, idx, runner,
+-- the epoch the claim moved it to sent with, task, runner, now.
+UPDATE work SET state = 'sent', sent_ms = ?, key_text = ?, step_id = ?, round = ?, epoch = ?,
+    serial = coalesce(?, serial)
+WHERE task = ? AND num = ? AND idx = ? AND runner = ? AND (state = 'claimed' OR state = 'sent' AND epoch = ?)
+  AND EXISTS (SELECT 1 FROM tasks WHERE id = ? AND halted IS NULL)
+  AND EXISTS (SELECT 1 FROM runners WHERE id = ? AND lease_until > ?);
+
+-- name: serial_busy
+-- Another call of the task with this serialize_on value claimed or sent: a call whose value a
+-- reference gave waits for it (see 0008 of the PostgreSQL journal).
+SELECT count(*) FROM work WHERE task = ?1 AND serial = ?2 AND state IN ('claimed', 'sent')
+  AND NOT (num = ?3 AND idx = ?4);
+
+-- name: not_sent
+-- A call claimed (perhaps moved to sent with its claim) from which no request left.
+UPDATE work SET sent_ms = NULL WHERE task = ? AND num = ? AND idx = ? AND runner = ? AND state IN ('claimed', 'sent');
+
+-- name: release_call
+UPDATE work SET state = 'ready', runner = NULL
+WHERE task = ? AND num = ? AND idx = ? AND runner = ? AND state IN ('claimed', 'sent');
+
+-- name: keep_table_rows
+INSERT INTO table_rows (task, num, idx, name, prefix, into_job, rows) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (task, num, idx, name) DO UPDATE SET rows = excluded.rows;
+
+-- name: take_placeholder
+DELETE FROM work WHERE task = ? AND num = ? AND idx = ? AND runner = ? AND state = 'claimed';
+
+-- name: open_counts
+-- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted; the calls
+-- planned beyond the task's sample are neither.
+SELECT count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state NOT IN ('ready', 'beyond')),
+       (SELECT halted FROM tasks WHERE id = ?1)
+FROM work WHERE task = ?1 AND state <> 'done';
+
+-- name: details
+-- The detail each step gives references: that of its last call that completed (the row of max(idx)).
+SELECT num, detail, max(idx) FROM work
+WHERE task = ? AND num IN (SELECT value FROM json_each(?)) AND status IN ('completed', 'skipped') GROUP BY num;
+
+-- name: table_names
+SELECT DISTINCT name FROM table_rows WHERE task = ? AND num = ? ORDER BY name;
+
+-- name: table_parts
+SELECT rows FROM table_rows WHERE task = ? AND num = ? AND name = ? ORDER BY idx;
+
+-- A sampled task widened (tasks.py release)
+
+-- name: cut_by_sample
+-- The chunks planned beyond the sample that a wider sample of ? rows cuts.
+SELECT num, idx, row_first, data FROM work
+WHERE task = ? AND state = 'beyond' AND row_last IS NOT NULL AND row_first < ? AND row_last >= ?;
+
+-- name: make_room_out
+-- The calls of a step after idx moved one on, in two statements (a key is checked row by row):
+-- first out of the way, to -(idx + 1) - 1 (below the placeholder's -1), then back, one on.
+UPDATE work SET idx = -idx - 2 WHERE task = ? AND num = ? AND idx > ?;
+
+-- name: make_room_back
+UPDATE work SET idx = -idx - 1 WHERE task = ? AND num = ? AND idx < -1;
+
+-- name: drop_call
+DELETE FROM work WHERE task = ? AND num = ? AND idx = ?;
+
+-- name: release_beyond
+-- The calls the wider sample (NULL: every row) holds, released to be claimed.
+UPDATE work SET state = 'ready' WHERE task = ?1 AND state = 'beyond' AND (?2 IS NULL OR row_first < ?2);
+
+-- --replan of a task (tasks.py replanning)
+
+-- name: step_calls
+SELECT idx, state, status, key_text, data, round FROM work
+WHERE task = ? AND num = ? AND kind = 'call' ORDER BY idx;
+
+-- name: drop_calls
+DELETE FROM work WHERE task = ? AND num = ? AND idx IN (SELECT value FROM json_each(?));
+
+-- name: set_round
+UPDATE work SET round = ? WHERE task = ? AND num = ? AND idx = ?;
+
+-- name: table_rows_of_task
+-- Every table part the task's calls gave, for pooler gather: each table's parts in call order.
+SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = ? ORDER BY num, name, idx;
+
+-- name: kept_keys
+-- The keys of the calls a step holds (done, in doubt, or in flight): its placeholder made again
+-- leaves them out.
+SELECT DISTINCT key_text FROM work WHERE task = ? AND num = ? AND kind = 'call' AND key_text IS NOT NULL;

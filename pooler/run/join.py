@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.journal import PgJournal, Planned, narrower
 from pooler.journal.records import pool_identity
+from pooler.journal.work import Planned, TaskJournal, Write, narrower
 from pooler.pool.compiler import Plan, plan_for_joining_runner
 from pooler.pool.datafiles import DataFile, locate
 from pooler.pool.model import Options, Pool
-from pooler.run.executor import RunConfig
-from pooler.run.taskplan import (
+from pooler.run.config import RunConfig
+from pooler.run.planfiles import (
     POOL_FILE,
     PlannedFile,
     changes,
@@ -34,15 +34,28 @@ from pooler.run.taskplan import (
     refuse_changed,
     shown,
 )
-from pooler.shared.answer import steps_doc
-from pooler.shared.plan import Planner, fingerprint
-from pooler.shared.planpass import PlanPass, Write
-from pooler.shared.replan import replan_shared
+from pooler.run.planpass import PlanPass
+from pooler.run.replanning import rekey_steps, replan_task
+from pooler.run.taskanswer import steps_doc
+from pooler.run.workplan import Planner, fingerprint
 
 
-def join_task(journal: PgJournal, pool: Pool, config: RunConfig, *, key_scope: str | None = None) -> Pool:
-    """Plan the task (first runner) or join it; the pool with the task's own options.  A new task
-    of a ``key_scope`` skips the calls whose key a task of that scope has landed."""
+class Joined(NamedTuple):
+    """A runner's part in its task, as it joined."""
+
+    pool: Pool
+    #: This runner planned the task (its first run).
+    planned: bool
+    #: This runner began the run the task is in (planned it, or ran it again with no live runner).
+    began: bool
+
+
+def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope: str | None = None,
+              store: str | None = None) -> Joined:
+    """Plan the task (first runner) or join it: the pool with the task's own options, whether
+    this runner planned it, and whether it began a run of it (planned it, or ran it again).  A
+    new task of a ``key_scope`` skips the calls whose key a task of that scope has landed.
+    ``store``: the store this runner sends to (a task belongs to one)."""
     task = config.task_id
     assert task is not None
     found = journal.shared(task)
@@ -54,14 +67,20 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig, *, key_scope: s
         doc = task_doc(pool, config)
         if key_scope is not None:
             doc["key_scope"] = key_scope
+        if store is not None:
+            doc["store"] = store
         with journal.creating(task, pool_identity(pool.file), doc) as write:
             if write is not None:
                 plan = _plan_pass(pool, config, write, None)
                 # Kept with the task as the block ends, in its transaction.
                 doc["files"] = _files_doc(plan, config.sample)
-                return pool
+                return Joined(pool, True, True)
         found = journal.shared(task)
         assert found is not None
+    if store is not None and found.get("store") not in (None, store):
+        # Its keys say what that store has done: against another they would skip calls it never had.
+        raise JournalError(f"the task {task} ran against the store {found['store']}, not {store} - "
+                           "a task belongs to one store: give this run a task id of its own.")
     files = {int(f["num"]): PlannedFile(**f) for f in found.get("files") or []}
     if files:
         # The files as this runner has them (a runner on another host may have none: the plan
@@ -77,13 +96,26 @@ def join_task(journal: PgJournal, pool: Pool, config: RunConfig, *, key_scope: s
             _replan(journal, task, replace(pool, options=Options(**found["options"])), config, files)
             found = journal.shared(task) or found
     if found["fingerprint"] != fingerprint(pool):
+        if found["pool_file"] == pool_identity(pool.file):
+            # The same file, its steps edited since: the plan is of the steps as they were.
+            raise JournalError(f"the steps of {pool.file} changed since task {task} was planned - a task "
+                               "runs the steps it was planned with: start a new task for these.")
         raise JournalError(f"the task {task} runs another pool ({found['pool_file']}): its steps differ "
                            f"from those of {pool.file} - give this pool a task id of its own.")
     joined = replace(pool, options=Options(**found["options"]))
+    planner = Planner(joined, task, config.variables, config.sample, redactor=config.redactor)
+    rekey_steps(journal, task, joined, planner)
     if narrower(found.get("sample"), config.sample):
         _widen(journal, task, joined, config, planned_all=bool(found.get("planned_all")))
-    journal.join(task, config.in_doubt)
-    return joined
+    stop = pool.options.stop_on_error
+    began = journal.join(task, config.in_doubt, planner.over_tables())
+    if began and stop != joined.options.stop_on_error:
+        # A new run of the task stops at a failure or goes on as its command says (as with
+        # --in-doubt), for every runner that joins it.
+        with journal.replanning(task) as kept:
+            kept.update_doc({"options": {**found["options"], "stop_on_error": stop}})
+        joined = replace(joined, options=replace(joined.options, stop_on_error=stop))
+    return Joined(joined, False, began)
 
 
 def task_doc(pool: Pool, config: RunConfig) -> dict[str, Any]:
@@ -100,12 +132,13 @@ def _plan_pass(pool: Pool, config: RunConfig, write: Write, planned: dict[int, P
     planner = Planner(pool, config.task_id, config.variables, config.sample, redactor=config.redactor,
                       beyond=beyond)
     sink = PlanPass(planner, write, planned)
-    plan = plan_for_joining_runner(pool, config.variables, config.sample, rows=sink)
+    plan = plan_for_joining_runner(pool, config.variables, config.sample, rows=sink,
+                                   checks=not config.checked)
     sink.finish(plan.data)
     return plan
 
 
-def _widen(journal: PgJournal, task: str, pool: Pool, config: RunConfig, *, planned_all: bool) -> None:
+def _widen(journal: TaskJournal, task: str, pool: Pool, config: RunConfig, *, planned_all: bool) -> None:
     """A sampled plan widened to this run's sample, before the task is joined."""
     if planned_all:
         # Every row is planned: the calls beyond the sample are released.  Rows a sample left
@@ -125,7 +158,7 @@ def _widen(journal: PgJournal, task: str, pool: Pool, config: RunConfig, *, plan
             _plan_pass(pool, config, write, planned, beyond=False)
 
 
-def _replan(journal: PgJournal, task: str, pool: Pool, config: RunConfig, files: dict[int, PlannedFile]
+def _replan(journal: TaskJournal, task: str, pool: Pool, config: RunConfig, files: dict[int, PlannedFile]
             ) -> None:
     """``--replan``: the steps whose data file changed planned again from the files as they are
     now, read with every check (a problem refuses the run before anything changes)."""
@@ -134,10 +167,10 @@ def _replan(journal: PgJournal, task: str, pool: Pool, config: RunConfig, files:
     changed = {num for num, was in files.items()
                if num != POOL_FILE and num in now and now[num]["sha256"] != was.sha256}
     planner = Planner(pool, task, config.variables, config.sample, redactor=config.redactor)
-    replan_shared(journal, task, plan, planner, changed=changed, files=list(now.values()))
+    replan_task(journal, task, plan, planner, changed=changed, files=list(now.values()))
 
 
-def files_gone(journal: PgJournal, task: str, pool: Pool, values: Mapping[str, Any]) -> list[str]:
+def files_gone(journal: TaskJournal, task: str, pool: Pool, values: Mapping[str, Any]) -> list[str]:
     """The data files of the task's plan that are not where this runner would read them (the
     plan holds their rows)."""
     here = _data_files(pool, values)

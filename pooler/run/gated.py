@@ -1,6 +1,6 @@
-"""What a shared-task runner puts around the executor's ``CallRunner``: a client that lets a request
-leave only while the lease is alive (with the call's fencing token), a table writer that keeps the
-masked rows for the journal, and a call log that records nothing (the work rows are the record)."""
+"""What a runner puts around its ``CallRunner``: a client that lets a request leave only while the
+lease is alive (with the call's fencing token), and a table writer that keeps the masked rows for
+the journal."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any
 
 from pooler.client.answer_scan import TableRows
 from pooler.client.http import Reply
-from pooler.journal.postgres.lease import Lease
-from pooler.journal.records import CallId
+from pooler.journal.work import RunnerLease
 from pooler.redact import Redactor
-from pooler.run.tables import TableWriter
+from pooler.run.tables import RowsTooDeepError, TableWriter
 
 #: The header that carries a call's fencing token: ``<runner>:<epoch>``.
 LEASE_HEADER = "Pooler-Lease"
@@ -26,7 +25,7 @@ class GatedClient:
     connection is made, and each request carries the call's fencing token (``Pooler-Lease``), so
     a store that keeps the highest epoch of each key refuses a request older than one it saw."""
 
-    def __init__(self, inner: Any, lease: Lease) -> None:
+    def __init__(self, inner: Any, lease: RunnerLease) -> None:
         self.inner = inner
         self.lease = lease
         self._local = threading.local()
@@ -82,28 +81,11 @@ class KeepingWriter(TableWriter):
         for table, rows in (tables or {}).items():
             seq = rows if isinstance(rows, list | tuple | TableRows) else [rows]
             name = redactor.text(str(table)) if redactor else str(table)
-            kept[name] = [redactor.value(r) if redactor else r for r in seq]
+            try:
+                kept[name] = [redactor.value(r) if redactor else r for r in seq]
+            except RecursionError:
+                # As the writer tells it: the answer cannot be read whole, so the call is in doubt.
+                raise RowsTooDeepError(f"the table {table!r} holds rows nested too deep to read") from None
         self._local.kept = kept
         return super().write(prefix, kept, into=into, append=append, redactor=None, call=call)
 
-
-class NoCallLog:
-    """The journal a ``CallRunner`` of a shared task records to: nothing (the work rows are the
-    record, written by the runner)."""
-
-    def record_sent(self, call: CallId) -> int:
-        return 0
-
-    def claim(self, call: CallId, seen: int) -> int:
-        """A key is claimed by the work row the runner holds (``WorkStore.gate``), not here."""
-        return 0
-
-    def record_done(self, record_id: int, status: str, result: dict[str, Any] | None) -> None:
-        return None
-
-    def record(self, call: CallId, status: str, result: dict[str, Any] | None = None, *,
-               sent: bool = False, in_doubt: bool = False, **more: Any) -> None:
-        return None
-
-    def record_of(self, task_id: str, key: str) -> None:
-        return None

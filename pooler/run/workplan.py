@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any
 
 from pooler.errors import JournalError, PoolerError
+from pooler.journal.work import OverTable
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
@@ -24,7 +25,7 @@ from pooler.pool.rows import chunks, row_encoder
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
-from pooler.run.executor import step_plan
+from pooler.run.config import step_plan
 from pooler.run.identity import chunk_key
 from pooler.statuses import WorkState
 
@@ -54,9 +55,9 @@ def step_plans(pool: Pool) -> dict[int, StepPlan]:
     return plans
 
 
-def dep_nums(pool: Pool, plan: StepPlan) -> list[int]:
-    found = [pool.step_named(name) for name in plan.deps]
-    return sorted(s.num for s in found if s is not None)
+def step_numbers(pool: Pool) -> dict[str, int]:
+    """Each named step's number by its name in lower case (names are not told apart by case)."""
+    return {s.name.lower(): s.num for s in reversed(pool.steps) if s.name}
 
 
 class Planner:
@@ -80,8 +81,10 @@ class Planner:
         #: ASCII, as psycopg's dumper wrote it, whatever the database's encoding.
         self._dumps = row_encoder(ascii_only=True)
         self._dep_texts: dict[int, str] = {}
+        self._numbers: dict[str, int] | None = None
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
+        self.serial_by_reference = serial_by_reference(pool)
 
     def rows_of(self, step: Step, data: Iterable[Any], *, first: int = 0, idx: int = 0
                 ) -> Iterator[tuple[Any, ...]]:
@@ -135,10 +138,24 @@ class Planner:
         """The work row of a step that is no step over rows: one call."""
         return self.call(step, 0, (None, None, 1), None)
 
-    def placeholder(self, step: Step) -> tuple[Any, ...]:
-        """The work row that stands for the calls of a step over an earlier step's table."""
-        return (self.task, step.num, PLACEHOLDER, "expand", None, None, 1, None, self._deps(step.num), None,
-                None, None, WorkState.READY)
+    def placeholder(self, step: Step, *, again: bool = False) -> tuple[Any, ...]:
+        """The work row that stands for the calls of a step over an earlier step's table.  One a
+        run again puts back (``again``) starts at the table's first row (``row_first`` 0): its
+        calls are made again from every row, but for the keys of those the step keeps; the first
+        one's (None) plans the rows after those the plan holds."""
+        return (self.task, step.num, PLACEHOLDER, "expand", 0 if again else None, None, 1, None,
+                self._deps(step.num), None, None, None, WorkState.READY)
+
+    def over_tables(self) -> list[OverTable]:
+        """The steps over an earlier step's table, in step order, with the placeholder a run
+        again puts back for each (``pooler.journal.work.plan_again``)."""
+        out = []
+        for step in self.pool.steps:
+            fe = step.for_each
+            source = self.pool.step_named(fe.step) if fe is not None and fe.step else None
+            if source is not None:
+                out.append(OverTable(step.num, source.num, self.placeholder(step, again=True)))
+        return out
 
     def call(self, step: Step, idx: int, rows: tuple[int | None, int | None, int], data: Any,
              key: str | None = None, *, state: str = WorkState.READY) -> tuple[Any, ...]:
@@ -150,9 +167,12 @@ class Planner:
         if data is not None:
             self._no_secret(step, first, data)
         serial = self._serial(plan, data, last is not None) if self.serialize_on else None
+        key_text, planned = self._key(plan, rows, data, key)
+        if step.num in self.serial_by_reference:
+            planned = None
         return (self.task, step.num, idx, "call", first, last, size,
                 None if data is None else self._dumps(data), self._deps(step.num), serial,
-                *self._key(plan, rows, data, key), str(state))
+                key_text, planned, str(state))
 
     def caller(self, step: Step) -> Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]]:
         """``call`` for the rows of a step over a file, a call a row, with what is the same for
@@ -175,21 +195,24 @@ class Planner:
     def _no_secret(self, step: Step, first: int | None, data: Any) -> None:
         """Refuse a row that holds a secret's value (the token, a secret variable): the plan keeps
         its rows in the journal, which never holds a secret, and a masked row would send ``***``
-        to the store.  (A run on SQLite reads such a step's file on every run instead: one host
-        has the file; the runners of a shared task may not.)"""
+        to the store.  So on every journal, SQLite too: a later run (or a runner on another host)
+        sends the rows the plan holds, never a file read again."""
         if self.redactor and self.redactor.value(data) is not data:
             fe = step.for_each
             source = fe.file if fe is not None and fe.file else "the rows"
             raise JournalError(
                 f"row {(first or 0) + 1} of {source} of step {step.num} holds the value of a secret (the "
-                "token or a secret variable), and a shared task keeps its rows in the journal, which never "
-                "holds a secret - keep the secret out of the data file, or run the pool on a SQLite journal.")
+                "token or a secret variable), and a task keeps its rows in the journal, which never holds a "
+                "secret - keep the secret out of the data file.")
 
     def _deps(self, num: int) -> str:
         """The step's dependencies as COPY's text of an ``int4[]``, made once a step."""
         found = self._dep_texts.get(num)
         if found is None:
-            deps = dep_nums(self.pool, self.plans[num])
+            if self._numbers is None:
+                # Looked up by name once for the pool: a pool of many steps plans in linear time.
+                self._numbers = step_numbers(self.pool)
+            deps = sorted(self._numbers[n] for n in self.plans[num].deps if n in self._numbers)
             found = self._dep_texts[num] = "{" + ",".join(map(str, deps)) + "}"
         return found
 
@@ -236,7 +259,22 @@ class Planner:
         if plan.chunk_field is not None:
             params = {**params, plan.chunk_field: data}
         value = serial_value(params, self.serialize_on)
-        return None if value is None else hashlib.sha256(value.encode()).hexdigest()[:32]
+        return None if value is None else serial_digest(value)
+
+
+def serial_digest(value: str) -> str:
+    """What a work row keeps of a serialize_on value: equal values, equal digests, no value."""
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def serial_by_reference(pool: Pool) -> frozenset[int]:
+    """The steps whose ``serialize_on`` value is a reference to an earlier step: it is known only
+    to the runner that resolves a call's params, which gates the call with it (never the claim)."""
+    opts = pool.options
+    if opts.mode != "parallel" or opts.serialize_on is None:
+        return frozenset()
+    plans = step_plans(pool)
+    return frozenset(s.num for s in pool.steps if _by_reference(plans[s.num], opts.serialize_on))
 
 
 def _by_reference(plan: StepPlan, path: str) -> bool:

@@ -15,13 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 from typing import Any
 
-from pooler.journal.postgres.journal import Planned
+from pooler.journal.work import Planned, Write
 from pooler.pool.datafiles import DataFile
 from pooler.pool.model import Step
-from pooler.shared.plan import Planner
-
-#: Takes one work row (COPY values).
-Write = Callable[[tuple[Any, ...]], None]
+from pooler.run.workplan import Planner
 
 
 class PlanPass:

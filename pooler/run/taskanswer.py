@@ -1,4 +1,4 @@
-"""A shared task's answer (contract §3), built from the calls the journal recorded, whichever runner
+"""A task's answer (contract section 3), built from the calls the journal recorded, whichever runner
 made them: any runner, on any host, at any time, gets the same answer from the same records.
 
 A call not recorded done counts as not run: nothing is reported completed that the journal does
@@ -10,14 +10,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pooler.journal.postgres.journal import PgJournal
-from pooler.journal.postgres.schema import SQL
 from pooler.journal.records import PlanCounts, TaskRow
+from pooler.journal.work import TaskJournal
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
-from pooler.run.entries import head_of
-from pooler.run.taskview import DEAD
-from pooler.statuses import LANDED, CallStatus, TaskStatus, WorkState
+from pooler.run.entries import head_of, not_sent
+from pooler.statuses import LANDED, CallStatus, StepStatus, TaskStatus, WorkState
+
+#: What ``pooler runs`` says of a task whose every runner died without finishing.
+DEAD = TaskStatus.DEAD
+#: What the answer of such a task says of it.
+DIED = "the run died before it finished (killed, or the machine went down)"
 
 
 def steps_doc(pool: Pool) -> list[dict[str, Any]]:
@@ -26,12 +29,16 @@ def steps_doc(pool: Pool) -> list[dict[str, Any]]:
              "over_rows": s.for_each is not None} for s in pool.steps]
 
 
-def task_answer(journal: PgJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
+def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
                 interrupted: str | None = None) -> dict[str, Any]:
-    """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool."""
+    """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool.
+    A task whose runners died (``interrupted`` is ``DIED``) tells the calls they left sent in doubt."""
     by_num: dict[int, list[tuple[Any, ...]]] = {}
-    for *row, earlier in journal.query(SQL["answer_rows"], (task, task)):
-        if earlier and row[5] == CallStatus.COMPLETED:
+    steps = {int(s["num"]): s for s in shared["steps"]}
+    for found in map(list, journal.answer_rows(task)):
+        died = interrupted == DIED and found[4] == WorkState.SENT
+        row = _left(found, steps[int(found[0])]) if died else found
+        if row[13] and row[5] == CallStatus.COMPLETED:
             # Done by an earlier run of the task: not sent in this one, as a single-host run
             # tells a key an earlier run did.
             row[5], row[6] = CallStatus.SKIPPED, {**row[6], "status": CallStatus.SKIPPED}
@@ -40,12 +47,26 @@ def task_answer(journal: PgJournal, task: str, shared: dict[str, Any], *, trip_m
     total = 0
     for step in shared["steps"]:
         calls = by_num.get(int(step["num"]), [])
-        total += max(len(calls), 1)
+        # A step over rows planned with none (an empty file it allows) has no call to count.
+        total += len(calls) if step["over_rows"] else max(len(calls), 1)
         if not step["over_rows"]:
             _single(collector, calls)
         else:
             _over_rows(collector, step, calls)
     return collector.answer(total=total, task=task, trip_ms=trip_ms, interrupted=interrupted)
+
+
+def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:
+    """A call a dead runner sent with no answer recorded: in doubt, as the run left it."""
+    key, first, last = row[14], row[15], row[16]
+    of = head_of(step)
+    if first is not None and int(row[3]) > 1:
+        of["rows"] = [first, last]
+    elif first is not None:
+        of["row"] = first
+    entry = not_sent(of, CallStatus.IN_DOUBT, key, f"sent, and {DIED} with no answer recorded: it may or "
+                     "may not have been carried out", step_id=row[9])
+    return [*row[:4], WorkState.DONE, CallStatus.IN_DOUBT, entry, None, row[8], *row[9:13], False, *row[14:]]
 
 
 def _doubt(collector: Collector, row: tuple[Any, ...]) -> None:
@@ -64,12 +85,19 @@ def _single(collector: Collector, calls: list[tuple[Any, ...]]) -> None:
 
 def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any, ...]]) -> None:
     collector.open_rows(head_of(step))
+    if not calls:
+        # Planned with no rows (an empty source it allows): nothing to do, and nothing left undone.
+        collector.close_rows(int(step["num"]), status=CallStatus.COMPLETED, rows_total=0, whole=True)
+        return
     # A placeholder counts once it is done: its step could not read the table it runs over.
     real = [r for r in calls if r[2] == "call" or r[4] == WorkState.DONE]
     rows_total = sum(int(r[3]) for r in real) if real else None
     blocked = [r for r in real if r[4] == WorkState.DONE and r[5] == CallStatus.NOT_RUN]
     if real and len(blocked) == len(real):
         why = (blocked[0][6] or {}).get("message", "")
+        if all(r[2] != "call" for r in real):
+            # A step over a table never written: its rows were never counted.
+            rows_total = None
         collector.close_rows(int(step["num"]), status=CallStatus.NOT_RUN, rows_total=rows_total, whole=False,
                              why=why,
                              calls=len(real))
@@ -91,35 +119,40 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any
         if status in LANDED and int(row[1]) > last:
             last, detail = int(row[1]), row[10]
     whole = bool(real) and done == len(real)
+    # The step's wall time in this run: from its first call sent to its last answer.
+    sent = [int(r[11]) for r in real if r[11] is not None and r[12] is not None and not r[13]]
+    trip = max(int(r[12]) for r in real if r[12] is not None) - min(sent) if sent else None
     if CallStatus.IN_DOUBT in statuses:
         status = CallStatus.IN_DOUBT
     elif CallStatus.FAILED in statuses:
         status = CallStatus.FAILED
     elif whole:
         status = CallStatus.COMPLETED
+    elif statuses & set(LANDED):
+        # Cut short (a signal, a stop): rows that landed make it partial, not "not run".
+        status = StepStatus.PARTIAL
     else:
         status = CallStatus.NOT_RUN
     collector.close_rows(int(step["num"]), status=status, rows_total=rows_total, whole=whole,
-                         detail=detail if status == CallStatus.COMPLETED else None)
+                         detail=detail if status == CallStatus.COMPLETED else None, trip_ms=trip)
 
 
-def shared_answer_of(journal: Any, task: str) -> dict[str, Any] | None:
-    """The answer so far of a shared task still running (built from its calls); None for a task
-    that finished (its recorded answer is whole) or one that is not shared."""
-    from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415
-
-    if not isinstance(journal, PgJournal):
+def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> dict[str, Any] | None:
+    """The answer so far of a task still running (built from its calls), or of one whose runners
+    ``died``; None for a task that finished (its recorded answer is whole) or one planned before
+    tasks kept work rows."""
+    state = journal.answer_state(task)
+    if state is None or state[0] is None or (state[1] != TaskStatus.RUNNING and not state[2]):
         return None
-    rows = journal.query(SQL["answer_state"], (task,))
-    if not rows or rows[0][0] is None or (rows[0][1] != TaskStatus.RUNNING and not rows[0][2]):
-        return None
-    return task_answer(journal, task, rows[0][0])
+    return task_answer(journal, task, state[0], interrupted=DIED if died else None)
 
 
-class PgTasks:
-    """The tasks of a PostgreSQL journal as ``TaskView`` tells them (``pooler.journal.api``)."""
+class WorkTasks:
+    """The tasks of a journal as ``TaskView`` tells them (``pooler.journal.api``): a task none of
+    whose runners is alive is ``dead``; the answer of one still running, or dead, is built from
+    its calls, whole, from any host."""
 
-    def __init__(self, journal: PgJournal) -> None:
+    def __init__(self, journal: TaskJournal) -> None:
         self.journal = journal
 
     def _told(self, row: TaskRow) -> TaskRow:
@@ -136,8 +169,16 @@ class PgTasks:
 
     def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
                ) -> dict[str, Any] | None:
-        # Built from its calls while it runs (or after its runners died): whole, from any host.
-        return shared_answer_of(self.journal, task_id) or self.journal.answer(task_id)
+        row = self.journal.task(task_id)
+        died = row is not None and not running_here and self._told(row).status == DEAD
+        found = answer_so_far(self.journal, task_id, died=died)
+        if found is None:
+            return self.journal.answer(task_id)
+        if live and row is not None and row.status == TaskStatus.RUNNING and (
+                running_here or self.journal.live_runners(task_id)):
+            # A run still going: nothing it did is its answer yet, as the single-host engine told it.
+            found = {**found, "result": False, "status": TaskStatus.RUNNING}
+        return found
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
         return self.journal.plan_counts(task_id)

@@ -1,5 +1,5 @@
-"""``--replan`` of a shared task: its calls planned again from the files as they are now, by the
-rules a task on SQLite follows (``pooler/run/replan.py``), every row reaching the store once.
+"""``--replan`` of a task: its calls planned again from the files as they are now, every row
+reaching the store once (docs/semantics.md, "A task is planned once").
 
 Only the steps whose data file changed are planned again, in one transaction, while no runner
 holds the task.  The calls that landed (completed, skipped) stay as they are: they are the record.
@@ -21,29 +21,21 @@ from collections.abc import Iterator
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.postgres.journal import WORK_TYPES, PgJournal
-from pooler.journal.postgres.schema import SQL
+from pooler.journal.work import TaskJournal
 from pooler.pool.compiler import Plan
-from pooler.pool.model import Step
-from pooler.shared.plan import Planner
+from pooler.pool.model import Pool, Step
+from pooler.run.workplan import Planner
 from pooler.statuses import LANDED, CallStatus, WorkState
 
 #: Where a call stands that neither landed nor can be planned again: sent, its answer not known.
 _IN_DOUBT = (WorkState.SENT, WorkState.DOUBT)
 
 
-def replan_shared(journal: PgJournal, task: str, plan: Plan, planner: Planner, *, changed: set[int],
-                  files: list[dict[str, Any]]) -> None:
+def replan_task(journal: TaskJournal, task: str, plan: Plan, planner: Planner, *, changed: set[int],
+                files: list[dict[str, Any]]) -> None:
     """Plan the steps ``changed`` of ``task`` again from ``plan``'s data files (read through with
     every check), and keep ``files`` (their digests now) with the task."""
-    from psycopg.types.json import Jsonb  # noqa: PLC0415
-
-    with journal.transaction() as db:
-        db.execute(SQL["lock_task"], (task,))
-        db.execute(SQL["lock_shared"], (task,))
-        if db.execute(SQL["live_runner_count"], (task,)).fetchone()[0]:
-            raise JournalError(f"--replan refused for task {task}: runners still hold it - run it with "
-                               "--replan once they have ended.")
+    with journal.replanning(task) as work:
         for step in plan.pool.steps:
             if step.num not in changed or step.for_each is None:
                 continue
@@ -53,17 +45,13 @@ def replan_shared(journal: PgJournal, task: str, plan: Plan, planner: Planner, *
                 raise JournalError(f"--replan plans task {task} from its files as they are now, and the "
                                    f"data file of step {step.num}{named} is not there - restore it, or run "
                                    "the task without --replan (its plan holds the rows).")
-            calls = db.execute(SQL["step_calls"], (task, step.num)).fetchall()
-            work = _Step(task, step, named, planner, calls)
-            rows = list(work.new_rows(data.iter_rows()))
-            db.execute(SQL["drop_calls"], (task, step.num, work.dropped))
-            with db.cursor().copy(SQL["copy_work"]) as copy:
-                copy.set_types(WORK_TYPES)
-                for values in rows:
-                    copy.write_row(values)
-            for idx, rnd in work.rounds.items():
-                db.execute(SQL["set_round"], (rnd, task, step.num, idx))
-        db.execute(SQL["update_shared"], (Jsonb({"files": files, "sample": planner.sample}), task))
+            again = _Step(task, step, named, planner, work.step_calls(step.num))
+            rows = list(again.new_rows(data.iter_rows()))
+            work.drop_calls(step.num, again.dropped)
+            work.write(rows)
+            for idx, rnd in again.rounds.items():
+                work.set_round(rnd, step.num, idx)
+        work.update_doc({"files": files, "sample": planner.sample})
 
 
 class _Step:
@@ -118,7 +106,10 @@ class _Step:
                 continue
             self.dropped.append(int(idx))
             if key is not None:
-                rounds[key] = max(rounds.get(key, 1), int(rnd))
+                # A call the store refused goes out under the next round, as a task run again
+                # sends it: under its own round the store would answer with the refusal it kept.
+                refused = state == WorkState.DONE and status == CallStatus.FAILED
+                rounds[key] = max(rounds.get(key, 1), int(rnd) + int(refused))
         idx = self.next_idx
         for i, row, key in keys_now:
             if key is not None and key in kept:
@@ -161,3 +152,24 @@ class _Step:
                 idx, part = idx + 1, []
         if part:
             yield self.planner.call_row(self.step, idx, start, part)
+
+
+def rekey_steps(journal: TaskJournal, task: str, pool: Pool, planner: Planner) -> None:
+    """A step of one call whose key, under this run's variables, is not the key its call was
+    done under: that call is another one (a variable in the key makes a call of its own), planned
+    in place of the one done; the done one stays in the task's history.  Not while other runners
+    hold the task: they run it as it was planned."""
+    done: dict[int, Any] = {}
+    for row in journal.answer_rows(task):
+        if row[2] == "call" and row[4] == WorkState.DONE and isinstance(row[6], dict):
+            done[int(row[0])] = row[6].get("key")
+    steps = [s for s in pool.steps if s.for_each is None and s.key is not None and s.num in done]
+    fresh = {s.num: planner.single(s) for s in steps}
+    # The key is the work row's 11th column (``WORK_COLUMNS``): None when a runner makes it.
+    changed = [n for n, r in fresh.items() if r[10] is not None and r[10] != done[n]]
+    if not changed or journal.live_runners(task):
+        return
+    with journal.replanning(task) as work:
+        for num in changed:
+            work.drop_calls(num, [int(c[0]) for c in work.step_calls(num)])
+            work.write([fresh[num]])

@@ -1,0 +1,44 @@
+"""The calls of a step over an earlier step's table, made by the runner that claims its
+placeholder once that step is done, from the rows the journal keeps of the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pooler.journal.work import WorkRow, WorkStore
+from pooler.pool.compiler import empty_source
+from pooler.pool.model import Pool, Step
+from pooler.run.rulings import table_to_read
+from pooler.run.workplan import Planner
+
+#: Where a work row as the planner makes it holds its key (``pooler.journal.work.WORK_COLUMNS``).
+KEY = 10
+
+
+def table_calls(pool: Pool, step: Step, placeholder: WorkRow, work: WorkStore, planner: Planner
+                ) -> list[tuple[Any, ...]] | str:
+    """The work rows of ``step``'s calls, or the problem that fails it (its table missing, or
+    empty where the step does not allow it)."""
+    fe = step.for_each
+    assert fe is not None
+    assert fe.step is not None
+    source = pool.step_named(fe.step)
+    assert source is not None
+    names, _ = work.table(source.num, None)
+    name, problem = table_to_read(step, source.label, names)
+    if problem is not None:
+        return problem
+    assert name is not None
+    _, data = work.table(source.num, name)
+    if not data and not fe.allow_empty:
+        # An empty feed must not pass for a completed import, as an empty file would not.
+        return empty_source(step, f"the table of step {fe.step}").message
+    held = work.planned(step.num)
+    if placeholder.row_first == 0:
+        # Put back by a run again that sent the source step again: every row of its table as it
+        # is now, but for the calls whose key the step keeps (done, or in doubt).
+        kept = work.kept_keys(step.num)
+        return [c for c in planner.rows_of(step, data, idx=held.next_idx)
+                if c[KEY] is None or c[KEY] not in kept]
+    # The calls a sampled plan made of the table stay, and its rows after them are planned.
+    return list(planner.rows_of(step, data[held.rows:], first=held.rows, idx=held.next_idx))

@@ -1,0 +1,413 @@
+"""One runner of a task, on either journal: claim its calls in small batches, send them under a
+live lease, record them, and end when nothing is left that it could claim.  A run on one host is a
+task with one runner; the runners of a task on PostgreSQL may be on many hosts.
+
+The calls themselves are made by ``CallRunner`` (params, references, the request and its
+retries, tables, the entry); the journal behind ``TaskJournal`` says where they come from and
+keeps what they did.  See docs/multihost.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import Any, cast
+
+from pooler.client.http import ToolRunClient
+from pooler.errors import JournalError
+from pooler.journal.work import BUSY, LeaseLost, TaskJournal, WorkRow
+from pooler.pool.model import Pool, Step
+from pooler.run.call import CallRunner
+from pooler.run.callplan import Outcome, Prepared, serial_value
+from pooler.run.config import RunConfig, pool_base
+from pooler.run.events import Reporter
+from pooler.run.expansion import table_calls
+from pooler.run.gated import GatedClient, KeepingWriter
+from pooler.run.unsent import Unsent, call_of
+from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
+from pooler.statuses import TROUBLE, CallStatus
+
+#: How long a runner with nothing to claim waits before it looks again.
+POLL = 0.05
+#: How often (seconds) a runner that keeps finding calls also looks for expired leases.
+TIDY = 1.0
+
+
+class Runner:
+    def __init__(self, journal: TaskJournal, pool: Pool, client: ToolRunClient, *, config: RunConfig,
+                 width: int | None, lease: float, reporter: Reporter, stop: threading.Event,
+                 began: bool = False) -> None:
+        self.journal = journal
+        self.pool = pool
+        self.config = config
+        self.reporter = reporter
+        self.stop = stop
+        self.task = config.task_id or ""
+        opts = pool.options
+        self.parallel = opts.mode == "parallel"
+        self.cap = opts.max_concurrency if self.parallel else 1
+        self.width = min(width or self.cap, self.cap)
+        self.lease = journal.lease(self.task, lease, self.width)
+        self.work = journal.work(self.task, self.lease.id)
+        self.plans = step_plans(pool)
+        self.steps = {s.num: s for s in pool.steps}
+        self.base = pool_base(pool)
+        self.writer = KeepingWriter(config.out)
+        self.gated = GatedClient(client, self.lease)
+        run_no = journal.run_of(self.task)
+        self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
+                                writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
+                                variables=config.variables, base=self.base,
+                                key_task=(journal.shared(self.task) or {}).get("key_scope"))
+        self.unsent = Unsent(pool, self.plans, config, self.calls.run)
+        self.broken: str | None = None
+        #: This runner began a run again of the task: it tells the calls earlier runs did.
+        self.began = began
+        #: Steps over an earlier step's table whose calls this runner has not counted yet.
+        self._uncounted: set[int] = set()
+        self._pool = ThreadPoolExecutor(self.width, "pooler-call")
+        self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
+        self._number = 0
+        self._details: dict[int, Any] = {}
+        self._empty = True
+        self._tidied = 0.0
+        self._pending: tuple[WorkRow, Outcome] | None = None
+        self._rows_total: dict[int, int] = {}
+        #: The ``serialize_on`` path (parallel mode), the resolved values of the calls in flight,
+        #: and the calls waiting for theirs.
+        self.serial_path = pool.options.serialize_on if self.parallel else None
+        self._busy: Counter[str] = Counter()
+        self._values: dict[Future[Any], str] = {}
+        self._held: list[tuple[WorkRow, Prepared, int | None, str | None]] = []
+        self.by_reference = serial_by_reference(pool)
+        self._rows_done: dict[int, int] = {}
+        #: The keys this runner landed, with their entry and detail: a call of the same key later
+        #: in the run is skipped with them, not sent again.
+        self._landed: dict[str, tuple[dict[str, Any], Any]] = {}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.lease.close()
+
+    # The loop
+
+    def run(self) -> None:
+        self.reporter.pool_started(self.pool, self.task, self.journal.planned_calls(self.task))
+        for num, planned in self.journal.planned(self.task).items():
+            if planned.placeholder:
+                self._uncounted.add(num)
+            elif self.plans[num].over_rows:
+                self._rows_total[num] = planned.rows
+                self.reporter.rows_progress(self.steps[num], 0, planned.rows)
+        if self.began:
+            self._tell_done_before()
+        while True:
+            self._collect(block=False)
+            if self.broken is None and self.lease.lost is not None:
+                self.broken = self.lease.lost
+            if self.broken is not None or self.stop.is_set():
+                self._release_held()
+                self._flush()
+                self._collect(block=True, until_empty=True)
+                return
+            free = self.width - len(self._inflight) - len(self._held)
+            rows: list[WorkRow] = []
+            if free > 0:
+                tidy = self._empty or time.monotonic() >= self._tidied + TIDY
+                try:
+                    rows = self._claim(free, tidy)
+                except JournalError as exc:
+                    self.broken = self._journal_gone(exc)
+                    continue
+                if tidy:
+                    self._tidied = time.monotonic()
+                if not rows and not self._empty:
+                    # Nothing claimable: look again at once, tidying first.
+                    self._empty = True
+                    continue
+                self._empty = not rows
+            for row in rows:
+                if self.stop.is_set():
+                    # A stop heard while these were claimed (the call before them was recorded
+                    # in the same round trip): none of them starts.
+                    self._quiet(self.work.release, row)
+                    continue
+                self._take(row)
+            if rows:
+                continue
+            self._flush()
+            if not self._inflight and self._held:
+                # Calls whose value another runner had in flight: gated again.
+                self._start_held()
+            if not self._inflight:
+                try:
+                    ready, held, halted = self.work.open_counts()
+                except JournalError as exc:
+                    self.broken = self._journal_gone(exc)
+                    continue
+                if held == 0 and (ready == 0 or halted is not None):
+                    return
+                self.stop.wait(POLL)
+                continue
+            self._collect(block=True)
+
+    def _tell_done_before(self) -> None:
+        """The calls an earlier run of the task did, told as skipped (as the answer tells them):
+        the live view counts every call of the run's total."""
+        for row in self.journal.answer_rows(self.task):
+            num, size, status, entry, earlier = int(row[0]), int(row[3]), row[5], row[6], row[13]
+            if not earlier or status not in (CallStatus.COMPLETED, CallStatus.SKIPPED) or entry is None:
+                continue
+            self._told(self.plans[num].step, {**entry, "status": CallStatus.SKIPPED}, num, size)
+
+    def _counted(self, num: int) -> None:
+        """A step over a table whose calls are planned now (by this runner or another): the
+        run's total and the step's rows, as they are now."""
+        self._uncounted.discard(num)
+        planned = self.journal.planned(self.task).get(num)
+        self.reporter.calls_planned(self.journal.planned_calls(self.task))
+        if planned is not None:
+            self._rows_total[num] = planned.rows
+            self.reporter.rows_progress(self.steps[num], self._rows_done.get(num, 0), planned.rows)
+
+    def _claim(self, free: int, tidy: bool) -> list[WorkRow]:
+        """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
+        if tidy or self._pending is None:
+            self._flush()
+            return self.work.claim(free, self.cap, self.unsent.on_doubt, self.unsent.on_blocked, tidy=tidy,
+                                   gate_run=self.calls.run)
+        row, outcome = self._pending
+        self._pending = None
+        detail = self.config.redactor.value(outcome.detail)
+        recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
+                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap,
+                                                  gate_run=self.calls.run)
+        if recorded:
+            self._recorded(row, outcome)
+        return rows
+
+    def _flush(self) -> None:
+        """The outcome waiting for the next claim, recorded on its own."""
+        if self._pending is not None:
+            row, outcome = self._pending
+            self._pending = None
+            self._record(row, outcome)
+
+    def _journal_gone(self, exc: JournalError) -> str:
+        flying = len(self._inflight)
+        return (f"{exc.message} - this runner stopped sending; "
+                f"{flying} call(s) in flight end in doubt (another runner, or this task run again, "
+                "takes them back once this runner's lease expires).")
+
+    def _take(self, row: WorkRow) -> None:
+        try:
+            if row.kind == "expand":
+                self._expand(row)
+                return
+            if row.num in self._uncounted:
+                self._counted(row.num)
+            call = call_of(self.plans[row.num], row)
+            got = self.calls.prepare(call, self._refs(row))
+            if isinstance(got, Outcome):
+                self._record(row, got, sent=False)
+                return
+            if got.ids.key is not None and got.ids.key in self._landed:
+                self._record(row, self._repeat(got), sent=False)
+                return
+            got.doubted = row.doubted
+            # The key's round is the work row's: a call that failed goes out again under the next.
+            got.ids = replace(got.ids, round=row.round)
+            value = serial_value(got.params, self.serial_path) if self.serial_path else None
+            if row.num in self.by_reference:
+                # Its value is known only now: gated with it as it starts.
+                self._start(row, got, None, value)
+                return
+            epoch = row.epoch
+            if epoch is None or (row.key_text, row.step_id, row.round) != (got.ids.key, got.ids.step_id,
+                                                                           got.ids.round):
+                # Not moved to sent by the claim, or under key material other than this runner's.
+                epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round)
+            if epoch is None:
+                self.work.release(row)
+                return
+            self._start(row, got, epoch, value)
+        except JournalError as exc:
+            self.broken = self._journal_gone(exc)
+
+    def _start(self, row: WorkRow, got: Prepared, epoch: int | None, value: str | None) -> None:
+        """Send the call, unless a call of its ``serialize_on`` value is in flight or waits before
+        it: it waits, still this runner's, and starts once that value is free.  A call whose value
+        a reference gave (``epoch`` None) is gated with it: while a call of that value is claimed
+        or sent by any runner it waits too, and is gated again when this runner next looks."""
+        # A call gated already waits only for this runner's call in flight: the journal let it
+        # out, so no call of its value waits on another runner (one that waits here for it would
+        # wait for ever).
+        waiting = epoch is None and any(v == value for *_, v in self._held)
+        if value is not None and (self._busy[value] or waiting):
+            self._held.append((row, got, epoch, value))
+            return
+        if epoch is None:
+            try:
+                epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round,
+                                       None if value is None else serial_digest(value))
+            except JournalError as exc:
+                self.broken = self._journal_gone(exc)
+                return
+            if epoch == BUSY:
+                self._held.append((row, got, None, value))
+                return
+            if epoch is None:
+                self._quiet(self.work.release, row)
+                return
+        self._number += 1
+        got.number = self._number
+        if self.width == 1:
+            # One call at a time: sent on this thread, with no hand-over to a worker.
+            future: Future[Any] = Future()
+            future.set_result(self._send(got, epoch))
+        else:
+            future = self._pool.submit(self._send, got, epoch)
+        self._inflight[future] = (row, got)
+        if value is not None:
+            self._busy[value] += 1
+            self._values[future] = value
+
+    def _start_held(self) -> None:
+        """The calls that waited for a ``serialize_on`` value now free, in the order they came."""
+        held, self._held = self._held, []
+        for row, got, epoch, value in held:
+            self._start(row, got, epoch, value)
+
+    def _release_held(self) -> None:
+        """Calls that waited and will not start now (the run stops): back to ready, unsent."""
+        held, self._held = self._held, []
+        for row, *_ in held:
+            self._quiet(self.work.release, row)
+
+    def _refs(self, row: WorkRow) -> dict[str, Any]:
+        # Only a step whose params hold references (or templates) reads the details of the steps
+        # it waits for; a step over an earlier step's table waits for it without reading them.
+        if not row.deps or not self.plans[row.num].params.dynamic:
+            return {}
+        missing = [n for n in row.deps if n not in self._details]
+        if missing:
+            found = self.work.details(missing)
+            for num in missing:
+                self._details[num] = found.get(num) or {}
+        out: dict[str, Any] = {}
+        for num in row.deps:
+            step = self.steps[num]
+            if step.name:
+                out[step.name.lower()] = self._details[num]
+        return out
+
+    def _send(self, ready: Prepared, epoch: int) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
+        """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
+        request of it left."""
+        self.gated.begin(epoch)
+        self.writer.begin()
+        try:
+            outcome = self.calls.execute(ready)
+        except LeaseLost:
+            return None, None, self.gated.left()
+        return outcome, self.writer.kept(), True
+
+    def _collect(self, *, block: bool, until_empty: bool = False) -> None:
+        while self._inflight:
+            done, _ = wait(list(self._inflight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+            for future in done:
+                row, _ = self._inflight.pop(future)
+                value = self._values.pop(future, None)
+                if value is not None:
+                    self._busy[value] -= 1
+                outcome, kept, left = future.result()
+                if outcome is None:
+                    # A request that left is in doubt: the row stays sent, for the runner that
+                    # takes it back once this lease has expired.
+                    if not left:
+                        self._quiet(self.work.release, row)
+                    continue
+                if kept or self._halt_for(row, outcome) or self._pending is not None or self.broken:
+                    self._record(row, outcome, kept)
+                else:
+                    # Recorded with the next claim, in one round trip (before anything reads it).
+                    self._pending = (row, outcome)
+            if self._held and not self.stop.is_set() and self.broken is None:
+                self._start_held()
+            if not until_empty:
+                return
+        if until_empty:
+            # Only at the end: a collect with nothing in flight keeps the outcome for the next claim.
+            self._flush()
+
+    def _quiet(self, action: Any, *args: Any) -> None:
+        try:
+            action(*args)
+        except JournalError as exc:
+            if self.broken is None:
+                self.broken = self._journal_gone(exc)
+
+    def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
+        """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
+        if outcome.halt or (outcome.status in TROUBLE and self.pool.options.stop_on_error):
+            return f"step {row.num} {outcome.status}"
+        return None
+
+    def _record(self, row: WorkRow, outcome: Outcome, kept: dict[str, list[Any]] | None = None, *,
+                sent: bool = True) -> None:
+        halt = self._halt_for(row, outcome)
+        plan = self.plans[row.num]
+        detail = self.config.redactor.value(outcome.detail)
+        try:
+            recorded = self.work.done(row, outcome.status, outcome.entry, detail, doubt=outcome.in_doubt,
+                                      tables=kept, prefix=plan.prefix, into=plan.step.into, halt=halt,
+                                      sent=sent)
+        except JournalError as exc:
+            self.broken = self._journal_gone(exc)
+            return
+        if recorded:
+            self._recorded(row, outcome)
+
+    def _repeat(self, ready: Prepared) -> Outcome:
+        """A call whose key this run landed already: skipped, with that call's answer."""
+        entry, detail = self._landed[ready.ids.key or ""]
+        skipped = {**entry, **ready.call.head(), "status": CallStatus.SKIPPED, "key": entry.get("key"),
+                   "step_id": entry.get("step_id")}
+        return Outcome(ready.call, CallStatus.SKIPPED, skipped, detail, step_id=entry.get("step_id"))
+
+    def _recorded(self, row: WorkRow, outcome: Outcome) -> None:
+        plan = self.plans[row.num]
+        key = outcome.entry.get("key")
+        if outcome.status == CallStatus.COMPLETED and key is not None:
+            self._landed.setdefault(str(key), (outcome.entry, outcome.detail))
+        if outcome.status == CallStatus.COMPLETED and not plan.over_rows:
+            # A step of one call is done: its detail is what references read - as received, not
+            # as the journal keeps it (masked), so that a secret it echoes reaches the next call.
+            self._details[row.num] = outcome.detail if outcome.detail is not None else {}
+        self._told(plan.step, outcome.entry, row.num, row.size)
+
+    def _told(self, step: Step, entry: dict[str, Any], num: int, size: int) -> None:
+        self.reporter.step_finished(step, entry)
+        if self.plans[num].over_rows:
+            # The live view's bar: the rows this runner has done of the step's planned ones.
+            self._rows_done[num] = self._rows_done.get(num, 0) + size
+            self.reporter.rows_progress(step, self._rows_done[num], self._rows_total.get(num))
+
+    def _expand(self, row: WorkRow) -> None:
+        """A step over an earlier step's table: its calls, from the rows the journal keeps."""
+        step = self.steps[row.num]
+        # The task's sample as it is now (a full run may have widened it since this runner joined).
+        sample = (self.journal.shared(self.task) or {}).get("sample")
+        planner = Planner(self.pool, self.task, self.config.variables, sample, redactor=self.config.redactor)
+        calls = table_calls(self.pool, step, row, self.work, planner)
+        if isinstance(calls, str):
+            failed = self.unsent.broken_table(row, calls)
+            assert failed.entry is not None
+            self.work.done(replace(row, idx=PLACEHOLDER), failed.status, failed.entry, None, doubt=None,
+                           halt=failed.halt)
+            return
+        if self.work.expand(row, calls):
+            self._counted(row.num)

@@ -1,1 +1,0 @@
-"""One task shared by runners on several hosts, on a PostgreSQL journal."""
