@@ -150,37 +150,6 @@ def test_the_claim_that_gates_holds_the_cap_serialize_on_and_the_fair_share(jour
     lb.close()
 
 
-def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_the_call(
-        journal: PgJournal) -> None:
-    plan(journal, [(1, 0, None, "k-0"), (1, 1, None, "k-1"), (1, 2, None, "k-2")])
-    la, a = runner(journal)
-    (first,) = claim(a, 1)
-    ok, (second,) = a.done_and_claim(first, "completed", {"num": 1, "status": "completed"}, None, doubt=None,
-                                     limit=1, cap=1, gate_run=RUN)
-    assert ok
-    assert (second.idx, second.step_id) == (1, "t-1-1-1")
-    assert second.epoch is not None
-    assert second.epoch > (first.epoch or 0)
-    assert states(journal) == [(1, 0, "done", None, None), (1, 1, "sent", "k-1", "t-1-1-1"),
-                               (1, 2, "ready", "k-2", None)]
-    # Taken back once its lease expired and sent again by another runner: the first one's outcome
-    # is refused, and the claim that went with it hands it nothing.
-    expire(journal, la)
-    lb, b = runner(journal)
-    (taken,) = b.claim(1, 1, lambda row, expired: None, blocked, gate_run=RUN)
-    assert taken.epoch is not None
-    assert taken.epoch > second.epoch
-    ok, rows = a.done_and_claim(second, "completed", {"num": 1, "status": "completed"}, None, doubt=None,
-                                limit=1, cap=1, gate_run=RUN)
-    assert (ok, rows) == (False, [])
-    assert journal.query("SELECT state, runner, status, doubted FROM work WHERE task = 't' AND idx = 1") == [
-        ("sent", lb.id, None, "t-1-1-1")]
-    # The call after it is still ready for a runner that holds its lease.
-    assert journal.query("SELECT state, runner FROM work WHERE task = 't' AND idx = 2") == [("ready", None)]
-    la.close()
-    lb.close()
-
-
 def keyed_pool(folder: Path, n: int) -> Path:
     data = folder / "rows.jsonl"
     folder.mkdir(parents=True, exist_ok=True)

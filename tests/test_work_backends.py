@@ -433,7 +433,8 @@ def test_the_claim_that_gates_holds_the_cap_serialize_on_and_the_fair_share_of_t
 
 def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_the_call(
         backend: Backend) -> None:
-    plan(backend, [call(1, 0, key="k-0", planned=True), call(1, 1, key="k-1", planned=True)])
+    plan(backend, [call(1, 0, key="k-0", planned=True), call(1, 1, key="k-1", planned=True),
+                   call(1, 2, key="k-2", planned=True)])
     la, a = runner(backend)
     (first,) = gated(a, 1)
     ok, (second,) = a.done_and_claim(first, "completed", {"num": 1, "status": "completed"}, None, doubt=None,
@@ -442,7 +443,8 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     assert (second.idx, second.step_id) == (1, "t-1-1-1")
     assert second.epoch is not None
     assert second.epoch > (first.epoch or 0)
-    assert backend.states() == [(1, 0, "done", None, None), (1, 1, "sent", "k-1", "t-1-1-1")]
+    assert backend.states() == [(1, 0, "done", None, None), (1, 1, "sent", "k-1", "t-1-1-1"),
+                                (1, 2, "ready", "k-2", None)]
     # Taken back once its lease expired and sent again by another runner: the first one's outcome
     # is refused, and the claim that went with it hands it nothing.
     backend.expire(la)
@@ -455,6 +457,8 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     assert (ok, rows) == (False, [])
     assert backend.sql("SELECT state, runner, status, doubted FROM work WHERE task = 't' AND idx = 1") == [
         ("sent", lb.id, None, "t-1-1-1")]
+    # The call after it is still ready for a runner that holds its lease.
+    assert backend.sql("SELECT state, runner FROM work WHERE task = 't' AND idx = 2") == [("ready", None)]
     la.close()
     lb.close()
 

@@ -128,6 +128,22 @@ class StatementsPlanAgain:
         self.db.execute(self._tables, (self.task,))
 
 
+def cut_at_sample(db: Any, task: str, sample: int, *, statements: tuple[str, str, str, str], split: Split,
+                  write: Callable[[Iterable[tuple[Any, ...]]], object], rows: Callable[[Any], list[Any]]
+                  ) -> None:
+    """The chunks planned beyond a task's sample that a wider ``sample`` cuts, split in two at its
+    end, in the caller's transaction on ``db``: the part after the cut takes the next idx, and the
+    calls after it one more each, so the claim hands them out in file order still.  ``statements``:
+    the backend's chunks cut, room made (out of the way, then back one on), the chunk dropped;
+    ``rows`` reads a chunk's data as the backend gives it."""
+    cut_sql, room_out, room_back, drop = statements
+    for num, idx, first, data in db.execute(cut_sql, (task, sample, sample)).fetchall():
+        db.execute(room_out, (task, num, idx))
+        db.execute(room_back, (task, num))
+        db.execute(drop, (task, num, idx))
+        write(split(sample, num, idx=idx, next_idx=idx + 1, first=int(first), data=rows(data)))
+
+
 def plan_again(again: PlanAgain, over: Iterable[OverTable]) -> None:
     """A run again sends some steps again (failed, not run, completed without a key): a step over
     the table of one of them gets its calls from the table that step gives this time, not from

@@ -19,7 +19,15 @@ from pooler.journal.dburl import DbText
 from pooler.journal.postgres.schema import SQL, check_version, connect
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
-from pooler.journal.work import OverTable, Planned, Split, StatementsPlanAgain, narrower, plan_again
+from pooler.journal.work import (
+    OverTable,
+    Planned,
+    Split,
+    StatementsPlanAgain,
+    cut_at_sample,
+    narrower,
+    plan_again,
+)
 from pooler.statuses import TaskStatus
 
 #: The types of the columns of a work row a plan gives, in the order of ``SQL["copy_work"]``, told
@@ -254,18 +262,10 @@ class PgJournal:
             found = db.execute(SQL["lock_shared"], (task_id,)).fetchone()
             if found is None or not narrower(found[0].get("sample"), sample):
                 return False
-            cut = db.execute(SQL["cut_by_sample"], (task_id, sample, sample)).fetchall() if sample else []
-            for num, idx, first, data in cut:
-                # The part after the cut takes the next idx, the calls after it one more each: the
-                # claim hands them out in file order still.
-                db.execute(SQL["make_room_out"], (task_id, num, idx))
-                db.execute(SQL["make_room_back"], (task_id, num))
-                db.execute(SQL["drop_call"], (task_id, num, idx))
-                assert sample is not None
-                parts = split(sample, num, idx=idx, next_idx=idx + 1, first=int(first), data=list(data))
-                with self._copy() as write:
-                    for row in parts:
-                        write(row)
+            if sample:
+                cut = (SQL["cut_by_sample"], SQL["make_room_out"], SQL["make_room_back"], SQL["drop_call"])
+                cut_at_sample(db, task_id, sample, statements=cut, split=split, write=self._write_rows,
+                              rows=list)
             db.execute(SQL["release_beyond"], (task_id, sample, sample))
             db.execute(SQL["update_shared"], (Jsonb({"sample": sample}), task_id))
         return True
@@ -290,6 +290,12 @@ class PgJournal:
                 again = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
                 plan_again(StatementsPlanAgain(db, task_id, again, lambda row: self._restore(db, row)), over)
         return began
+
+    def _write_rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Work rows by the journal's COPY, in the caller's transaction."""
+        with self._copy() as write:
+            for row in rows:
+                write(row)
 
     def _restore(self, db: Any, placeholder: tuple[Any, ...]) -> None:
         """A step's placeholder written by the journal's COPY, in the caller's transaction, unless

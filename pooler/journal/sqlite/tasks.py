@@ -43,10 +43,14 @@ from pooler.journal.work import (
     StatementsPlanAgain,
     WorkStore,
     Write,
+    cut_at_sample,
     narrower,
     plan_again,
 )
 from pooler.statuses import CallStatus
+
+#: The statements that cut a chunk planned beyond a sample (``cut_at_sample``).
+CUT = (SQL["cut_by_sample"], SQL["make_room_out"], SQL["make_room_back"], SQL["drop_call"])
 
 
 class SqliteTaskJournal:
@@ -141,16 +145,10 @@ class SqliteTaskJournal:
             kept = json.loads(found[0]) if found is not None and found[0] else {}
             if found is None or not narrower(kept.get("sample"), sample):
                 return False
-            cut = db.execute(SQL["cut_by_sample"], (task_id, sample, sample)).fetchall() if sample else []
-            for num, idx, first, data in cut:
-                # The part after the cut takes the next idx, the calls after it one more each: the
-                # claim hands them out in file order still.
-                db.execute(SQL["make_room_out"], (task_id, num, idx))
-                db.execute(SQL["make_room_back"], (task_id, num))
-                db.execute(SQL["drop_call"], (task_id, num, idx))
-                assert sample is not None
-                write_work(db, split(sample, num, idx=idx, next_idx=idx + 1, first=int(first),
-                                     data=list(json.loads(data))))
+            if sample:
+                cut_at_sample(db, task_id, sample, statements=CUT, split=split,
+                              write=lambda parts: write_work(db, parts),
+                              rows=lambda data: list(json.loads(data)))
             db.execute(SQL["release_beyond"], (task_id, sample))
             update_doc(db, task_id, {"sample": sample})
         return True
