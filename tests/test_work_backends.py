@@ -27,7 +27,7 @@ from pooler.errors import JournalError
 from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.tasks import SqliteTaskJournal
-from pooler.journal.work import Planned, RunnerLease, Settled, TaskJournal, WorkRow, WorkStore
+from pooler.journal.work import Done, Planned, RunnerLease, Settled, TaskJournal, WorkRow, WorkStore
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -734,3 +734,23 @@ def test_a_journal_in_memory_keeps_leases_alive_on_its_one_connection() -> None:
     lease.close()
     assert backend.sql("SELECT count(*) FROM runners") == [(0,)]
     journal.close()
+
+
+def test_outcomes_recorded_together_are_each_recorded_only_by_the_runner_holding_the_call(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0), call(1, 1), call(1, 2)])
+    la, a = runner(backend)
+    lb, b = runner(backend)
+    assert claim(a, 2) == [(1, 0), (1, 1)]
+    assert claim(b, 1) == [(1, 2)]
+    for work, idx in ((a, 0), (a, 1), (b, 2)):
+        assert work.gate(row_of(1, idx), None, f"s1-{idx}", 1)
+    # Runner a records its two calls and, by mistake, runner b's: that one is refused alone.
+    outcomes = [Done(row_of(1, idx), "completed", {"num": 1, "status": "completed"}, {"n": idx}, None)
+                for idx in (0, 1, 2)]
+    assert a.done_all(outcomes) == [True, True, False]
+    assert backend.sql("SELECT idx, state, status FROM work WHERE task = 't' ORDER BY idx") == [
+        (0, "done", "completed"), (1, "done", "completed"), (2, "sent", None)]
+    assert b.done_all(outcomes[2:]) == [True]
+    la.close()
+    lb.close()

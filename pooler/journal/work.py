@@ -50,6 +50,17 @@ class WorkRow:
     epoch: int | None = None
 
 
+@dataclass(frozen=True)
+class Done:
+    """A call's outcome to record: no tables, no halt (``WorkStore.done_all``)."""
+
+    row: WorkRow
+    status: str
+    entry: dict[str, Any]
+    detail: Any
+    doubt: str | None
+
+
 @dataclass
 class Settled:
     """How a call is ended without being sent (found in doubt, or its step cannot run)."""
@@ -225,6 +236,9 @@ class WorkStore(Protocol):
                        gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
         """A call's outcome recorded and the next calls claimed in one round trip: whether the
         outcome was recorded, and the calls claimed."""
+
+    def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
+        """Outcomes recorded in one transaction: whether each was (False: taken back)."""
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
-from pooler.journal.work import BUSY, LeaseLost, TaskJournal, WorkRow
+from pooler.journal.work import BUSY, Done, LeaseLost, TaskJournal, WorkRow
 from pooler.pool.model import Pool, Step
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
@@ -74,7 +74,7 @@ class Runner:
         self._details: dict[int, Any] = {}
         self._empty = True
         self._tidied = 0.0
-        self._pending: tuple[WorkRow, Outcome] | None = None
+        self._pending: list[tuple[WorkRow, Outcome]] = []
         self._rows_total: dict[int, int] = {}
         #: The ``serialize_on`` path (parallel mode), the resolved values of the calls in flight,
         #: and the calls waiting for theirs.
@@ -175,12 +175,13 @@ class Runner:
 
     def _claim(self, free: int, tidy: bool) -> list[WorkRow]:
         """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
-        if tidy or self._pending is None:
+        if tidy or not self._pending:
             self._flush()
             return self.work.claim(free, self.cap, self.unsent.on_doubt, self.unsent.on_blocked, tidy=tidy,
                                    gate_run=self.calls.run)
-        row, outcome = self._pending
-        self._pending = None
+        *earlier, (row, outcome) = self._pending
+        self._pending = []
+        self._record_all(earlier)
         detail = self.config.redactor.value(outcome.detail)
         recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
                                                   doubt=outcome.in_doubt, limit=free, cap=self.cap,
@@ -190,11 +191,27 @@ class Runner:
         return rows
 
     def _flush(self) -> None:
-        """The outcome waiting for the next claim, recorded on its own."""
-        if self._pending is not None:
-            row, outcome = self._pending
-            self._pending = None
-            self._record(row, outcome)
+        """The outcomes waiting for the next claim, recorded without it."""
+        pending, self._pending = self._pending, []
+        self._record_all(pending)
+
+    def _record_all(self, pending: list[tuple[WorkRow, Outcome]]) -> None:
+        """Outcomes with no tables and no halt: one transaction for all of them."""
+        if len(pending) == 1:
+            self._record(*pending[0])
+            return
+        if not pending:
+            return
+        value = self.config.redactor.value
+        try:
+            recorded = self.work.done_all([Done(row, o.status, o.entry, value(o.detail), o.in_doubt)
+                                           for row, o in pending])
+        except JournalError as exc:
+            self.broken = self._journal_gone(exc)
+            return
+        for (row, outcome), ok in zip(pending, recorded, strict=True):
+            if ok:
+                self._recorded(row, outcome)
 
     def _journal_gone(self, exc: JournalError) -> str:
         flying = len(self._inflight)
@@ -330,11 +347,12 @@ class Runner:
                     if not left:
                         self._quiet(self.work.release, row)
                     continue
-                if kept or self._halt_for(row, outcome) or self._pending is not None or self.broken:
+                if kept or self._halt_for(row, outcome) or self.broken:
                     self._record(row, outcome, kept)
                 else:
-                    # Recorded with the next claim, in one round trip (before anything reads it).
-                    self._pending = (row, outcome)
+                    # Recorded with the next claim, in one transaction (before anything reads it),
+                    # with those that ended meanwhile.
+                    self._pending.append((row, outcome))
             if self._held and not self.stop.is_set() and self.broken is None:
                 self._start_held()
             if not until_empty:

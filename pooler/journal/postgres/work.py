@@ -9,13 +9,14 @@ milliseconds, the calls they hand out are not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.schema import SQL
-from pooler.journal.work import BUSY, BlockedPolicy, DoubtPolicy, Planned, Settled, WorkRow
+from pooler.journal.work import BUSY, BlockedPolicy, Done, DoubtPolicy, Planned, Settled, WorkRow
 
 
 class WorkStore:
@@ -149,6 +150,12 @@ class WorkStore:
             _, rows = self._one(SQL["done_and_claim_gate"], (*args, gate_run), fetch=True)
         claimed = [WorkRow(*r[1:]) for r in rows if r[1] is not None]
         return bool(rows and rows[0][0]), sorted(claimed, key=lambda r: (r.num, r.idx))
+
+    def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
+        """Outcomes recorded in one transaction: whether each was (False: taken back)."""
+        with self._tx() as db:
+            return [bool(db.execute(SQL["done"], self._done_args(d.row, d.status, d.entry, d.detail, d.doubt)
+                                    ).fetchone()[0]) for d in outcomes]
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pooler.journal.records import dumps, split_entry
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.lease import fair_share, gone_runners
-from pooler.journal.work import BUSY, BlockedPolicy, DoubtPolicy, Planned, Settled, WorkRow
+from pooler.journal.work import BUSY, BlockedPolicy, Done, DoubtPolicy, Planned, Settled, WorkRow
 
 
 def work_row(columns: Iterable[Any], epoch: int | None = None) -> WorkRow:
@@ -230,6 +230,13 @@ class SqliteWorkStore:
             if not self._done(db, row, status, entry, detail, doubt=doubt, now=now):
                 return False, []
             return True, self._claim(db, limit, cap, gate_run, now)
+
+    def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
+        """Outcomes recorded in one transaction: whether each was (False: taken back)."""
+        with self.journal.transaction() as db:
+            now = time.time()
+            return [self._done(db, d.row, d.status, d.entry, d.detail, doubt=d.doubt, now=now)
+                    for d in outcomes]
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
