@@ -88,8 +88,11 @@ def three_runners(store: Store, url: str, folder: Path, policy: str, seed: int) 
     wait_for(lambda: query(url, f"SELECT count(*) FROM work WHERE task = 't' AND {done}")[0][0] >= kill_at
              and mine(url, killed.pid, "state = 'sent'") > 0, running=(steady, killed))
     killed.send_signal(signal.SIGKILL)
-    # Woken only once its lease has expired and another runner has taken its calls back.
-    wait_for(lambda: not query(url, "SELECT 1 FROM runners WHERE id LIKE %s", (f"%-{frozen.pid}-%",)))
+    # Woken only once its lease has expired and another runner has taken its calls back (a runner
+    # that froze with none may outlive the task's other work: its lease running out is enough).
+    wait_for(lambda: not query(url, "SELECT 1 FROM runners WHERE id LIKE %s AND lease_until > now()",
+                               (f"%-{frozen.pid}-%",))
+             and mine(url, frozen.pid, "state IN ('claimed', 'sent')") == 0)
     frozen.send_signal(signal.SIGCONT)
     return [finish(steady), finish(killed), finish(frozen)]
 
