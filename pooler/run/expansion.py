@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pooler.journal.work import WorkRow, WorkStore
+from pooler.journal.work import WORK_COLUMNS, WorkRow, WorkStore
 from pooler.pool.compiler import empty_source
 from pooler.pool.model import Pool, Step
 from pooler.run.rulings import table_to_read
 from pooler.run.workplan import Planner
 
-#: Where a work row as the planner makes it holds its key (``pooler.journal.work.WORK_COLUMNS``).
-KEY = 10
+#: Where a work row as the planner makes it holds its key.
+KEY = WORK_COLUMNS.index("key_text")
 
 
 def table_calls(pool: Pool, step: Step, placeholder: WorkRow, work: WorkStore, planner: Planner

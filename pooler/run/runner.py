@@ -82,7 +82,7 @@ class Runner:
         self._busy: Counter[str] = Counter()
         self._values: dict[Future[Any], str] = {}
         self._held: list[tuple[WorkRow, Prepared, int | None, str | None]] = []
-        self.by_reference = serial_by_reference(pool)
+        self.by_reference = serial_by_reference(pool, self.plans)
         self._rows_done: dict[int, int] = {}
         #: The keys this runner landed, with their entry and detail: a call of the same key later
         #: in the run is skipped with them, not sent again.

@@ -84,7 +84,7 @@ class Planner:
         self._numbers: dict[str, int] | None = None
         opts = pool.options
         self.serialize_on = opts.serialize_on if opts.mode == "parallel" else None
-        self.serial_by_reference = serial_by_reference(pool)
+        self.serial_by_reference = serial_by_reference(pool, self.plans)
 
     def rows_of(self, step: Step, data: Iterable[Any], *, first: int = 0, idx: int = 0
                 ) -> Iterator[tuple[Any, ...]]:
@@ -267,13 +267,13 @@ def serial_digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
-def serial_by_reference(pool: Pool) -> frozenset[int]:
+def serial_by_reference(pool: Pool, plans: Mapping[int, StepPlan]) -> frozenset[int]:
     """The steps whose ``serialize_on`` value is a reference to an earlier step: it is known only
-    to the runner that resolves a call's params, which gates the call with it (never the claim)."""
+    to the runner that resolves a call's params, which gates the call with it (never the claim).
+    ``plans``: the pool's step plans, as ``step_plans`` made them."""
     opts = pool.options
     if opts.mode != "parallel" or opts.serialize_on is None:
         return frozenset()
-    plans = step_plans(pool)
     return frozenset(s.num for s in pool.steps if _by_reference(plans[s.num], opts.serialize_on))
 
 
