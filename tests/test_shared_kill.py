@@ -76,7 +76,10 @@ def three_runners(store: Store, url: str, folder: Path, policy: str, seed: int) 
     pool = big_pool(folder)
     extra = ("--width", "4", "--in-doubt", policy, *LEASE)
     steady = start_runner(pool, store, url, "t", folder / "out1", *extra)
-    wait_for(lambda: bool(query(url, "SELECT 1 FROM tasks WHERE id = 't'")))
+    # The others join once the first holds its lease: a runner that joins before it does may
+    # begin a run again under it (the join race in the note, tested on its own there).
+    wait_for(lambda: bool(query(url, "SELECT 1 FROM runners WHERE task = 't' AND id LIKE %s",
+                                (f"%-{steady.pid}-%",))), running=(steady,))
     killed = start_runner(pool, store, url, "t", folder / "out2", *extra)
     frozen = start_runner(pool, store, url, "t", folder / "out3", *extra)
     kill_at = rng.randrange(10, 150)
