@@ -27,7 +27,7 @@ from pooler.errors import JournalError
 from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.tasks import SqliteTaskJournal
-from pooler.journal.work import Done, Planned, RunnerLease, Settled, TaskJournal, WorkRow, WorkStore
+from pooler.journal.work import Done, Planned, RunnerLease, Seat, Settled, TaskJournal, WorkRow, WorkStore
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -754,3 +754,49 @@ def test_outcomes_recorded_together_are_each_recorded_only_by_the_runner_holding
     assert b.done_all(outcomes[2:]) == [True]
     la.close()
     lb.close()
+
+
+def test_a_runner_that_joins_right_after_another_takes_part_in_its_run_before_it_sends_anything(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0), call(1, 1, key="k-1")])
+    lease, work = runner(backend)
+    assert claim(work) == [(1, 0), (1, 1)]
+    finish(work, 1, 0, "failed")
+    finish(work, 1, 1, "failed")
+    lease.close()
+    # The first runner's lease is taken in the transaction that begins the run again: the one
+    # joining next finds it there, though the first has not claimed or sent a call yet.
+    first, second = Seat.new(30, None), Seat.new(30, None)
+    assert backend.journal.join("t", "stop", seat=first) is True
+    assert backend.journal.join("t", "stop", seat=second) is False
+    assert backend.sql("SELECT num, idx, state, round FROM work WHERE task = 't' ORDER BY idx") == [
+        (1, 0, "ready", 2), (1, 1, "ready", 2)]
+    assert backend.sql("SELECT again FROM tasks WHERE id = 't'") == [(2,)]
+    assert backend.journal.live_runners("t") == 2
+    for seat in (first, second):
+        backend.journal.lease("t", seat.seconds, seat.width, seat).close()
+    assert backend.journal.live_runners("t") == 0
+
+
+def test_the_runner_that_plans_a_task_holds_its_lease_as_the_plan_is_committed(backend: Backend) -> None:
+    seat = Seat.new(30, 4)
+    with backend.journal.creating("t", "/pool.yaml", {"steps": []}, seat) as write:
+        assert write is not None
+        write(call(1, 0))
+    assert seat.taken is not None
+    assert backend.sql("SELECT width FROM runners WHERE id = ?", seat.id) == [(4,)]
+    # A runner joining as the planner starts its run takes part in that run: no run again.
+    assert backend.journal.join("t", "stop", seat=Seat.new(30, None)) is False
+    assert backend.sql("SELECT again FROM tasks WHERE id = 't'") == [(1,)]
+
+
+def test_a_run_again_keeps_what_its_command_says_in_the_tasks_document_in_the_transaction_that_begins_it(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0)], doc={"steps": [], "options": {"stop_on_error": True}})
+    assert backend.journal.join("t", "retry", again={"options": {"stop_on_error": False}}) is True
+    assert (backend.journal.shared("t") or {})["options"] == {"stop_on_error": False}
+    lease, _ = runner(backend)
+    # Joined while a runner holds the task: the run it is in keeps its document.
+    assert backend.journal.join("t", "retry", again={"options": {"stop_on_error": True}}) is False
+    assert (backend.journal.shared("t") or {})["options"] == {"stop_on_error": False}
+    lease.close()

@@ -7,23 +7,22 @@ registered, renewed and given up."""
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
 import threading
 import time
 
-from pooler.journal.work import LeaseLost
+from pooler.journal.work import LeaseLost, Seat
 
 
 class Heartbeat:
     """A runner of ``task`` holding a lease of ``seconds``; ``renew`` and ``give_up`` are the
     backend's."""
 
-    def __init__(self, task: str, seconds: float) -> None:
+    def __init__(self, task: str, seat: Seat) -> None:
         self.task = task
-        self.seconds = seconds
-        self.id = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.seconds = seat.seconds
+        self.id = seat.id
+        self.width = seat.width
+        seconds = seat.seconds
         # A margin for the time between the check and the request leaving, and for clock rates.
         self.margin = min(1.0, seconds / 5)
         self.lost: str | None = None

@@ -11,6 +11,9 @@ recorded: ruled by the runner's first tidy), ``beyond`` (after a sampled plan's 
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -48,6 +51,23 @@ class WorkRow:
     step_id: str | None
     #: The fencing epoch when the claim moved the call to sent (``gate_run``); None: claimed.
     epoch: int | None = None
+
+
+@dataclass
+class Seat:
+    """A runner's lease, taken in the transaction that creates or joins its task (so a runner
+    joining meanwhile finds it there, and joins the run it is in rather than beginning one
+    again): who, for how long, with how many calls in flight at most.  The journal sets ``taken``
+    (monotonic) as it takes it: the lease's local deadline counts from there."""
+
+    id: str
+    seconds: float
+    width: int | None
+    taken: float | None = None
+
+    @classmethod
+    def new(cls, seconds: float, width: int | None) -> Seat:
+        return cls(f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}", seconds, width)
 
 
 @dataclass(frozen=True)
@@ -198,6 +218,8 @@ class RunnerLease(Protocol):
 
     id: str
     lost: str | None
+    #: The calls it has in flight at most (None: the task's cap).
+    width: int | None
 
     def alive(self) -> bool:
         """Whether a request may leave now."""
@@ -306,11 +328,12 @@ class TaskJournal(Protocol):
     def shared(self, task_id: str) -> dict[str, Any] | None:
         """What the task keeps of its pool (its document); None when there is no such task."""
 
-    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any]
+    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any], seat: Seat | None = None
                  ) -> AbstractContextManager[Write | None]:
         """The task created with its plan (the caller writes its rows with what this gives), in
         one transaction that commits when the block ends and leaves nothing when it raises; None
-        when another runner created the task first."""
+        when another runner created the task first.  ``seat``: the planner's lease, taken as the
+        transaction ends."""
 
     def widening(self, task_id: str, sample: int | None
                  ) -> AbstractContextManager[tuple[dict[int, Planned], Write] | None]:
@@ -321,9 +344,12 @@ class TaskJournal(Protocol):
 
     def planned(self, task_id: str) -> dict[int, Planned]: ...
 
-    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = ()) -> bool:
+    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = (), *, seat: Seat | None = None,
+             again: dict[str, Any] | None = None) -> bool:
         """One more runner of the task; whether it starts a new run of it (``plan_again`` is
-        that run's, over the steps ``over`` a table, in the transaction that starts it)."""
+        that run's, over the steps ``over`` a table, and ``again`` is merged into the task's
+        document, in the transaction that starts it).  ``seat``: this runner's lease, taken in
+        the same transaction, under the task's lock."""
 
     def run_of(self, task_id: str) -> int:
         """The run of the task its runners are in now."""
@@ -356,8 +382,10 @@ class TaskJournal(Protocol):
         """The table rows the task's calls gave, in call order: (num, idx, name, prefix, into, rows),
         a part a call (``pooler gather``)."""
 
-    def lease(self, task_id: str, seconds: float, width: int | None) -> RunnerLease:
-        """This process registered as a runner of the task."""
+    def lease(self, task_id: str, seconds: float, width: int | None, seat: Seat | None = None
+              ) -> RunnerLease:
+        """This process registered as a runner of the task (by ``seat``: taken already, as the
+        task was created or joined)."""
 
     def work(self, task_id: str, runner: str) -> WorkStore: ...
 

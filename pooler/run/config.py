@@ -90,3 +90,11 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
                     params=plan_params(step.params, known, step), deps=frozenset(deps),
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables)
+
+
+def runner_width(pool: Pool, width: int | None) -> int:
+    """The calls a runner of ``pool`` has in flight at most: its ``width``, within the pool's cap
+    (one in sequential mode)."""
+    opts = pool.options
+    cap = opts.max_concurrency if opts.mode == "parallel" else 1
+    return min(width or cap, cap)

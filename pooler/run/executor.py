@@ -44,7 +44,7 @@ from pooler.errors import JournalError
 from pooler.journal.opening import open_journal
 from pooler.journal.records import pool_identity
 from pooler.journal.timeline import run_facts
-from pooler.journal.work import TaskJournal
+from pooler.journal.work import Seat, TaskJournal
 from pooler.pool.compiler import Plan, data_of
 from pooler.pool.model import Pool
 from pooler.run.config import RunConfig, values_of
@@ -133,12 +133,19 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
     reporter = listener(reporter)
     stop = stop or threading.Event()
     taking = taking or RunnerConfig()
-    pool, planned, began = join_task(journal, pool, config, key_scope=taking.key_scope, store=store)
-    journal.record_run(config.task_id or "", config.redactor.value(run_facts(pool, client, config.again)))
-    kept = journal.shared(config.task_id or "") or {}
-    in_doubt = kept.get("in_doubt", config.in_doubt)
-    runner = Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), width=taking.width,
-                    lease=taking.lease, reporter=reporter, stop=stop, began=began and not planned)
+    seat = Seat.new(taking.lease, taking.width)
+    pool, planned, began = join_task(journal, pool, config, key_scope=taking.key_scope, store=store,
+                                     seat=seat)
+    lease = journal.lease(config.task_id or "", seat.seconds, seat.width, seat)
+    try:
+        journal.record_run(config.task_id or "", config.redactor.value(run_facts(pool, client, config.again)))
+        kept = journal.shared(config.task_id or "") or {}
+        in_doubt = kept.get("in_doubt", config.in_doubt)
+        runner = Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), lease=lease,
+                        reporter=reporter, stop=stop, began=began and not planned)
+    except BaseException:
+        lease.close()
+        raise
     if planned if config.clear_tables is None else config.clear_tables:
         # A new task's tables start empty; a task run again keeps the rows of the calls it skips.
         runner.writer.clear_step_tables()

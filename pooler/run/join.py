@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 
 from pooler.errors import JournalError
 from pooler.journal.records import pool_identity
-from pooler.journal.work import Planned, TaskJournal, Write, narrower
+from pooler.journal.work import Planned, Seat, TaskJournal, Write, narrower
 from pooler.pool.compiler import Plan, plan_for_joining_runner
 from pooler.pool.datafiles import DataFile, locate
 from pooler.pool.model import Options, Pool
-from pooler.run.config import RunConfig
+from pooler.run.config import RunConfig, runner_width
 from pooler.run.planfiles import (
     POOL_FILE,
     PlannedFile,
@@ -51,11 +51,13 @@ class Joined(NamedTuple):
 
 
 def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope: str | None = None,
-              store: str | None = None) -> Joined:
+              store: str | None = None, seat: Seat | None = None) -> Joined:
     """Plan the task (first runner) or join it: the pool with the task's own options, whether
     this runner planned it, and whether it began a run of it (planned it, or ran it again).  A
     new task of a ``key_scope`` skips the calls whose key a task of that scope has landed.
-    ``store``: the store this runner sends to (a task belongs to one)."""
+    ``store``: the store this runner sends to (a task belongs to one).  ``seat``: this runner's
+    lease, taken in the transaction that creates or joins the task (its width held to the task's
+    cap first), so that runners starting together take part in one run."""
     task = config.task_id
     assert task is not None
     found = journal.shared(task)
@@ -69,7 +71,9 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
             doc["key_scope"] = key_scope
         if store is not None:
             doc["store"] = store
-        with journal.creating(task, pool_identity(pool.file), doc) as write:
+        if seat is not None:
+            seat.width = runner_width(pool, seat.width)
+        with journal.creating(task, pool_identity(pool.file), doc, seat) as write:
             if write is not None:
                 plan = _plan_pass(pool, config, write, None)
                 # Kept with the task as the block ends, in its transaction.
@@ -108,12 +112,14 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
     if narrower(found.get("sample"), config.sample):
         _widen(journal, task, joined, config, planned_all=bool(found.get("planned_all")))
     stop = pool.options.stop_on_error
-    began = journal.join(task, config.in_doubt, planner.over_tables())
-    if began and stop != joined.options.stop_on_error:
-        # A new run of the task stops at a failure or goes on as its command says (as with
-        # --in-doubt), for every runner that joins it.
-        with journal.replanning(task) as kept:
-            kept.update_doc({"options": {**found["options"], "stop_on_error": stop}})
+    # A new run of the task stops at a failure or goes on as its command says (as with
+    # --in-doubt), for every runner that joins it.
+    again = {"options": {**found["options"], "stop_on_error": stop}}
+    if seat is not None:
+        seat.width = runner_width(joined, seat.width)
+    began = journal.join(task, config.in_doubt, planner.over_tables(), seat=seat,
+                         again=again if stop != joined.options.stop_on_error else None)
+    if began:
         joined = replace(joined, options=replace(joined.options, stop_on_error=stop))
     return Joined(joined, False, began)
 

@@ -18,11 +18,11 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
-from pooler.journal.work import BUSY, Done, LeaseLost, TaskJournal, WorkRow
+from pooler.journal.work import BUSY, Done, LeaseLost, RunnerLease, TaskJournal, WorkRow
 from pooler.pool.model import Pool, Step
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
-from pooler.run.config import RunConfig, pool_base
+from pooler.run.config import RunConfig, pool_base, runner_width
 from pooler.run.events import Reporter
 from pooler.run.expansion import table_calls
 from pooler.run.gated import GatedClient, KeepingWriter
@@ -38,8 +38,7 @@ TIDY = 1.0
 
 class Runner:
     def __init__(self, journal: TaskJournal, pool: Pool, client: ToolRunClient, *, config: RunConfig,
-                 width: int | None, lease: float, reporter: Reporter, stop: threading.Event,
-                 began: bool = False) -> None:
+                 lease: RunnerLease, reporter: Reporter, stop: threading.Event, began: bool = False) -> None:
         self.journal = journal
         self.pool = pool
         self.config = config
@@ -49,8 +48,9 @@ class Runner:
         opts = pool.options
         self.parallel = opts.mode == "parallel"
         self.cap = opts.max_concurrency if self.parallel else 1
-        self.width = min(width or self.cap, self.cap)
-        self.lease = journal.lease(self.task, lease, self.width)
+        self.width = runner_width(pool, lease.width)
+        #: Taken as this runner joined the task (``join_task``).
+        self.lease = lease
         self.work = journal.work(self.task, self.lease.id)
         self.plans = step_plans(pool)
         self.steps = {s.num: s for s in pool.steps}

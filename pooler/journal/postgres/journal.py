@@ -16,6 +16,7 @@ from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
 from pooler.journal.dburl import DbText
+from pooler.journal.postgres.lease import take
 from pooler.journal.postgres.schema import SQL, check_version, connect
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
@@ -168,13 +169,14 @@ class PgJournal:
         return True
 
     @contextmanager
-    def creating(self, task_id: str, pool_file: str, shared: dict[str, Any]
+    def creating(self, task_id: str, pool_file: str, shared: dict[str, Any], seat: api.Seat | None = None
                  ) -> Iterator[Callable[[tuple[Any, ...]], None] | None]:
         """The task created, its plan written by the caller with the function this gives (a work
         row at a time, by COPY), in one transaction that commits when the block ends and is rolled
         back, leaving no task and no rows, when it raises; None when another runner created the
         task first (a runner creating it meanwhile is waited for, so its plan is found whole).
-        ``shared`` is kept as the block leaves it (what the plan found is added to it there)."""
+        ``shared`` is kept as the block leaves it (what the plan found is added to it there).
+        ``seat``: the planner's lease, taken as the transaction ends."""
         import psycopg  # noqa: PLC0415
         from psycopg.types.json import Jsonb  # noqa: PLC0415
 
@@ -192,6 +194,8 @@ class PgJournal:
                     if shared.get("key_scope") is not None:
                         # A key landed by another task of the scope is not sent again by this one.
                         self.conn.execute(SQL["skip_keys_of_scope"], (shared["key_scope"], task_id, task_id))
+                    if seat is not None:
+                        take(self.conn, task_id, seat)
                 # The planner needs to know how many calls there are to pick the indexes.
                 self.conn.execute(SQL["analyze_work"])
             except psycopg.Error as exc:
@@ -274,11 +278,15 @@ class PgJournal:
         """What the task's plan holds of each step, by step number."""
         return _planned(self.query(SQL["planned"], (task_id,)))
 
-    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = ()) -> bool:
+    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = (), *,
+             seat: api.Seat | None = None, again: dict[str, Any] | None = None) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
-        new run, in which the calls that failed are sent again (``pooler_run_again``, 0006), and
-        the steps ``over`` a table of a step sent again are planned again (``plan_again``), in
-        one transaction under the task's lock."""
+        new run, in which the calls that failed are sent again (``pooler_run_again``, 0006), the
+        steps ``over`` a table of a step sent again are planned again (``plan_again``) and
+        ``again`` is merged into the task's document, in one transaction under the task's lock;
+        ``seat`` is taken in it, so a runner joining next finds this one alive."""
+        from psycopg.types.json import Jsonb  # noqa: PLC0415
+
         _, dead = self._leases(task_id)
         if dead:
             # Killed here: their leases end now, so this runner takes their calls back at once
@@ -287,8 +295,13 @@ class PgJournal:
         with self.transaction() as db:
             began = bool(db.execute(SQL["run_again"], (task_id, in_doubt)).fetchone()[0])
             if began:
-                again = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
-                plan_again(StatementsPlanAgain(db, task_id, again, lambda row: self._restore(db, row)), over)
+                statements = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
+                plan_again(StatementsPlanAgain(db, task_id, statements, lambda row: self._restore(db, row)),
+                           over)
+                if again:
+                    db.execute(SQL["update_shared"], (Jsonb(again), task_id))
+            if seat is not None:
+                take(db, task_id, seat)
         return began
 
     def _write_rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -332,10 +345,11 @@ class PgJournal:
     def table_rows(self, task_id: str) -> list[tuple[Any, ...]]:
         return self.query(SQL["table_rows_of_task"], (task_id,))
 
-    def lease(self, task_id: str, seconds: float, width: int | None) -> api.RunnerLease:
+    def lease(self, task_id: str, seconds: float, width: int | None, seat: api.Seat | None = None
+              ) -> api.RunnerLease:
         from pooler.journal.postgres.lease import Lease  # noqa: PLC0415
 
-        return Lease(self.url, task_id, seconds, width)
+        return Lease(self.url, task_id, seconds, width, seat)
 
     def work(self, task_id: str, runner: str) -> api.WorkStore:
         from pooler.journal.postgres.work import WorkStore  # noqa: PLC0415

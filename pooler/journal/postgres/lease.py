@@ -14,32 +14,44 @@ import contextlib
 import os
 import socket
 import time
+from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText
 from pooler.journal.heartbeat import Heartbeat, taken_back
 from pooler.journal.postgres.schema import SQL, connect
+from pooler.journal.work import Seat
+
+
+def take(db: Any, task: str, seat: Seat) -> None:
+    """``seat`` taken as a runner of ``task``, on the connection ``db`` (in its transaction)."""
+    seat.taken = time.monotonic()
+    db.execute(SQL["take_lease"],
+               (seat.id, task, socket.gethostname(), os.getpid(), seat.seconds, seat.width))
 
 
 class Lease(Heartbeat):
-    """Registers a runner of ``task`` (with the calls it has in flight at most, its ``width``) and
-    renews its lease every third of ``seconds``, on a connection of its own."""
+    """Registers a runner of ``task`` (with the calls it has in flight at most, its ``width``),
+    unless its ``seat`` was taken already, and renews its lease every third of ``seconds``, on a
+    connection of its own."""
 
-    def __init__(self, url: str, task: str, seconds: float, width: int | None = None) -> None:
-        super().__init__(task, seconds)
-        self.url = url
-        self._conn = connect(url)
-        began = time.monotonic()
+    def __init__(self, url: str, task: str, seconds: float, width: int | None = None,
+                 seat: Seat | None = None) -> None:
         import psycopg  # noqa: PLC0415
 
-        try:
-            self._conn.execute(SQL["take_lease"], (self.id, task, socket.gethostname(), os.getpid(), seconds,
-                                                   width))
-        except psycopg.Error as exc:
-            self._conn.close()
-            text = DbText(url)
-            raise JournalError(f"the journal {text.shown} failed: {text.error(exc)}") from None
-        self._started(began)
+        self.url = url
+        self._conn = connect(url)
+        if seat is None:
+            seat = Seat.new(seconds, width)
+            try:
+                take(self._conn, task, seat)
+            except psycopg.Error as exc:
+                self._conn.close()
+                text = DbText(url)
+                raise JournalError(f"the journal {text.shown} failed: {text.error(exc)}") from None
+        super().__init__(task, seat)
+        assert seat.taken is not None
+        self._started(seat.taken)
 
     def renew(self) -> str | None:
         import psycopg  # noqa: PLC0415

@@ -26,6 +26,7 @@ from pooler.errors import JournalError
 from pooler.journal.heartbeat import Heartbeat, taken_back
 from pooler.journal.sqlite.file import SQL, alive, host
 from pooler.journal.sqlite.journal import Journal
+from pooler.journal.work import Seat
 
 
 def _dead_here(where: str, pid: int, here: str) -> bool:
@@ -86,17 +87,28 @@ def fair_share(db: sqlite3.Connection, task: str, runner: str, cap: int, now: fl
     return left // n + (1 if rank < left % n else 0)
 
 
+def take(db: sqlite3.Connection, task: str, seat: Seat) -> None:
+    """``seat`` taken as a runner of ``task``, in the caller's transaction."""
+    seat.taken = time.monotonic()
+    now = time.time()
+    db.execute(SQL["take_lease"], (seat.id, task, host(), os.getpid(), now, now + seat.seconds, seat.width))
+
+
 class SqliteLease(Heartbeat):
     """Registers a runner of ``task`` (with the calls it has in flight at most, its ``width``) in
-    ``journal`` and renews its lease every third of ``seconds`` (``pooler.journal.work.RunnerLease``)."""
+    ``journal``, unless its ``seat`` was taken already, and renews its lease every third of
+    ``seconds`` (``pooler.journal.work.RunnerLease``)."""
 
-    def __init__(self, journal: Journal, task: str, seconds: float, width: int | None = None) -> None:
-        super().__init__(task, seconds)
+    def __init__(self, journal: Journal, task: str, seconds: float, width: int | None = None,
+                 seat: Seat | None = None) -> None:
+        if seat is None:
+            seat = Seat.new(seconds, width)
+            with journal.transaction() as db:
+                take(db, task, seat)
+        super().__init__(task, seat)
         self.journal = journal
-        began = time.monotonic()
-        now = time.time()
-        journal.change(SQL["take_lease"], (self.id, task, host(), os.getpid(), now, now + seconds, width))
-        self._started(began)
+        assert seat.taken is not None
+        self._started(seat.taken)
 
     def renew(self) -> str | None:
         now = time.time()

@@ -24,7 +24,7 @@ from pooler.journal.records import PlanCounts, TaskRow, dumps, now_text
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.history import SqliteHistory
 from pooler.journal.sqlite.journal import Journal
-from pooler.journal.sqlite.lease import SqliteLease, end_dead_leases, live_runners
+from pooler.journal.sqlite.lease import SqliteLease, end_dead_leases, live_runners, take
 from pooler.journal.sqlite.work import (
     SqliteWorkStore,
     Writer,
@@ -39,6 +39,7 @@ from pooler.journal.work import (
     Planned,
     Replanning,
     RunnerLease,
+    Seat,
     Split,
     StatementsPlanAgain,
     WorkStore,
@@ -104,12 +105,14 @@ class SqliteTaskJournal:
         return found
 
     @contextmanager
-    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any]) -> Iterator[Write | None]:
+    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any], seat: Seat | None = None
+                 ) -> Iterator[Write | None]:
         """The task created, its plan written by the caller with the function this gives, in one
         write transaction that commits when the block ends and leaves nothing when it raises; None
         when another runner created the task first (one creating it meanwhile is waited for, up to
         the journal's busy timeout).  ``doc`` is kept as the block leaves it; a task of a
-        ``key_scope`` skips the calls whose key another task of the scope has landed."""
+        ``key_scope`` skips the calls whose key another task of the scope has landed.  ``seat``:
+        the planner's lease, taken as the transaction ends (a long plan does not eat into it)."""
         with self.journal.transaction() as db:
             made = db.execute(SQL["create_shared"], (task_id, pool_file, now_text(), dumps(doc))).rowcount
             if made != 1:
@@ -128,6 +131,8 @@ class SqliteTaskJournal:
                     skipped["status"] = CallStatus.SKIPPED
                     db.execute(SQL["skip_landed"], (step_id, detail, dumps(skipped), done_ms, task_id, num,
                                                     idx))
+            if seat is not None:
+                take(db, task_id, seat)
 
     @contextmanager
     def widening(self, task_id: str, sample: int | None
@@ -173,30 +178,42 @@ class SqliteTaskJournal:
 
     # Runners
 
-    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = ()) -> bool:
+    def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = (), *, seat: Seat | None = None,
+             again: dict[str, Any] | None = None) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
         new run of it: when no live runner holds the task, the calls that failed are sent again
         under their next key round, those not run and those completed without a key are ready
         again, those in doubt wait for the rule of the runner that tidies first (by ``in_doubt``),
-        and the task's halt is cleared."""
+        ``again`` is merged into the task's document and its halt is cleared.  ``seat`` is taken
+        in the same write transaction: a runner joining next finds this one alive."""
         with self.journal.transaction() as db:
-            now = time.time()
-            # Killed here: their leases end now, so this runner takes their calls back at once
-            # (in doubt, by the task's policy) rather than when the leases would have run out.
-            end_dead_leases(db, task_id, now)
-            if live_runners(db.execute(SQL["runners_of_task"], (task_id,)), now):
-                db.execute(SQL["join_live_run"], (task_id,))
-                return False
-            db.execute(SQL["again_failed"], (task_id,))
-            db.execute(SQL["again_not_run"], (task_id,))
-            db.execute(SQL["again_unkeyed"], (task_id,))
-            db.execute(SQL["again_in_doubt"], (task_id,))
-            db.execute(SQL["again_task"], (in_doubt, task_id))
-            again = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
-            restore = SQL["restore_placeholder"]
-            plan_again(StatementsPlanAgain(db, task_id, again,
-                                           lambda row: db.execute(restore, work_values(row))), over)
-            return True
+            began = self._join(db, task_id, in_doubt, over, again)
+            if seat is not None:
+                take(db, task_id, seat)
+            return began
+
+    @staticmethod
+    def _join(db: sqlite3.Connection, task_id: str, in_doubt: str, over: Sequence[OverTable],
+              again: dict[str, Any] | None) -> bool:
+        now = time.time()
+        # Killed here: their leases end now, so this runner takes their calls back at once
+        # (in doubt, by the task's policy) rather than when the leases would have run out.
+        end_dead_leases(db, task_id, now)
+        if live_runners(db.execute(SQL["runners_of_task"], (task_id,)), now):
+            db.execute(SQL["join_live_run"], (task_id,))
+            return False
+        db.execute(SQL["again_failed"], (task_id,))
+        db.execute(SQL["again_not_run"], (task_id,))
+        db.execute(SQL["again_unkeyed"], (task_id,))
+        db.execute(SQL["again_in_doubt"], (task_id,))
+        db.execute(SQL["again_task"], (in_doubt, task_id))
+        if again:
+            update_doc(db, task_id, again)
+        statements = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
+        restore = SQL["restore_placeholder"]
+        plan_again(StatementsPlanAgain(db, task_id, statements,
+                                       lambda row: db.execute(restore, work_values(row))), over)
+        return True
 
     def run_of(self, task_id: str) -> int:
         """The run of the task its runners are in now (part of each call's step id)."""
@@ -206,9 +223,10 @@ class SqliteTaskJournal:
         """Runners of the task whose lease is alive, but for those whose process is gone."""
         return len(live_runners(self.journal.query(SQL["runners_of_task"], (task_id,)), time.time()))
 
-    def lease(self, task_id: str, seconds: float, width: int | None) -> RunnerLease:
-        """This process registered as a runner of the task."""
-        return SqliteLease(self.journal, task_id, seconds, width)
+    def lease(self, task_id: str, seconds: float, width: int | None, seat: Seat | None = None
+              ) -> RunnerLease:
+        """This process registered as a runner of the task (by ``seat``: taken already)."""
+        return SqliteLease(self.journal, task_id, seconds, width, seat)
 
     def work(self, task_id: str, runner: str) -> WorkStore:
         return SqliteWorkStore(self.journal, task_id, runner)

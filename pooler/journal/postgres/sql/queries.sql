@@ -70,8 +70,10 @@ UPDATE runners SET lease_until = now() WHERE id = ANY(%s);
 
 -- name: take_lease
 -- A runner of the task: its lease, on the database's clock, and the calls it has in flight at most.
+-- Taken as the transaction that creates or joins the task ends: from the clock of now, not of the
+-- transaction's start (a plan may take longer than a lease).
 INSERT INTO runners (id, task, host, pid, lease_until, width)
-VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s), %s);
+VALUES (%s, %s, %s, %s, clock_timestamp() + make_interval(secs => %s), %s);
 
 -- name: renew_lease
 -- Only while the lease is alive: a runner whose calls were taken back never gets it again.
