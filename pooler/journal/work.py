@@ -71,6 +71,38 @@ class Seat:
 
 
 @dataclass(frozen=True)
+class Redrive:
+    """What a redrive sends again of its task (``pooler redrive``): its failed calls (under the
+    next key round), those in doubt (by the run's --in-doubt, or their probe) and those not run,
+    of one step and rows (``rows``: first and last, as the run numbers them) or of all.  Nothing
+    that completed or was skipped is sent again."""
+
+    failed: bool = True
+    in_doubt: bool = True
+    not_run: bool = True
+    step: int | None = None
+    rows: tuple[int, int] | None = None
+
+    def params(self, task: str, policy: str) -> dict[str, Any]:
+        """The named parameters of the backends' ``redrive_*`` statements."""
+        lo, hi = self.rows if self.rows is not None else (None, None)
+        return {"task": task, "failed": int(self.failed), "in_doubt": int(self.in_doubt),
+                "not_run": int(self.not_run), "step": self.step, "lo": lo, "hi": hi,
+                "in_doubt_policy": policy}
+
+
+def redrive_again(db: Any, statements: Sequence[str], redrive: Redrive, task: str, policy: str) -> None:
+    """The work rows of ``task`` made ready for ``redrive`` on the connection ``db``, in the
+    transaction that begins it (the task's lock held, no live runner).  ``statements``: the
+    backend's ``redrive_aside``, ``redrive_doubt_aside``, ``redrive_failed``, ``redrive_not_run``
+    and ``redrive_in_doubt``, in that order (the calls it does not send set aside first, so the
+    ones it puts back are not)."""
+    params = redrive.params(task, policy)
+    for statement in statements:
+        db.execute(statement, params)
+
+
+@dataclass(frozen=True)
 class Done:
     """A call's outcome to record: no tables, no halt (``WorkStore.done_all``)."""
 
@@ -345,11 +377,12 @@ class TaskJournal(Protocol):
     def planned(self, task_id: str) -> dict[int, Planned]: ...
 
     def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = (), *, seat: Seat | None = None,
-             again: dict[str, Any] | None = None) -> bool:
+             again: dict[str, Any] | None = None, redrive: Redrive | None = None) -> bool:
         """One more runner of the task; whether it starts a new run of it (``plan_again`` is
         that run's, over the steps ``over`` a table, and ``again`` is merged into the task's
         document, in the transaction that starts it).  ``seat``: this runner's lease, taken in
-        the same transaction, under the task's lock."""
+        the same transaction, under the task's lock.  ``redrive``: the new run sends only what
+        it says (``redrive_again``), not what a run again would."""
 
     def run_of(self, task_id: str) -> int:
         """The run of the task its runners are in now."""

@@ -98,6 +98,7 @@ class _Loader:
         return Pool(
             file=self.file,
             steps=steps,
+            document=_document(value, steps_value, steps),
             options=_options({name: value[name] for name in options}),
             description=str(value.get("description", "")),
             variables=_variables(declared, wrong) if isinstance(declared, dict) else {},
@@ -258,6 +259,21 @@ class _Loader:
             source.positions.alias((*at, "params"), (*at, "params_source"))
         result: dict[str, Any] = doc.value
         return result
+
+
+def _document(value: dict[str, Any], steps_value: Any, steps: list[Step]) -> dict[str, Any]:
+    """The pool as one document, its steps and their params read from the files ``pool_source``
+    and ``params_source`` name: what a task keeps, so that ``pooler redrive`` needs neither."""
+    doc = {k: v for k, v in value.items() if k != "pool_source"}
+    raws = steps_value if isinstance(steps_value, list) else []
+    inlined = []
+    for raw, step in zip(raws, steps, strict=False):
+        if isinstance(raw, dict) and "params_source" in raw and raw.get("params") is None:
+            inlined.append({**{k: v for k, v in raw.items() if k != "params_source"}, "params": step.params})
+        else:
+            inlined.append(raw)
+    doc["pool"] = inlined
+    return doc
 
 
 def _given(value: Any) -> bool:

@@ -203,6 +203,9 @@ class Pool:
     #: False when the pool's declarations cannot be read (``vars`` is not a mapping): then only
     #: ``problems`` are told, since every meaning check would speak from a wrong premise.
     readable: bool = True
+    #: The pool as one document (``pool_source`` and ``params_source`` read in): what a task keeps
+    #: of it, so that a redrive needs no file.  None for a pool built in memory.
+    document: dict[str, Any] | None = None
 
     def data_folder(self) -> Path:
         """The folder the pool's relative data files are read from: the loader's, else the file's."""

@@ -51,6 +51,10 @@ class CallRow:
     done: int | None
     message: str = ""
     entry: dict[str, Any] | None = None
+    #: Which attempt of the call this is (a run again or a redrive sends it once more), and the
+    #: run of the attempt before it.
+    attempt: int = 1
+    before: int | None = None
 
     @property
     def ms(self) -> int | None:
@@ -132,6 +136,7 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
             sent, done = _stamp(r.sent_at), _stamp(r.done_at)
         by_run[r.run].append(CallRow(r.id, r.run, r.num, r.row, r.key, r.step_id, r.status, r.in_doubt,
                                      r.lane, r.serial, sent, done))
+    _number_attempts(by_run)
     steps = _steps(journal, task_id, facts)
     answer = journal.answer(task_id)
     runs: list[RunData] = []
@@ -160,6 +165,17 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     again = shlex.join(latest.again) if latest is not None and latest.again else ""
     return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
                       len(failed_all) - len(failed), again)
+
+
+def _number_attempts(by_run: dict[int, list[CallRow]]) -> None:
+    """Each record its attempt of its call (a step's row, or its one call), runs in order."""
+    last: dict[tuple[int, int | None], CallRow] = {}
+    for number in sorted(by_run):
+        for call in by_run[number]:
+            before = last.get((call.num, call.row))
+            if before is not None:
+                call.attempt, call.before = before.attempt + 1, before.run
+            last[(call.num, call.row)] = call
 
 
 def _stamp(text: str | None) -> int | None:

@@ -96,6 +96,8 @@ def describe(call: CallRow, step: StepInfo, last: int) -> str:
     lines.append(f"{status.replace('_', ' ')}{took}")
     answered = clock(call.done) if call.done is not None else f"no answer recorded (run ended {clock(last)})"
     lines.append(f"sent {clock(call.sent)} · answered {answered}")
+    if call.before is not None:
+        lines.append(f"attempt {call.attempt} · attempt {call.attempt - 1} in run {call.before}")
     if call.step_id:
         lines.append(f"step id {call.step_id}")
     if call.message:

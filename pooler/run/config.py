@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pooler.journal.work import Redrive
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
 from pooler.pool.references import refs_to
@@ -47,6 +48,9 @@ class RunConfig:
     #: The caller checked the pool itself (``run_pool``): the task's plan finds and reads its data
     #: files without checking them again.
     checked: bool = False
+    #: A redrive of the task (``pooler redrive``): the run it begins sends only what this says,
+    #: from the plan the journal holds (the data files are not looked at).
+    redrive: Redrive | None = None
 
 
 class StopSignal(threading.Event):

@@ -86,7 +86,7 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
         raise JournalError(f"the task {task} ran against the store {found['store']}, not {store} - "
                            "a task belongs to one store: give this run a task id of its own.")
     files = {int(f["num"]): PlannedFile(**f) for f in found.get("files") or []}
-    if files:
+    if files and config.redrive is None:
         # The files as this runner has them (a runner on another host may have none: the plan
         # holds the rows), told by the rule a task on SQLite follows.
         told = changes(pool, _data_files(pool, config.variables), files, task, by_path=False)
@@ -118,7 +118,8 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
     if seat is not None:
         seat.width = runner_width(joined, seat.width)
     began = journal.join(task, config.in_doubt, planner.over_tables(), seat=seat,
-                         again=again if stop != joined.options.stop_on_error else None)
+                         again=again if stop != joined.options.stop_on_error else None,
+                         redrive=config.redrive)
     if began:
         joined = replace(joined, options=replace(joined.options, stop_on_error=stop))
     return Joined(joined, False, began)
@@ -126,9 +127,15 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
 
 def task_doc(pool: Pool, config: RunConfig) -> dict[str, Any]:
     """What a shared task keeps of its pool and of the command that planned it."""
-    return {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
-            "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
-            "sample": config.sample, "steps": steps_doc(pool), "planned_all": True}
+    doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
+           "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
+           "sample": config.sample, "steps": steps_doc(pool), "planned_all": True}
+    if pool.document is not None:
+        # What ``pooler redrive`` runs, with no pool file; masked as all the journal keeps (a
+        # secret written as a variable's default is given again to a redrive, from where it lives).
+        doc["document"] = config.redactor.value(pool.document)
+        doc["base"] = str(pool.data_folder())
+    return doc
 
 
 def _plan_pass(pool: Pool, config: RunConfig, write: Write, planned: dict[int, Planned] | None,

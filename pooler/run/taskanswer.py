@@ -118,7 +118,8 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any
         _doubt(collector, row)
         if status in LANDED and int(row[1]) > last:
             last, detail = int(row[1]), row[10]
-    whole = bool(real) and done == len(real)
+    # A call set aside not run (by a redrive that left it) keeps the step from being whole.
+    whole = bool(real) and done == len(real) and not blocked
     # The step's wall time in this run: from its first call sent to its last answer.
     sent = [int(r[11]) for r in real if r[11] is not None and r[12] is not None and not r[13]]
     trip = max(int(r[12]) for r in real if r[12] is not None) - min(sent) if sent else None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("pooler.cli.commands.run", "run a pool file against a store"),
+    "redrive": ("pooler.cli.commands.redrive",
+                "send again what did not land of a task: failed, in doubt, not run"),
     "check": ("pooler.cli.commands.check", "check pool files without sending anything"),
     "call": ("pooler.cli.commands.call", "carry out one command of a store's AI tool (tool_run)"),
     "tools": ("pooler.cli.commands.tools", "list the store's AI tools and their fields (tool_list)"),

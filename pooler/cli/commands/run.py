@@ -41,7 +41,7 @@ from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres, shown
 from pooler.journal.opening import open_journal
 from pooler.journal.records import pool_identity
-from pooler.journal.work import TaskJournal
+from pooler.journal.work import Redrive, TaskJournal
 from pooler.plural import plural
 from pooler.pool.compiler import Plan, plan_for_run
 from pooler.pool.loader import load_pool
@@ -137,12 +137,12 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
 
 
-def prepare(args: argparse.Namespace, ctx: Context) -> Plan:
+def prepare(args: argparse.Namespace, ctx: Context, loaded: Pool | None = None) -> Plan:
     """Load the pool, apply the flags, and compile it with its variables: the plan the run carries
     out, or every problem at once.  A run reads its data files once, as the task is planned (the
     check of every row included); a task run again takes its rows from its plan, and a dry run
-    reads them here."""
-    pool = apply_overrides(load_pool(Path(args.pool), partial=True), args, ctx)
+    reads them here.  ``loaded``: the pool as a redrive has it (from its task), not from a file."""
+    pool = loaded or apply_overrides(load_pool(Path(args.pool), partial=True), args, ctx)
     inputs = variable_inputs(args, ctx)
     try:
         plan = plan_for_run(pool, inputs, sample=args.sample, data_files=args.dry_run)
@@ -169,6 +169,13 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     plan = prepare(args, ctx)
     if args.dry_run:
         return show_plan(plan, args, ctx)
+    return run_prepared(args, ctx, plan)
+
+
+def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
+                 redrive: Redrive | None = None) -> int:
+    """The run of a plan made ready (``prepare``): locked, its task joined, run, rendered, its exit
+    status.  ``redrive``: a redrive of the task ``--task`` names (``pooler redrive``)."""
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
     # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
     # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
@@ -200,7 +207,8 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         reporter = FanOut([screen, sent, *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
-                           replan=args.replan, again=run_again(args, ctx, client.shown_url, where))
+                           replan=args.replan, again=run_again(args, ctx, client.shown_url, where),
+                           redrive=redrive)
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],

@@ -46,6 +46,10 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+#: A redrive's statements, in the order ``redrive_again`` runs them.
+REDRIVE = (SQL["redrive_aside"], SQL["redrive_doubt_aside"], SQL["redrive_failed"], SQL["redrive_not_run"],
+           SQL["redrive_in_doubt"])
+
 class PgJournal:
     """Tasks in a PostgreSQL database; one connection behind a lock, safe to share by threads."""
 
@@ -279,7 +283,8 @@ class PgJournal:
         return _planned(self.query(SQL["planned"], (task_id,)))
 
     def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = (), *,
-             seat: api.Seat | None = None, again: dict[str, Any] | None = None) -> bool:
+             seat: api.Seat | None = None, again: dict[str, Any] | None = None,
+             redrive: api.Redrive | None = None) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
         new run, in which the calls that failed are sent again (``pooler_run_again``, 0006), the
         steps ``over`` a table of a step sent again are planned again (``plan_again``) and
@@ -293,7 +298,8 @@ class PgJournal:
             # (in doubt, by the task's policy) rather than when the leases would have run out.
             self.query(SQL["end_leases"], (dead,))
         with self.transaction() as db:
-            began = bool(db.execute(SQL["run_again"], (task_id, in_doubt)).fetchone()[0])
+            began = (self._redrive(db, task_id, in_doubt, redrive) if redrive is not None
+                     else bool(db.execute(SQL["run_again"], (task_id, in_doubt)).fetchone()[0]))
             if began:
                 statements = (SQL["step_open"], SQL["drop_open_calls"], SQL["drop_open_tables"])
                 plan_again(StatementsPlanAgain(db, task_id, statements, lambda row: self._restore(db, row)),
@@ -303,6 +309,19 @@ class PgJournal:
             if seat is not None:
                 take(db, task_id, seat)
         return began
+
+    @staticmethod
+    def _redrive(db: Any, task_id: str, in_doubt: str, redrive: api.Redrive) -> bool:
+        """``redrive`` begun under the task's lock, as ``pooler_run_again`` begins a run again
+        (False: a live runner holds the task, and this one joins its run)."""
+        params = redrive.params(task_id, in_doubt)
+        db.execute(SQL["redrive_lock"], params)
+        if db.execute(SQL["redrive_live"], params).fetchone()[0]:
+            db.execute(SQL["join_live_run"], params)
+            return False
+        api.redrive_again(db, REDRIVE, redrive, task_id, in_doubt)
+        db.execute(SQL["redrive_task"], params)
+        return True
 
     def _write_rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Work rows by the journal's COPY, in the caller's transaction."""

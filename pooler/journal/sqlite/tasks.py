@@ -37,6 +37,7 @@ from pooler.journal.timeline import run_row
 from pooler.journal.work import (
     OverTable,
     Planned,
+    Redrive,
     Replanning,
     RunnerLease,
     Seat,
@@ -47,12 +48,17 @@ from pooler.journal.work import (
     cut_at_sample,
     narrower,
     plan_again,
+    redrive_again,
 )
 from pooler.statuses import CallStatus
 
 #: The statements that cut a chunk planned beyond a sample (``cut_at_sample``).
 CUT = (SQL["cut_by_sample"], SQL["make_room_out"], SQL["make_room_back"], SQL["drop_call"])
 
+
+#: A redrive's statements, in the order ``redrive_again`` runs them.
+REDRIVE = (SQL["redrive_aside"], SQL["redrive_doubt_aside"], SQL["redrive_failed"], SQL["redrive_not_run"],
+           SQL["redrive_in_doubt"])
 
 class SqliteTaskJournal:
     """Tasks planned as work rows in a SQLite file (or ``:memory:``); safe to share by threads.
@@ -179,7 +185,7 @@ class SqliteTaskJournal:
     # Runners
 
     def join(self, task_id: str, in_doubt: str, over: Sequence[OverTable] = (), *, seat: Seat | None = None,
-             again: dict[str, Any] | None = None) -> bool:
+             again: dict[str, Any] | None = None, redrive: Redrive | None = None) -> bool:
         """One more runner of the task (a task that had finished is reopened); whether it starts a
         new run of it: when no live runner holds the task, the calls that failed are sent again
         under their next key round, those not run and those completed without a key are ready
@@ -187,14 +193,14 @@ class SqliteTaskJournal:
         ``again`` is merged into the task's document and its halt is cleared.  ``seat`` is taken
         in the same write transaction: a runner joining next finds this one alive."""
         with self.journal.transaction() as db:
-            began = self._join(db, task_id, in_doubt, over, again)
+            began = self._join(db, task_id, in_doubt, over, again=again, redrive=redrive)
             if seat is not None:
                 take(db, task_id, seat)
             return began
 
     @staticmethod
-    def _join(db: sqlite3.Connection, task_id: str, in_doubt: str, over: Sequence[OverTable],
-              again: dict[str, Any] | None) -> bool:
+    def _join(db: sqlite3.Connection, task_id: str, in_doubt: str, over: Sequence[OverTable], *,
+              again: dict[str, Any] | None, redrive: Redrive | None) -> bool:
         now = time.time()
         # Killed here: their leases end now, so this runner takes their calls back at once
         # (in doubt, by the task's policy) rather than when the leases would have run out.
@@ -202,10 +208,13 @@ class SqliteTaskJournal:
         if live_runners(db.execute(SQL["runners_of_task"], (task_id,)), now):
             db.execute(SQL["join_live_run"], (task_id,))
             return False
-        db.execute(SQL["again_failed"], (task_id,))
-        db.execute(SQL["again_not_run"], (task_id,))
-        db.execute(SQL["again_unkeyed"], (task_id,))
-        db.execute(SQL["again_in_doubt"], (task_id,))
+        if redrive is not None:
+            redrive_again(db, REDRIVE, redrive, task_id, in_doubt)
+        else:
+            db.execute(SQL["again_failed"], (task_id,))
+            db.execute(SQL["again_not_run"], (task_id,))
+            db.execute(SQL["again_unkeyed"], (task_id,))
+            db.execute(SQL["again_in_doubt"], (task_id,))
         db.execute(SQL["again_task"], (in_doubt, task_id))
         if again:
             update_doc(db, task_id, again)

@@ -374,3 +374,55 @@ UPDATE work SET round = %s WHERE task = %s AND num = %s AND idx = %s;
 -- name: table_rows_of_task
 -- Every table part the task's calls gave, for pooler gather: each table's parts in call order.
 SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = %s ORDER BY num, name, idx;
+
+-- A redrive (pooler.journal.work.redrive_again), in the transaction that begins it, under the
+-- task's lock (redrive_lock, as pooler_run_again takes it). Each takes the task, what it sends
+-- again (failed, in_doubt, not_run: 1 or 0) and its scope (step: a step number or NULL; lo, hi:
+-- the rows a call must touch, or NULL). The calls it does not send are set aside first (not run,
+-- in doubt), so the ones it puts back are not.
+
+-- name: redrive_lock
+SELECT pg_advisory_xact_lock(hashtext(%(task)s)), (SELECT 1 FROM tasks WHERE id = %(task)s FOR UPDATE);
+
+-- name: redrive_live
+SELECT EXISTS (SELECT 1 FROM runners WHERE task = %(task)s AND lease_until > now());
+
+-- name: redrive_aside
+UPDATE work SET state = 'done', status = 'not_run', runner = NULL
+WHERE task = %(task)s AND state = 'ready' AND NOT (%(not_run)s = 1
+    AND (%(step)s::int IS NULL OR num = %(step)s::int)
+    AND (%(lo)s::int IS NULL OR (coalesce(row_last, row_first) >= %(lo)s::int AND row_first <= %(hi)s::int)));
+
+-- name: redrive_doubt_aside
+UPDATE work SET state = 'done', runner = NULL
+WHERE task = %(task)s AND state = 'doubt' AND NOT (%(in_doubt)s = 1
+    AND (%(step)s::int IS NULL OR num = %(step)s::int)
+    AND (%(lo)s::int IS NULL OR (coalesce(row_last, row_first) >= %(lo)s::int AND row_first <= %(hi)s::int)));
+
+-- name: redrive_failed
+UPDATE work SET state = 'ready', runner = NULL, doubted = NULL,
+    round = CASE WHEN (entry ->> 'result') = 'true' THEN round ELSE round + 1 END,
+    status = NULL, entry = NULL, detail = NULL, doubt = NULL, sent_at = NULL, done_at = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'failed' AND %(failed)s = 1
+    AND (%(step)s::int IS NULL OR num = %(step)s::int)
+    AND (%(lo)s::int IS NULL OR (coalesce(row_last, row_first) >= %(lo)s::int AND row_first <= %(hi)s::int));
+
+-- name: redrive_not_run
+UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+    done_at = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'not_run' AND %(not_run)s = 1
+    AND (%(step)s::int IS NULL OR num = %(step)s::int)
+    AND (%(lo)s::int IS NULL OR (coalesce(row_last, row_first) >= %(lo)s::int AND row_first <= %(hi)s::int));
+
+-- name: redrive_in_doubt
+UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'in_doubt' AND %(in_doubt)s = 1
+    AND (%(step)s::int IS NULL OR num = %(step)s::int)
+    AND (%(lo)s::int IS NULL OR (coalesce(row_last, row_first) >= %(lo)s::int AND row_first <= %(hi)s::int));
+
+-- name: redrive_task
+UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished = NULL, halted = NULL,
+    shared = shared || jsonb_build_object('in_doubt', %(in_doubt_policy)s::text) WHERE id = %(task)s;
+
+-- name: join_live_run
+UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %(task)s;

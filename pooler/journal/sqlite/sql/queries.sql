@@ -424,3 +424,38 @@ SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = ? ORD
 -- The keys of the calls a step holds (done, in doubt, or in flight): its placeholder made again
 -- leaves them out.
 SELECT DISTINCT key_text FROM work WHERE task = ? AND num = ? AND kind = 'call' AND key_text IS NOT NULL;
+
+-- A redrive (pooler.journal.work.redrive_again), in the transaction that begins it. Each takes
+-- the task, what it sends again (failed, in_doubt, not_run: 1 or 0) and its scope (step: a step
+-- number or NULL; lo, hi: the rows a call must touch, or NULL). The calls it does not send are set
+-- aside first (not run, in doubt), so the ones it puts back are not.
+
+-- name: redrive_aside
+UPDATE work SET state = 'done', status = 'not_run', runner = NULL
+WHERE task = :task AND state = 'ready' AND NOT (:not_run = 1 AND (:step IS NULL OR num = :step)
+    AND (:lo IS NULL OR (coalesce(row_last, row_first) >= :lo AND row_first <= :hi)));
+
+-- name: redrive_doubt_aside
+UPDATE work SET state = 'done', runner = NULL
+WHERE task = :task AND state = 'doubt' AND NOT (:in_doubt = 1 AND (:step IS NULL OR num = :step)
+    AND (:lo IS NULL OR (coalesce(row_last, row_first) >= :lo AND row_first <= :hi)));
+
+-- name: redrive_failed
+UPDATE work SET state = 'ready', runner = NULL, doubted = NULL,
+    round = CASE WHEN json_type(entry, '$.result') = 'true' THEN round ELSE round + 1 END,
+    status = NULL, entry = NULL, detail = NULL, doubt = NULL, sent_ms = NULL, done_ms = NULL
+WHERE task = :task AND state = 'done' AND status = 'failed' AND :failed = 1 AND (:step IS NULL OR num = :step)
+    AND (:lo IS NULL OR (coalesce(row_last, row_first) >= :lo AND row_first <= :hi));
+
+-- name: redrive_not_run
+UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+    done_ms = NULL
+WHERE task = :task AND state = 'done' AND status = 'not_run' AND :not_run = 1
+    AND (:step IS NULL OR num = :step)
+    AND (:lo IS NULL OR (coalesce(row_last, row_first) >= :lo AND row_first <= :hi));
+
+-- name: redrive_in_doubt
+UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
+WHERE task = :task AND state = 'done' AND status = 'in_doubt' AND :in_doubt = 1
+    AND (:step IS NULL OR num = :step)
+    AND (:lo IS NULL OR (coalesce(row_last, row_first) >= :lo AND row_first <= :hi));
