@@ -138,11 +138,13 @@ def _too_deep(status: int, trip: int, store: str, decided: kinds.Kind | None) ->
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds (a number of seconds or an HTTP date), or None."""
+    """``Retry-After`` in seconds (a number of seconds, whole or decimal, or an HTTP date), or None."""
     value = (headers.get("Retry-After") or "").strip()
     if not value:
         return None
-    if value.isdigit():
+    # Whole seconds as HTTP writes them, or decimal ones as some stores send (2.0, 0.25).
+    whole, dot, part = value.partition(".")
+    if whole.isdigit() and (not dot or part.isdigit()):
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -16,6 +16,7 @@ from pooler.errors import PoolerError, UsageError
 from pooler.store.engine import Engine, StoreConfig
 from pooler.store.faults import KINDS, FaultPlan, parse_rule
 from pooler.store.fencing import Fences
+from pooler.store.flow import Flow
 from pooler.store.server import StoreServer
 
 DEFAULT_DIR = Path(".pooler-store")
@@ -65,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="a folder of tool declarations (*.json) to add; a call of one of them answers "
                             "'Module not found!'. A declaration of a unit the store has replaces its own.")
     serve.add_argument("--latency-ms", type=int, default=0, metavar="N", help="add N ms to every call")
+    serve.add_argument("--rate-limit", type=float, default=None, metavar="N",
+                       help="carry out at most N calls a second (a token bucket of N): a call over it is "
+                            "answered 429 with Retry-After, the seconds until the next is taken")
+    serve.add_argument("--crowd-ms", type=int, default=0, metavar="N",
+                       help="a call takes N ms more for every other call in flight beside it (a store that "
+                            "slows down under load)")
     serve.add_argument("--max-file-kb", type=int, default=None, metavar="N",
                        help="refuse several attachments that come to more than N KB together "
                             "(a single file passes at any size)")
@@ -108,6 +115,9 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     args = _parser().parse_args(["serve", *argv])
     if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
         raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
+    if args.crowd_ms < 0 or (args.rate_limit is not None and not args.rate_limit > 0):
+        raise UsageError("--rate-limit takes a number of calls a second above 0, --crowd-ms a number of 0 or "
+                         "more")
     if args.max_connections < 1 or not args.idle_timeout > 0:
         raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
                          "seconds")
@@ -126,7 +136,8 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     try:
         server = StoreServer((args.host, args.port), engine, faults, log=log or _log,
                              max_connections=args.max_connections, idle_timeout=args.idle_timeout,
-                             fences=Fences() if args.fence_leases else None)
+                             fences=Fences() if args.fence_leases else None,
+                             flow=Flow(args.rate_limit, args.crowd_ms))
     except OSError as exc:
         engine.close()
         raise OSError(exc.errno, f"cannot listen on {args.host}:{args.port}: {exc.strerror} - "

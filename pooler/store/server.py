@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from pooler.store import faults as fx
 from pooler.store import fencing
+from pooler.store import flow as fl
 from pooler.store.answers import JSON_TYPE, TEXT_TYPE
 from pooler.store.engine import Answer, Engine
 from pooler.store.files import Part
@@ -63,9 +64,12 @@ class StoreServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], engine: Engine, faults: fx.FaultPlan | None = None,
                  log: Callable[[str], None] | None = None, *, max_connections: int = 64,
-                 idle_timeout: float = 30.0, fences: fencing.Fences | None = None) -> None:
+                 idle_timeout: float = 30.0, fences: fencing.Fences | None = None,
+                 flow: fl.Flow | None = None) -> None:
         self.engine = engine
         self.faults = faults
+        #: With --rate-limit or --crowd-ms: the store's own flow limits.
+        self.flow = flow or fl.Flow()
         #: With --fence-leases: the highest fencing epoch seen for each call.
         self.fences = fences
         self.log = log or (lambda text: None)
@@ -133,11 +137,12 @@ class StoreHandler(BaseHTTPRequestHandler):
 
     # -- answering ---------------------------------------------------------------------------
 
-    def _head(self, status: int, content_type: str, length: int, close: bool = False) -> bytes:
+    def _head(self, status: int, content_type: str, length: int, close: bool = False,
+              extra: tuple[str, ...] = ()) -> bytes:
         if close:
             self.close_connection = True
         lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", f"Server: {self.server_version}",
-                 f"Content-Type: {content_type}", f"Content-Length: {length}"]
+                 f"Content-Type: {content_type}", f"Content-Length: {length}", *extra]
         if status == 405:
             lines.append("Allow: POST")
         if self.close_connection:
@@ -233,6 +238,10 @@ class StoreHandler(BaseHTTPRequestHandler):
 
     def _tool_run(self, token: str | None, request: dict[str, Any], reader: MultipartReader | None,
                   parts: Iterator[Part] | None, started: float) -> None:
+        wait = self.server.flow.admit(request)
+        if wait:
+            self._busy(request, wait, reader)
+            return
         fault = self.server.faults.pick(request) if self.server.faults is not None else None
         if fault == "refuse":
             self.close_connection = True
@@ -246,11 +255,24 @@ class StoreHandler(BaseHTTPRequestHandler):
         if self.server.fences is not None and self._fenced(token, key, reader):
             return
         traceparent = (self.headers.get("traceparent") or "").strip() or None
-        answer = self.server.engine.tool_run(token, request, parts, key, started,
-                                             traceparent=traceparent)
+        with self.server.flow.crowded(request):
+            answer = self.server.engine.tool_run(token, request, parts, key, started,
+                                                 traceparent=traceparent)
         if reader is not None:
             reader.drain()
         self._deliver(answer, fault)
+
+    def _busy(self, request: dict[str, Any], wait: float, reader: MultipartReader | None) -> None:
+        """A call over the rate limit: 429, nothing carried out, the wait as ``Retry-After``."""
+        if reader is not None:
+            reader.drain()
+        after = fl.retry_after(wait)
+        limit = self.server.flow.bucket.rate if self.server.flow.bucket is not None else 0
+        message = (f"{request.get('unit')}\\{request.get('command')}: over the store's rate limit of "
+                   f"{limit:g} calls a second - not carried out; come back in {after} s")
+        self.server.log(f"429 {message}")
+        body = json.dumps({"ok": False, "error": message}, ensure_ascii=False).encode("utf-8")
+        self.wfile.write(self._head(429, JSON_TYPE, len(body), extra=(f"Retry-After: {after}",)) + body)
 
     def _fenced(self, token: str | None, key: str | None, reader: MultipartReader | None) -> bool:
         """Whether the request was turned away as older than one seen for its call (409)."""
