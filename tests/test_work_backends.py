@@ -800,3 +800,17 @@ def test_a_run_again_keeps_what_its_command_says_in_the_tasks_document_in_the_tr
     assert backend.journal.join("t", "retry", again={"options": {"stop_on_error": True}}) is False
     assert (backend.journal.shared("t") or {})["options"] == {"stop_on_error": False}
     lease.close()
+
+
+def test_a_rate_bucket_is_one_for_every_runner_of_the_task_and_one_a_name(backend: Backend) -> None:
+    plan(backend, [call(1, 0)])
+    (la, a), (lb, b) = runner(backend), runner(backend)
+    interval, tolerance = 1 / 20, 4 / 20
+    # Reserved in turn by two runners: a burst of 5, then one slot each twentieth of a second.
+    waits = [(a if i % 2 else b).pace("pool", interval, tolerance) for i in range(10)]
+    for i, wait in enumerate(waits):
+        assert wait == pytest.approx(max(0.0, (i - 4) * interval), abs=0.04), waits
+    # Another bucket's slots are its own.
+    assert a.pace("step 2 warehouse=W1", interval, 0.0) == pytest.approx(0.0, abs=0.04)
+    la.close()
+    lb.close()

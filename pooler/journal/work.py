@@ -285,6 +285,11 @@ class WorkStore(Protocol):
     def release(self, row: WorkRow) -> None:
         """A call this runner claimed and will not send: back to ready for any runner."""
 
+    def pace(self, bucket: str, interval: float, tolerance: float) -> float:
+        """The next slot of the task's rate bucket ``bucket`` reserved, for every runner of the
+        task alike (a call ``interval`` seconds after the one before, ``tolerance`` seconds of
+        them at once: the generic cell rate algorithm): the seconds this call waits for it."""
+
     def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
                        doubt: str | None, limit: int, cap: int,
                        gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:

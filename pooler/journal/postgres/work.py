@@ -130,6 +130,12 @@ class WorkStore:
         with self._tx() as db:
             db.execute(SQL["release"], (self.task, row.num, row.idx, self.runner))
 
+    def pace(self, bucket: str, interval: float, tolerance: float) -> float:
+        with self._tx() as db:
+            tat, now = db.execute(SQL["pace"], {"task": self.task, "name": bucket,
+                                                "interval": interval}).fetchone()
+        return max(0.0, float(tat) - interval - tolerance - float(now))
+
     def _done_args(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
                    doubt: str | None) -> tuple[Any, ...]:
         from psycopg.types.json import Json  # noqa: PLC0415

@@ -208,6 +208,13 @@ class SqliteWorkStore:
         """A call this runner claimed and will not send: back to ready for any runner."""
         self.journal.change(SQL["release_call"], (self.task, row.num, row.idx, self.runner))
 
+    def pace(self, bucket: str, interval: float, tolerance: float) -> float:
+        now = time.time()
+        with self.journal.transaction() as db:
+            tat = float(db.execute(SQL["pace"], {"task": self.task, "name": bucket, "now": now,
+                                                 "interval": interval}).fetchone()[0])
+        return max(0.0, tat - interval - tolerance - now)
+
     def _done(self, db: sqlite3.Connection, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
               *, doubt: str | None, now: float) -> bool:
         changed = db.execute(SQL["done_call"], (

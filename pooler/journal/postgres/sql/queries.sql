@@ -426,3 +426,11 @@ UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished
 
 -- name: join_live_run
 UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %(task)s;
+
+-- name: pace
+-- The next slot of a rate bucket reserved (WorkStore.pace), on the database's clock: the
+-- bucket's new tat, and the clock it was read at.
+WITH now AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS s)
+INSERT INTO buckets (task, name, tat) SELECT %(task)s, %(name)s, now.s + %(interval)s FROM now
+ON CONFLICT (task, name) DO UPDATE SET tat = greatest(buckets.tat, (SELECT s FROM now)) + %(interval)s
+RETURNING tat, (SELECT s FROM now);

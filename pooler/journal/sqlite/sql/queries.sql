@@ -459,3 +459,9 @@ UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
 WHERE task = :task AND state = 'done' AND status = 'in_doubt' AND :in_doubt = 1
     AND (:step IS NULL OR num = :step)
     AND (:lo IS NULL OR (coalesce(row_last, row_first) >= :lo AND row_first <= :hi));
+
+-- name: pace
+-- The next slot of a rate bucket reserved (WorkStore.pace): the bucket's new tat.
+INSERT INTO buckets (task, name, tat) VALUES (:task, :name, :now + :interval)
+ON CONFLICT (task, name) DO UPDATE SET tat = max(tat, :now) + :interval
+RETURNING tat;
