@@ -45,7 +45,7 @@ def test_the_seed_currency_pool_gives_the_seed_answer(store: Store, tmp_path: Pa
     assert answer["result"] is True
     assert answer["status"] == "completed"
     assert (answer["total"], answer["succeeded"], answer["failed"]) == (2, 2, 0)
-    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", answer["task"])
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", answer["task"])
     assert set(answer["time"]) == {"trip"}
     first, second = answer["steps"]
     assert {k: first[k] for k in ("num", "name", "unit", "command", "status", "key", "result")} == {

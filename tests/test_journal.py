@@ -54,9 +54,9 @@ def test_default_path_follows_xdg_state_home(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_task_ids_are_readable_and_unique(tmp_path: Path) -> None:
-    made = {new_task_id() for _ in range(50)}
-    assert len(made) == 50
-    assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", t) for t in made)
+    made = {new_task_id() for _ in range(5000)}
+    assert len(made) == 5000
+    assert all(re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", t) for t in made)
     with SqliteTaskJournal(tmp_path / "j.sqlite") as journal:
         make_task(journal, "nightly-1", tmp_path / "pool.yaml")
         # A second run that plans the same task finds it planned: it joins, it does not plan again.

@@ -98,9 +98,26 @@ def task_to_run(journal: TaskJournal, pool: Pool, config: RunConfig) -> str:
     return task or new_task_id()
 
 
+_MADE: dict[str, set[str]] = {}
+_MADE_LOCK = threading.Lock()
+
+
 def new_task_id() -> str:
-    """A readable unique task id: when it was made, and four hex digits."""
-    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    """A readable unique task id: when it was made, and six hex digits.
+
+    Six digits, since a task id met again joins the task that has it: two cron pools started in
+    the same second on one journal must not share one. The ids this process made in the second
+    are kept so that it never draws one twice.
+    """
+    with _MADE_LOCK:
+        second = time.strftime("%Y%m%d-%H%M%S-")
+        made = _MADE.setdefault(second, set())
+        for old in [s for s in _MADE if s != second]:
+            del _MADE[old]
+        while (task := second + secrets.token_hex(3)) in made:
+            pass
+        made.add(task)
+        return task
 
 
 @dataclass

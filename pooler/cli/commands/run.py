@@ -74,7 +74,7 @@ def register(sub: Any) -> None:
     add_json(parser, "the answer (contract section 3)")
     add_variable_options(parser)
     parser.add_argument("--task", metavar="ID",
-                        help="the task id (default: a new one, like 20261130-120001-3fa2)")
+                        help="the task id (default: a new one, like 20261130-120001-3fa2c1)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the last unfinished task of this pool (or --task ID): keyed calls it "
                              "already completed are skipped; with none, a new task starts (and says so)")

@@ -108,7 +108,7 @@ class WorkStore:
         # A value a reference gave: under the task's lock, which every claim takes, so no call of
         # that value is claimed or gated between the look and the move to sent.
         with self._tx() as db:
-            db.execute(SQL["task_lock"], (self.task,))
+            db.execute(SQL["lock_task"], (self.task,))
             if db.execute(SQL["serial_busy"], (self.task, serial, row.num, row.idx)).fetchone()[0]:
                 return BUSY
             found = db.execute(SQL["gate"], args).fetchall()
@@ -149,7 +149,8 @@ class WorkStore:
         """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
         ``gate_run``, and moved to sent as ``claim`` does), in one round trip: whether the outcome
         was recorded, and the calls claimed."""
-        args = (*self._done_args(row, status, entry, detail, doubt), self.task, self.runner, limit, cap)
+        args = (*self._done_args(row, status, entry, detail, doubt), self.task, self.task, self.runner,
+                limit, cap)
         if gate_run is None:
             _, rows = self._one(SQL["done_and_claim"], args, fetch=True)
         else:
@@ -173,6 +174,10 @@ class WorkStore:
         if not tables and not halt and sent:
             return bool(self._one(SQL["done"], args, fetch=True)[1][0][0])
         with self._tx() as db:
+            if halt:
+                # The halt changes the task's row after the call's: the task's lock first (see
+                # lock_task in queries.sql).
+                db.execute(SQL["lock_task"], (self.task,))
             if not sent:
                 db.execute(SQL["not_sent"], (self.task, row.num, row.idx, self.runner))
             if not db.execute(SQL["done"], args).fetchone()[0]:

@@ -209,8 +209,9 @@ class SqliteWorkStore:
         self.journal.change(SQL["release_call"], (self.task, row.num, row.idx, self.runner))
 
     def pace(self, bucket: str, interval: float, tolerance: float) -> float:
-        now = time.time()
         with self.journal.transaction() as db:
+            # The clock is read once the write lock is held: a wait for the lock is not the bucket's.
+            now = time.time()
             tat = float(db.execute(SQL["pace"], {"task": self.task, "name": bucket, "now": now,
                                                  "interval": interval}).fetchone()[0])
         return max(0.0, tat - interval - tolerance - now)

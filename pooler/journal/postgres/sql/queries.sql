@@ -131,6 +131,9 @@ FROM work WHERE task = %s GROUP BY num;
 -- step_id (WorkRow's fields); a claimed one also gives its epoch when the claim moved it to sent.
 
 -- name: lock_task
+-- The task's lock. A transaction that changes a task's work and then takes a lock a run again or
+-- a claim holds (this one, the task's row) takes this first: a run again holds both while it
+-- changes work rows, and locks taken in the other order deadlock with it.
 SELECT pg_advisory_xact_lock(hashtext(%s));
 
 -- name: claim
@@ -146,15 +149,19 @@ FROM pooler_claim_gate(%s, %s, %s, %s, %s);
 -- name: done_and_claim
 -- A call's outcome and the next claim in one statement: the claim takes the outcome's result as
 -- an argument, so it runs after it (and claims nothing when the outcome was not this runner's).
+-- The task's lock the claim takes is taken before the outcome changes the call's row (see
+-- lock_task): the outcome is computed from the row that gives the lock.
 SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.deps, c.serial,
        c.round, c.doubted, c.key_text, c.step_id, CASE WHEN c.state = 'sent' THEN c.epoch END
-FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok) d
+FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok
+      FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) AS locked) d
 LEFT JOIN LATERAL pooler_claim(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s) c ON true;
 
 -- name: done_and_claim_gate
 SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.deps, c.serial,
        c.round, c.doubted, c.key_text, c.step_id, CASE WHEN c.state = 'sent' THEN c.epoch END
-FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok) d
+FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok
+      FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) AS locked) d
 LEFT JOIN LATERAL pooler_claim_gate(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s, %s) c ON true;
 
 -- name: gone_runners
@@ -232,9 +239,6 @@ WHERE task = %s AND num = %s AND idx = %s AND runner = %s
   AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL)
   AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())
 RETURNING epoch;
-
--- name: task_lock
-SELECT pg_advisory_xact_lock(hashtext(%s));
 
 -- name: serial_busy
 -- Another call of the task with this serialize_on value claimed or sent: a call whose value a
