@@ -285,6 +285,18 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'supported - a pool file holds JSON values only: text, numbers, true/false, null, lists '
          'and mappings.'),
     ]),
+    ('bad-tolerate.yaml', [
+        ('tests/pools/bad-tolerate.yaml:1:20: tolerate.failed must be a number of calls (25) or a '
+         'percent of the planned calls (2%), not the text "2x".'),
+        ('tests/pools/bad-tolerate.yaml:1:34: tolerate.in_doubt must be a number of calls (25) or a '
+         'percent of the planned calls (2%), not the text "101%".'),
+        ('tests/pools/bad-tolerate.yaml:5:24: tolerate.failed of step 1 must be a number of calls (25) '
+         'or a percent of the planned calls (2%), not -1.'),
+        ('tests/pools/bad-tolerate.yaml:5:28: Unknown key [in_dobt] in tolerate of step 1 - did you mean '
+         'in_doubt?'),
+        ('tests/pools/bad-tolerate.yaml:9:24: tolerate.failed of step 2 must be a number of calls (25) '
+         'or a percent of the planned calls (2%), not 2.5.'),
+    ]),
     ('bad-too-deep.yaml', [
         ('tests/pools/bad-too-deep.yaml:4:74: the file nests deeper than 64 levels - a pool '
          'needs only a few; flatten the data.'),

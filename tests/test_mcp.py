@@ -366,6 +366,26 @@ def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None
     run(scenario)
 
 
+def test_a_pool_within_its_error_budget_goes_on_past_a_failure_and_says_so(store: Store, out: Path) -> None:
+    pool = {"tolerate": {"failed": "1"}, "pool": [
+        {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
+        {"name": "bad", "unit": "MELBIS_AGENT_TEST", "command": "CmdFail"},
+        {"name": "three", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 3}},
+    ]}
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            result = await session.call_tool("tool_pool", pool)
+        answer = answer_of(result)
+        assert [s["status"] for s in answer["steps"]] == ["completed", "failed", "completed"]
+        assert answer["tolerated"] == {"failed": 1, "in_doubt": 0, "within": True, "budgets": [
+            {"kind": "failed", "step": None, "tolerate": 1, "calls": 1, "allowed": 1, "planned": 3,
+             "within": True}]}
+        assert [op["command"] for op in ops_of(store, "MELBIS_AGENT_TEST")] == [
+            "CmdEcho", "CmdFail", "CmdEcho"]
+    run(scenario)
+
+
 def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     pool = {"pool": [
         {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
@@ -487,7 +507,8 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
                 "${nope} in params.x of step 2 names no variable - declare it under vars.")
             assert await refusal({"pool": [step], "pools": []}) == (
                 "tool_pool takes no argument [pools] - did you mean pool? - it takes: pool, pool_source, "
-                "mode, max_concurrency, serialize_on, stop_on_error, include_results, task, plan, plan_id.")
+                "mode, max_concurrency, serialize_on, stop_on_error, tolerate, include_results, task, plan, "
+                "plan_id.")
         assert ops_of(store) == []
     run(scenario)
 

@@ -29,6 +29,7 @@ from rich.text import Text
 
 from pooler.cli.results import STYLE, listed, results_table, status_of, trip_ms, where
 from pooler.plural import plural
+from pooler.pool.budget import budget_line, within_budget
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd, FanOut
@@ -104,7 +105,13 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
     if earlier:
         text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"
-    if pool is not None:
+    tolerated = answer.get("tolerated") or {}
+    told = [budget_line(row) for row in tolerated.get("budgets") or [] if row.get("calls")]
+    if told:
+        text += "; " + "; ".join(told)
+    if within_budget(answer) and answer.get("task"):
+        text += f"; `pooler redrive {answer['task']}` sends them again"
+    elif pool is not None:
         hint = resume_hint(answer, pool)
         if hint:
             text += f"; {hint}"

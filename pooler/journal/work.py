@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.records import PlanCounts, TaskRow
+from pooler.pool.budget import Counts, Judge
 
 #: Takes one work row, as the planner makes it (``WORK_COLUMNS``).
 Write = Callable[[tuple[Any, ...]], None]
@@ -121,6 +122,8 @@ class Settled:
     entry: dict[str, Any] | None
     doubt: str | None = None
     halt: str | None = None
+    #: Tells from the task's counts, this call among them, why it halts the task (a budget).
+    judge: Judge | None = None
 
 
 @dataclass(frozen=True)
@@ -301,10 +304,10 @@ class WorkStore(Protocol):
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
-             halt: str | None = None, sent: bool = True) -> bool:
-        """Record a call's outcome (with the table rows it gave, and why it halts the task);
-        False when the call is no longer this runner's (taken back).  ``sent`` False: no request
-        of the call left (its params could not be sent), so no record says it was sent."""
+             halt: str | None = None, sent: bool = True, judge: Judge | None = None) -> bool:
+        """Record a call's outcome (with the table rows it gave, and why it halts the task, or the
+        ``judge`` of the task's counts with it, read in the transaction, that tells it); False when
+        the call is no longer this runner's (taken back).  ``sent`` False: no request of it left."""
 
     def expand(self, row: WorkRow, work: list[tuple[Any, ...]]) -> bool:
         """Put the calls of a step over an earlier step's table in place of its placeholder."""
@@ -395,6 +398,9 @@ class TaskJournal(Protocol):
     def planned_calls(self, task_id: str) -> int:
         """The calls of the task's plan (but those beyond its sample)."""
 
+    def budget_counts(self, task_id: str) -> dict[int, Counts]:
+        """What the task's error budgets count, by step (see ``budget_counts``)."""
+
     def answer_rows(self, task_id: str) -> list[tuple[Any, ...]]:
         """Every call of the task in file order (but those beyond its sample): num, idx, kind,
         size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and done (ms
@@ -432,4 +438,3 @@ class TaskJournal(Protocol):
 
     def replanning(self, task_id: str) -> AbstractContextManager[Replanning]:
         """The task's plan in one transaction for ``--replan``; refused while runners hold it."""
-

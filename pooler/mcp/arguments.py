@@ -20,7 +20,8 @@ from pooler.pool.rows import json_kind
 #: A task id goes into the Idempotency-Key as ``<task>:<key>``, so it holds no colon.
 TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
-_KINDS: dict[type, str] = {str: "a string", bool: "true or false", int: "a whole number"}
+_KINDS: dict[type, str] = {str: "a string", bool: "true or false", int: "a whole number",
+                          dict: "an object"}
 
 
 def check_names(tool: str, arguments: Mapping[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import mcp_types as types
 
 from pooler.mcp.outputs import TOOL_LIST_OUTPUT, TOOL_POOL_OUTPUT, TOOL_RUN_OUTPUT
+from pooler.pool.budget import KINDS
 from pooler.pool.rules import INTO_PATTERN, MAX_INTO, NAME_PATTERN
 
 #: The most steps one tool_pool call takes; more is refused before anything runs.
@@ -59,6 +60,17 @@ _INTO = {"type": "string", "pattern": INTO_PATTERN, "maxLength": MAX_INTO,
                         "appended to <out>/<into>.<table>.jsonl, which only grows, while the table's own "
                         "file is replaced by the next call."}
 
+_ALLOWANCE: dict[str, Any] = {
+    "type": "string", "pattern": "^([0-9]+|(100(\\.0+)?|[0-9]{1,2}(\\.[0-9]+)?)%)$",
+    "description": "A number of calls (\"25\"), or a percent of the planned calls (\"2%\", rounded "
+                   "up to calls)."}
+_TOLERATE: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "properties": dict.fromkeys(KINDS, _ALLOWANCE),
+    "description": "An error budget: how many calls may fail (failed) or end in doubt (in_doubt) while "
+                   "the pool goes on, whatever stop_on_error says; the first one over it stops the pool.",
+}
+
 _STEP: dict[str, Any] = {
     "type": "object",
     "description": "One call of a store tool. Steps hold JSON only: a command that takes files goes "
@@ -80,6 +92,8 @@ _STEP: dict[str, Any] = {
                 "description": "A stable identity for a call with side effects: a keyed call runs at most "
                                "once per task, so calling the same pool again skips the keyed steps that "
                                "already landed (status skipped). Keys are unique within a pool."},
+        "tolerate": {**_TOLERATE, "description": "This step's error budget, counting its own calls; it "
+                                                 "wins over the pool's."},
     },
     "required": ["unit", "command"],
 }
@@ -180,6 +194,7 @@ TOOL_POOL = types.Tool(
             "stop_on_error": {"type": "boolean",
                               "description": "Start no further step after the first failure (default true); "
                                              "steps already running finish."},
+            "tolerate": _TOLERATE,
             "include_results": {"type": "boolean",
                                 "description": "Put each step's detail, tables and files into the answer "
                                                "(default true); large results are left out and marked "

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import CheckFailed, InputError, Problem, in_order
+from pooler.pool.budget import tolerate_of
 from pooler.pool.documents import MAX_BYTES, Document, parse_text, read_document, read_text
 from pooler.pool.marks import LazyPositions
 from pooler.pool.model import (
@@ -104,6 +105,7 @@ class _Loader:
             variables=_variables(declared, wrong) if isinstance(declared, dict) else {},
             source=source,
             options_set=frozenset(options),
+            tolerate=None if _under(wrong, "tolerate") else tolerate_of(value.get("tolerate")),
             base=str(self.base),
             problems=tuple(in_order(self.problems, self.file)),
             broken=frozenset(self.broken),
@@ -239,6 +241,7 @@ class _Loader:
             retry=Retry(**retry) if isinstance(retry, dict) else None,
             for_each=ForEach(**each) if isinstance(each, dict) else None,
             description=str(raw.get("description", "")),
+            tolerate=tolerate_of(raw.get("tolerate")),
             path=at,
             source=source,
         )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pooler.errors import Problem
+from pooler.pool.budget import Budgets, Tolerate, budgets_of
 from pooler.pool.rules import RESERVED
 
 #: A path into a loaded document: mapping keys and list indexes, from the top.
@@ -163,6 +164,8 @@ class Step:
     retry: Retry | None = None
     for_each: ForEach | None = None
     description: str = ""
+    #: The step's error budget (``tolerate``): it wins over the pool's.
+    tolerate: Tolerate | None = None
     #: Where the step stands in ``source``: ``("pool", 0)``, or ``(0,)`` in a pool_source file.
     path: JsonPath = ()
     source: Source | None = None
@@ -192,6 +195,8 @@ class Pool:
     source: Source | None = None
     #: Which option names the file set itself (command-line flags override the rest silently).
     options_set: frozenset[str] = frozenset()
+    #: The pool's error budget (``tolerate`` at the top level).
+    tolerate: Tolerate | None = None
     #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
     #: file's own folder.  A pool built in memory has no folder of its own to go by.
     base: str | None = None
@@ -206,6 +211,10 @@ class Pool:
     #: The pool as one document (``pool_source`` and ``params_source`` read in): what a task keeps
     #: of it, so that a redrive needs no file.  None for a pool built in memory.
     document: dict[str, Any] | None = None
+
+    def budgets(self) -> Budgets:
+        """The pool's error budgets, its steps' own first."""
+        return budgets_of(self.tolerate, [(s.num, s.tolerate) for s in self.steps])
 
     def data_folder(self) -> Path:
         """The folder the pool's relative data files are read from: the loader's, else the file's."""

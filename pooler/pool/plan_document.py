@@ -100,8 +100,22 @@ def build_plan(plan: Plan) -> dict[str, Any]:
                              "description": described(pool, name), "secret": name in secrets}
                       for name, value in values.items()},
         "calls": total,
+        "tolerate": planned_budgets(pool, {e["num"]: e["calls"] for e in steps}),
         "steps": steps,
     }
+
+
+def planned_budgets(pool: Pool, calls: dict[int, int | None]) -> list[dict[str, Any]]:
+    """The pool's error budgets in calls, of the calls planned (``allowed`` None where a step's
+    calls are not known before the run: a step over an earlier step's table)."""
+    out = []
+    for budget in pool.budgets().all:
+        known = [calls.get(n) for n in budget.steps]
+        planned = None if any(c is None for c in known) else sum(c or 0 for c in known)
+        allowed = None if planned is None and budget.allow.calls is None else budget.allow.of(planned or 0)
+        out.append({"kind": budget.kind, "step": budget.step, "tolerate": budget.allow.value,
+                    "allowed": allowed, "planned": planned})
+    return out
 
 
 def described(pool: Pool, name: str) -> str:

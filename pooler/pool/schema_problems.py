@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pooler.errors import Problem, did_you_mean
+from pooler.pool.budget import allowance_message
 from pooler.pool.model import JsonPath, Source, format_path
 from pooler.pool.positions import KEY
 from pooler.pool.schema_gate import Check, compile_schema
@@ -216,6 +217,8 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
     if kind == "pattern" and rest[-1:] == ("env",):
         return (f"{what} must be the name of an environment variable (letters, digits and _), "
                 f"not {kind_of(value)}.")
+    if kind == "oneOf" and len(rest) == 2 and rest[0] == "tolerate":
+        return allowance_message(what, kind_of(value))
     if kind == "oneOf" and rest[-1:] == ("for_each",):
         return _for_each_message(what, value)
     return f"{what}: {error.message}"

@@ -22,6 +22,7 @@ from typing import Any
 
 from pooler.journal.api import CallHistory, RunFacts
 from pooler.journal.records import TaskRow
+from pooler.pool.budget import budget_line
 from pooler.statuses import DOUBTFUL, CallStatus, RecordStatus, final_status
 
 #: Statuses of a call that reached the store, as the timeline colours them.  ``sent`` is a call
@@ -121,6 +122,8 @@ class ReportData:
     failed_more: int = 0
     #: The options to run the task again as its latest run went, shell-quoted (``--store shop --out ...``).
     again: str = ""
+    #: What the error budgets counted, as words (``5 of 100 calls failed, within the pool's ...``).
+    budgets: list[str] = field(default_factory=list)
 
 
 def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
@@ -163,8 +166,9 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     tables = _tables(answer, journal, task_id, last)
     latest = facts.get(max(facts)) if facts else None
     again = shlex.join(latest.again) if latest is not None and latest.again else ""
+    budgets = [budget_line(row) for row in ((answer or {}).get("tolerated") or {}).get("budgets") or []]
     return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
-                      len(failed_all) - len(failed), again)
+                      len(failed_all) - len(failed), again, budgets)
 
 
 def _number_attempts(by_run: dict[int, list[CallRow]]) -> None:

@@ -19,6 +19,7 @@ from typing import Any, cast
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
 from pooler.journal.work import BUSY, Done, LeaseLost, RunnerLease, TaskJournal, WorkRow
+from pooler.pool.budget import Judge, stopping
 from pooler.pool.model import Pool, Step
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
@@ -28,7 +29,7 @@ from pooler.run.expansion import table_calls
 from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
-from pooler.statuses import TROUBLE, CallStatus
+from pooler.statuses import CallStatus
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
@@ -53,6 +54,7 @@ class Runner:
         self.lease = lease
         self.work = journal.work(self.task, self.lease.id)
         self.plans = step_plans(pool)
+        self.budgets = pool.budgets()
         self.steps = {s.num: s for s in pool.steps}
         self.base = pool_base(pool)
         self.writer = KeepingWriter(config.out)
@@ -347,7 +349,7 @@ class Runner:
                     if not left:
                         self._quiet(self.work.release, row)
                     continue
-                if kept or self._halt_for(row, outcome) or self.broken:
+                if kept or any(self._stopping(row, outcome)) or self.broken:
                     self._record(row, outcome, kept)
                 else:
                     # Recorded with the next claim, in one transaction (before anything reads it),
@@ -368,21 +370,21 @@ class Runner:
             if self.broken is None:
                 self.broken = self._journal_gone(exc)
 
-    def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
-        """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
-        if outcome.halt or (outcome.status in TROUBLE and self.pool.options.stop_on_error):
-            return f"step {row.num} {outcome.status}"
-        return None
+    def _stopping(self, row: WorkRow, outcome: Outcome) -> tuple[str | None, Judge | None]:
+        """Why this outcome stops the task now (stop_on_error, or a key in doubt under --in-doubt
+        stop), or the judge of the budget that counts it."""
+        return stopping(self.budgets, self.pool.options.stop_on_error, row.num, outcome.status,
+                        forced=bool(outcome.halt))
 
     def _record(self, row: WorkRow, outcome: Outcome, kept: dict[str, list[Any]] | None = None, *,
                 sent: bool = True) -> None:
-        halt = self._halt_for(row, outcome)
+        halt, judge = self._stopping(row, outcome)
         plan = self.plans[row.num]
         detail = self.config.redactor.value(outcome.detail)
         try:
             recorded = self.work.done(row, outcome.status, outcome.entry, detail, doubt=outcome.in_doubt,
                                       tables=kept, prefix=plan.prefix, into=plan.step.into, halt=halt,
-                                      sent=sent)
+                                      sent=sent, judge=judge)
         except JournalError as exc:
             self.broken = self._journal_gone(exc)
             return
@@ -425,7 +427,7 @@ class Runner:
             failed = self.unsent.broken_table(row, calls)
             assert failed.entry is not None
             self.work.done(replace(row, idx=PLACEHOLDER), failed.status, failed.entry, None, doubt=None,
-                           halt=failed.halt)
+                           halt=failed.halt, judge=failed.judge)
             return
         if self.work.expand(row, calls):
             self._counted(row.num)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.journal.work import TaskJournal
+from pooler.pool.budget import Budgets, budgets_of, tolerate_of
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
 from pooler.run.entries import head_of, not_sent
@@ -26,7 +27,14 @@ DIED = "the run died before it finished (killed, or the machine went down)"
 def steps_doc(pool: Pool) -> list[dict[str, Any]]:
     """What the answer needs of each step, kept with the task so ``pooler show`` needs no pool file."""
     return [{"num": s.num, "name": s.name, "unit": s.unit, "command": s.command,
-             "over_rows": s.for_each is not None} for s in pool.steps]
+             "over_rows": s.for_each is not None,
+             "tolerate": None if s.tolerate is None else s.tolerate.doc()} for s in pool.steps]
+
+
+def shared_budgets(shared: dict[str, Any]) -> Budgets:
+    """The error budgets a task keeps of its pool."""
+    return budgets_of(tolerate_of(shared.get("tolerate")),
+                      [(int(s["num"]), tolerate_of(s.get("tolerate"))) for s in shared["steps"]])
 
 
 def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
@@ -53,7 +61,11 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
             _single(collector, calls)
         else:
             _over_rows(collector, step, calls)
-    return collector.answer(total=total, task=task, trip_ms=trip_ms, interrupted=interrupted)
+    answer = collector.answer(total=total, task=task, trip_ms=trip_ms, interrupted=interrupted)
+    budgets = shared_budgets(shared)
+    if budgets.all:
+        answer["tolerated"] = budgets.tolerated(journal.budget_counts(task))
+    return answer
 
 
 def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pooler.journal.work import Settled, WorkRow
+from pooler.pool.budget import stopping
 from pooler.pool.model import Pool
 from pooler.run.callplan import Call, StepPlan
 from pooler.run.config import RunConfig
@@ -28,6 +29,7 @@ class Unsent:
 
     def __init__(self, pool: Pool, plans: dict[int, StepPlan], config: RunConfig, run: int) -> None:
         self.pool = pool
+        self.budgets = pool.budgets()
         self.plans = plans
         self.config = config
         self.run = run
@@ -50,9 +52,10 @@ class Unsent:
                                self.config.in_doubt, sender=BY_EXPIRED_RUNNER if expired else "")
         if ruling is None:
             return None
-        stopping = ruling.halt or (ruling.status == CallStatus.IN_DOUBT and self.pool.options.stop_on_error)
+        halt, judge = stopping(self.budgets, self.pool.options.stop_on_error, row.num, ruling.status,
+                               forced=ruling.halt, reason=f"step {row.num} in doubt")
         return Settled(ruling.status, self.config.redactor.value(ruling.entry), doubt=ruling.action,
-                       halt=f"step {row.num} in doubt" if stopping else None)
+                       halt=halt, judge=judge)
 
     def on_blocked(self, row: WorkRow, dep: int, status: str) -> Settled:
         step = self.plans[dep].step
@@ -63,5 +66,5 @@ class Unsent:
         """A step over a table that cannot be read: one failed call at its first row, as a step
         whose data broke."""
         entry = not_sent(self._head(replace(row, row_first=0)), CallStatus.FAILED, None, problem)
-        halt = f"step {row.num} failed" if self.pool.options.stop_on_error else None
-        return Settled(CallStatus.FAILED, self.config.redactor.value(entry), halt=halt)
+        halt, judge = stopping(self.budgets, self.pool.options.stop_on_error, row.num, CallStatus.FAILED)
+        return Settled(CallStatus.FAILED, self.config.redactor.value(entry), halt=halt, judge=judge)

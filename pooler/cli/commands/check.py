@@ -20,10 +20,12 @@ from pooler.cli.commands.common import (
 )
 from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
+from pooler.pool.budget import planned_line
 from pooler.pool.compiler import Inputs, plan_for_check
 from pooler.pool.declared import is_declarations, load_declarations
 from pooler.pool.loader import load_pool
 from pooler.pool.model import Pool
+from pooler.pool.plan_document import build_plan
 from pooler.redact import Redactor
 
 
@@ -67,19 +69,22 @@ def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | N
 
 
 def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None = None, *,
-            data: bool = False, redactor: Redactor | None = None) -> tuple[list[Problem], Pool | None]:
-    """``check_file``'s problems, and the pool as loaded (None when it could not be read)."""
+            data: bool = False, redactor: Redactor | None = None
+            ) -> tuple[list[Problem], Pool | None, list[str]]:
+    """``check_file``'s problems, the pool as loaded (None when it could not be read), and what a
+    valid pool's error budgets allow, in calls."""
     try:
         pool = load_pool(Path(path), partial=True)
     except PoolerError as exc:
-        return list(exc.problems()), None
+        return list(exc.problems()), None, []
     if inputs is not None and redactor is not None:
         mask_variables(pool, inputs, redactor)
     try:
-        plan_for_check(pool, inputs, tools=tools, read_data=data)
+        plan = plan_for_check(pool, inputs, tools=tools, read_data=data)
     except PoolerError as exc:
-        return list(exc.problems()), pool
-    return [], pool
+        return list(exc.problems()), pool, []
+    budgets = build_plan(plan)["tolerate"] if pool.budgets().all else []
+    return [], pool, [f"{path}: {planned_line(row)}" for row in budgets]
 
 
 def env_notice(path: str, pool: Pool) -> str | None:
@@ -126,8 +131,9 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     inputs = variable_inputs(args, ctx) if args.var or args.vars_file or args.env else None
     results, notices = [], []
     for path in args.pools:
-        problems, pool = checked(path, tools, inputs, data=args.data, redactor=ctx.redactor)
+        problems, pool, budgets = checked(path, tools, inputs, data=args.data, redactor=ctx.redactor)
         results.append((path, problems))
+        notices.extend(budgets)
         notice = env_notice(path, pool) if pool is not None and inputs is None else None
         if notice:
             notices.append(notice)

@@ -11,6 +11,7 @@ from pooler.cli.commands.common import Context
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
 from pooler.plural import plural
+from pooler.pool.budget import planned_line
 from pooler.pool.compiler import Plan
 from pooler.pool.plan_document import build_plan
 
@@ -24,6 +25,8 @@ def order_text(plan: dict[str, Any]) -> str:
         if plan["serialize_on"]:
             text += f"; calls with equal params.{plan['serialize_on']} go one at a time"
     stop = "stops at the first failure" if plan["stop_on_error"] else "goes on after a failure"
+    if plan.get("tolerate"):
+        stop = f"{stop} no budget counts; " + "; ".join(planned_line(r) for r in plan["tolerate"])
     return f"{text}; {stop}"
 
 

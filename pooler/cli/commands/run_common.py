@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
+from pooler.pool.budget import within_budget
 from pooler.pool.model import Pool, Step
 from pooler.run.config import StopSignal
 from pooler.run.events import NullReporter
@@ -29,7 +30,7 @@ def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], int
         ctx.emit_json(answer)
     if interrupts.signum is not None:
         return SIGNAL_STATUS[signal.Signals(interrupts.signum)]
-    return ExitStatus.OK if answer.get("result") else ExitStatus.FAILED
+    return ExitStatus.OK if answer.get("result") or within_budget(answer) else ExitStatus.FAILED
 
 
 class SentCounter(NullReporter):

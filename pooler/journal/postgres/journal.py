@@ -29,6 +29,7 @@ from pooler.journal.work import (
     narrower,
     plan_again,
 )
+from pooler.pool.budget import Counts, counts_of
 from pooler.statuses import TaskStatus
 
 #: The types of the columns of a work row a plan gives, in the order of ``SQL["copy_work"]``, told
@@ -344,6 +345,9 @@ class PgJournal:
 
     def planned_calls(self, task_id: str) -> int:
         return int(self.query(SQL["planned_calls"], (task_id,))[0][0])
+
+    def budget_counts(self, task_id: str) -> dict[int, Counts]:
+        return counts_of(self.query(SQL["budget_counts"], (task_id,)))
 
     def answer_rows(self, task_id: str) -> list[tuple[Any, ...]]:
         return self.query(SQL["answer_rows"], (task_id, task_id))

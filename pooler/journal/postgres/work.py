@@ -16,7 +16,16 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.schema import SQL
-from pooler.journal.work import BUSY, BlockedPolicy, Done, DoubtPolicy, Planned, Settled, WorkRow
+from pooler.journal.work import (
+    BUSY,
+    BlockedPolicy,
+    Done,
+    DoubtPolicy,
+    Planned,
+    Settled,
+    WorkRow,
+)
+from pooler.pool.budget import Judge, counts_of
 
 
 class WorkStore:
@@ -88,8 +97,15 @@ class WorkStore:
 
         db.execute(SQL["end_call"], (how.status, None if how.entry is None else Json(how.entry), how.doubt,
                                      self.task, num, idx))
-        if how.halt:
-            db.execute(SQL["halt_task"], (how.halt, self.task))
+        self._halt(db, how.halt, how.judge)
+
+    def _halt(self, db: Any, halt: str | None, judge: Judge | None) -> bool:
+        """The task halted for ``halt``, or for what ``judge`` says of its counts: whether it was."""
+        if halt is None and judge is not None:
+            halt = judge(counts_of(db.execute(SQL["budget_counts"], (self.task,)).fetchall()))
+        if halt:
+            db.execute(SQL["halt_task"], (halt, self.task))
+        return bool(halt)
 
     def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int, serial: str | None = None
              ) -> int | None:
@@ -166,26 +182,26 @@ class WorkStore:
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
-             halt: str | None = None, sent: bool = True) -> bool:
+             halt: str | None = None, sent: bool = True, judge: Judge | None = None) -> bool:
         """Record a call's outcome; False when the call is no longer this runner's (taken back)."""
         from psycopg.types.json import Json  # noqa: PLC0415
 
         args = self._done_args(row, status, entry, detail, doubt)
-        if not tables and not halt and sent:
+        if not tables and not halt and judge is None and sent:
             return bool(self._one(SQL["done"], args, fetch=True)[1][0][0])
         with self._tx() as db:
-            if halt:
+            if halt or judge is not None:
                 # The halt changes the task's row after the call's: the task's lock first (see
-                # lock_task in queries.sql).
+                # lock_task in queries.sql); under it, a budget's count sees every other runner's
+                # outcome that counted before this one.
                 db.execute(SQL["lock_task"], (self.task,))
             if not sent:
                 db.execute(SQL["not_sent"], (self.task, row.num, row.idx, self.runner))
             if not db.execute(SQL["done"], args).fetchone()[0]:
                 return False
-            if halt:
+            if self._halt(db, halt, judge):
                 # A gate that read the task's row waits for this to commit (see ``gate``); the call
                 # is done once the halt holds.
-                db.execute(SQL["halt_task"], (halt, self.task))
                 db.execute(SQL["done_now"], (self.task, row.num, row.idx))
             for name, rows in (tables or {}).items():
                 db.execute(SQL["keep_table_rows"],

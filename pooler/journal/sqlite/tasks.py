@@ -50,6 +50,7 @@ from pooler.journal.work import (
     plan_again,
     redrive_again,
 )
+from pooler.pool.budget import Counts, counts_of
 from pooler.statuses import CallStatus
 
 #: The statements that cut a chunk planned beyond a sample (``cut_at_sample``).
@@ -251,6 +252,9 @@ class SqliteTaskJournal:
                  *rest)
                 for num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, sent, done,
                 earlier, *rest in self.journal.query(SQL["answer_rows"], (task_id,))]
+
+    def budget_counts(self, task_id: str) -> dict[int, Counts]:
+        return counts_of(self.journal.query(SQL["budget_counts"], (task_id,)))
 
     def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
         """The task's document, its status, and whether it has no recorded answer yet."""

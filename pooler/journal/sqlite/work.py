@@ -22,7 +22,16 @@ from pooler.journal.records import dumps, split_entry
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.lease import fair_share, gone_runners
-from pooler.journal.work import BUSY, BlockedPolicy, Done, DoubtPolicy, Planned, Settled, WorkRow
+from pooler.journal.work import (
+    BUSY,
+    BlockedPolicy,
+    Done,
+    DoubtPolicy,
+    Planned,
+    Settled,
+    WorkRow,
+)
+from pooler.pool.budget import Judge, counts_of
 
 
 def work_row(columns: Iterable[Any], epoch: int | None = None) -> WorkRow:
@@ -175,8 +184,14 @@ class SqliteWorkStore:
         db.execute(SQL["end_call"], (how.status, None if how.entry is None else dumps(how.entry), how.doubt,
                                      _ms(now), self.task, num, idx))
         self._history(db, num, idx, how.entry, sent=False)
-        if how.halt:
-            db.execute(SQL["halt_task"], (how.halt, self.task))
+        self._halt(db, how.halt, how.judge)
+
+    def _halt(self, db: sqlite3.Connection, halt: str | None, judge: Judge | None) -> None:
+        """The task halted for ``halt``, or for what ``judge`` says of its counts."""
+        if halt is None and judge is not None:
+            halt = judge(counts_of(db.execute(SQL["budget_counts"], (self.task,)).fetchall()))
+        if halt:
+            db.execute(SQL["halt_task"], (halt, self.task))
 
     def _history(self, db: sqlite3.Connection, num: int, idx: int, entry: dict[str, Any] | None, *,
                  sent: bool) -> None:
@@ -248,7 +263,7 @@ class SqliteWorkStore:
 
     def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
-             halt: str | None = None, sent: bool = True) -> bool:
+             halt: str | None = None, sent: bool = True, judge: Judge | None = None) -> bool:
         """Record a call's outcome, with the table rows it gave and why it halts the task, in one
         transaction; False when the call is no longer this runner's (taken back)."""
         with self.journal.transaction() as db:
@@ -256,8 +271,7 @@ class SqliteWorkStore:
                 db.execute(SQL["not_sent"], (self.task, row.num, row.idx, self.runner))
             if not self._done(db, row, status, entry, detail, doubt=doubt, now=time.time()):
                 return False
-            if halt:
-                db.execute(SQL["halt_task"], (halt, self.task))
+            self._halt(db, halt, judge)
             for name, rows in (tables or {}).items():
                 db.execute(SQL["keep_table_rows"], (self.task, row.num, row.idx, name, prefix, into,
                                                     dumps(rows)))

@@ -438,3 +438,10 @@ WITH now AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS s)
 INSERT INTO buckets (task, name, tat) SELECT %(task)s, %(name)s, now.s + %(interval)s FROM now
 ON CONFLICT (task, name) DO UPDATE SET tat = greatest(buckets.tat, (SELECT s FROM now)) + %(interval)s
 RETURNING tat, (SELECT s FROM now);
+
+-- name: budget_counts
+-- What an error budget counts (pool/budget.py), a row a step: its planned calls (not those beyond
+-- the task's sample), and those of its calls that failed and that are in doubt.
+SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond'),
+       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'in_doubt')
+FROM work WHERE task = %s GROUP BY num;

@@ -465,3 +465,10 @@ WHERE task = :task AND state = 'done' AND status = 'in_doubt' AND :in_doubt = 1
 INSERT INTO buckets (task, name, tat) VALUES (:task, :name, :now + :interval)
 ON CONFLICT (task, name) DO UPDATE SET tat = max(tat, :now) + :interval
 RETURNING tat;
+
+-- name: budget_counts
+-- What an error budget counts (pool/budget.py), a row a step: its planned calls (not those beyond
+-- the task's sample), and those of its calls that failed and that are in doubt.
+SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond'),
+       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'in_doubt')
+FROM work WHERE task = ? GROUP BY num;
