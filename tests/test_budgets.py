@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers import Store, pooler, start_store
 from junit_schema import jenkins_junit
-from sharedkit import journal_of, token_file
+from sharedkit import finish, journal_of, query, start_runner, token_file
 
 from pooler.store.faults import FaultPlan, Rule
 
@@ -195,3 +195,23 @@ def test_check_and_a_dry_run_tell_the_budgets_in_calls(tmp_path: Path) -> None:
         {"kind": "failed", "step": 1, "tolerate": 1, "allowed": 1, "planned": 100},
         {"kind": "failed", "step": None, "tolerate": "2.5%", "allowed": 1, "planned": 1},
         {"kind": "in_doubt", "step": None, "tolerate": 3, "allowed": 3, "planned": 101}]
+
+
+@pytest.mark.postgres
+@pytest.mark.process
+def test_two_runners_of_a_shared_task_count_against_one_budget(tmp_path: Path, request: Any) -> None:
+    journal = journal_of("postgres", request, tmp_path)
+    store = start_store(tmp_path)
+    request.addfinalizer(store.stop)
+    # Half the rows refused, four calls at once across the task, 20 failures allowed in all.
+    pool = goods_pool(tmp_path / "pools", 2, "tolerate: {failed: 20}\nmode: parallel\nmax_concurrency: 4\n")
+    runners = [start_runner(pool, store, journal, "t", tmp_path / f"out{i}") for i in range(2)]
+    ends = [finish(proc) for proc in runners]
+    assert [code for code, _, _ in ends] == [1, 1], [err for _, _, err in ends]
+    counted = query(journal, "SELECT count(*) FROM work WHERE task = 't' AND status = 'failed'")[0][0]
+    # The 21st failure either runner recorded stopped both; the calls in flight then (four at
+    # most) finished. Budgets of a runner each would have let through 40.
+    assert 21 <= counted <= 25
+    assert adds(store) < ROWS
+    # Each tells the count as the journal had it when it ended.
+    assert all(" of 100 calls failed, over the pool's budget of 20;" in err for _, _, err in ends)
