@@ -97,6 +97,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_run_output(parser: argparse.ArgumentParser) -> None:
+    """What a run prints and where: ``--quiet``, ``--verbose``, ``--log``, ``--traceback``."""
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only failures, in-doubt calls and the summary of a run that did not "
+                             "complete")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also say what was left aside (names in --vars-file the pool does not declare)")
+    parser.add_argument("--log", metavar="FILE",
+                        help="also append plain timestamped lines to FILE (default: none)")
+    add_traceback(parser)
+
+
 def add_traceback(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traceback", action="store_true",
                         help="on an internal error, show the full Python traceback")

@@ -13,8 +13,8 @@ from pooler.cli.commands import help_of
 from pooler.cli.commands.common import (
     Context,
     add_json,
+    add_run_output,
     add_store_options,
-    add_traceback,
     add_variable_options,
     make_client,
     mask_variables,
@@ -107,14 +107,7 @@ def register(sub: Any) -> None:
     add_shared_options(parser)
     add_run_files(parser)
     add_monitoring_options(parser)
-    parser.add_argument("--quiet", action="store_true",
-                        help="print only failures, in-doubt calls and the summary of a run that did not "
-                             "complete")
-    parser.add_argument("--verbose", action="store_true",
-                        help="also say what was left aside (names in --vars-file the pool does not declare)")
-    parser.add_argument("--log", metavar="FILE",
-                        help="also append plain timestamped lines to FILE (default: none)")
-    add_traceback(parser)
+    add_run_output(parser)
     parser.set_defaults(handler=handle)
 
 
