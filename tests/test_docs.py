@@ -185,8 +185,9 @@ def test_every_pool_shown_passes_pooler_check(block: Block, tmp_path: Path) -> N
     assert status == 0, f"{block}: pooler check says:\n{err.getvalue()}{out.getvalue()}"
     *told, last = out.getvalue().splitlines()
     assert last == "1 file valid"
-    # All a valid pool is told besides: what its error budgets allow.
-    assert all(line.startswith(f"{pool}: ") and " goes on after up to " in line for line in told), told
+    # All a valid pool is told besides: what its error budgets allow, and its rate limits.
+    told_of = (" goes on after up to ", " starts at most ")
+    assert all(line.startswith(f"{pool}: ") and any(t in line for t in told_of) for line in told), told
 
 
 def test_a_pool_shown_wrong_fails_the_check(tmp_path: Path) -> None:

@@ -71,6 +71,19 @@ _TOLERATE: dict[str, Any] = {
                    "the pool goes on, whatever stop_on_error says; the first one over it stops the pool.",
 }
 
+_RATE: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["per_second"],
+    "properties": {
+        "per_second": {"type": "number", "minimum": 0.01, "maximum": 10000,
+                       "description": "Calls started a second, at most."},
+        "burst": {"type": "integer", "minimum": 1, "maximum": 1000,
+                  "description": "How many may start at once after a quiet spell (default 1)."},
+        "key": {"type": "string",
+                "description": "A dotted path into each call's params: a bucket per value."},
+    },
+    "description": "A limit on calls started, held for the task as a whole.",
+}
+
 _STEP: dict[str, Any] = {
     "type": "object",
     "description": "One call of a store tool. Steps hold JSON only: a command that takes files goes "
@@ -94,6 +107,7 @@ _STEP: dict[str, Any] = {
                                "already landed (status skipped). Keys are unique within a pool."},
         "tolerate": {**_TOLERATE, "description": "This step's error budget, counting its own calls; it "
                                                  "wins over the pool's."},
+        "rate": {**_RATE, "description": "This step's own limit on calls started; it wins over the pool's."},
     },
     "required": ["unit", "command"],
 }
@@ -195,6 +209,7 @@ TOOL_POOL = types.Tool(
                               "description": "Start no further step after the first failure (default true); "
                                              "steps already running finish."},
             "tolerate": _TOLERATE,
+            "rate": _RATE,
             "include_results": {"type": "boolean",
                                 "description": "Put each step's detail, tables and files into the answer "
                                                "(default true); large results are left out and marked "

@@ -30,6 +30,7 @@ from pooler.pool.model import (
     format_path,
 )
 from pooler.pool.positions import KEY
+from pooler.pool.rate import rate_of
 from pooler.pool.schema_problems import kind_of, schema_problems
 
 OPTION_NAMES: tuple[str, ...] = (
@@ -106,6 +107,7 @@ class _Loader:
             source=source,
             options_set=frozenset(options),
             tolerate=None if _under(wrong, "tolerate") else tolerate_of(value.get("tolerate")),
+            rate=None if _under(wrong, "rate") else rate_of(value.get("rate")),
             base=str(self.base),
             problems=tuple(in_order(self.problems, self.file)),
             broken=frozenset(self.broken),
@@ -242,6 +244,7 @@ class _Loader:
             for_each=ForEach(**each) if isinstance(each, dict) else None,
             description=str(raw.get("description", "")),
             tolerate=tolerate_of(raw.get("tolerate")),
+            rate=rate_of(raw.get("rate")),
             path=at,
             source=source,
         )

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pooler.errors import Problem
 from pooler.pool.budget import Budgets, Tolerate, budgets_of
+from pooler.pool.rate import Pace, Rate, paces
 from pooler.pool.rules import RESERVED
 
 #: A path into a loaded document: mapping keys and list indexes, from the top.
@@ -166,6 +167,8 @@ class Step:
     description: str = ""
     #: The step's error budget (``tolerate``): it wins over the pool's.
     tolerate: Tolerate | None = None
+    #: The step's own limit on calls started (``rate``): it wins over the pool's.
+    rate: Rate | None = None
     #: Where the step stands in ``source``: ``("pool", 0)``, or ``(0,)`` in a pool_source file.
     path: JsonPath = ()
     source: Source | None = None
@@ -197,6 +200,8 @@ class Pool:
     options_set: frozenset[str] = frozenset()
     #: The pool's error budget (``tolerate`` at the top level).
     tolerate: Tolerate | None = None
+    #: The pool's limit on calls started (``rate`` at the top level, or ``--rate``).
+    rate: Rate | None = None
     #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
     #: file's own folder.  A pool built in memory has no folder of its own to go by.
     base: str | None = None
@@ -215,6 +220,10 @@ class Pool:
     def budgets(self) -> Budgets:
         """The pool's error budgets, its steps' own first."""
         return budgets_of(self.tolerate, [(s.num, s.tolerate) for s in self.steps])
+
+    def paces(self) -> dict[int, Pace]:
+        """Each step's limit on calls started, and its bucket."""
+        return paces(self.rate, [(s.num, s.rate) for s in self.steps])
 
     def data_folder(self) -> Path:
         """The folder the pool's relative data files are read from: the loader's, else the file's."""

@@ -11,6 +11,7 @@ from typing import Any
 from pooler.errors import PoolerError
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Pool, Step
+from pooler.pool.rate import buckets
 from pooler.pool.references import find_refs
 from pooler.pool.variables import placeholders, substitute
 from pooler.redact import MASK
@@ -101,6 +102,8 @@ def build_plan(plan: Plan) -> dict[str, Any]:
                       for name, value in values.items()},
         "calls": total,
         "tolerate": planned_budgets(pool, {e["num"]: e["calls"] for e in steps}),
+        "rate": [{"steps": nums, "bucket": pace.bucket, **pace.rate.doc()}
+                 for pace, nums in buckets(pool.paces())],
         "steps": steps,
     }
 

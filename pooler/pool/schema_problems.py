@@ -217,6 +217,10 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
     if kind == "pattern" and rest[-1:] == ("env",):
         return (f"{what} must be the name of an environment variable (letters, digits and _), "
                 f"not {kind_of(value)}.")
+    if rest[:1] == ("rate",) and kind == "required":
+        return f"{what} needs per_second - how many calls a second may start, like {{per_second: 20}}."
+    if rest == ("rate", "key") and kind == "pattern":
+        return f"{what} [{value}] is not a dotted path into params - write it like warehouse or order.ref."
     if kind == "oneOf" and len(rest) == 2 and rest[0] == "tolerate":
         return allowance_message(what, kind_of(value))
     if kind == "oneOf" and rest[-1:] == ("for_each",):

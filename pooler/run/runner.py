@@ -1,11 +1,8 @@
 """One runner of a task, on either journal: claim its calls in small batches, send them under a
-live lease, record them, and end when nothing is left that it could claim.  A run on one host is a
-task with one runner; the runners of a task on PostgreSQL may be on many hosts.
-
-The calls themselves are made by ``CallRunner`` (params, references, the request and its
-retries, tables, the entry); the journal behind ``TaskJournal`` says where they come from and
-keeps what they did.  See docs/multihost.md.
-"""
+live lease (each at its rate's slot, ``Pacer``), record them, and end when nothing is left that it
+could claim.  A run on one host is a task with one runner; the runners of a task on PostgreSQL may
+be on many hosts.  ``CallRunner`` makes the calls; the journal behind ``TaskJournal`` says where
+they come from and keeps what they did.  See docs/multihost.md."""
 
 from __future__ import annotations
 
@@ -27,6 +24,7 @@ from pooler.run.config import RunConfig, pool_base, runner_width
 from pooler.run.events import Reporter
 from pooler.run.expansion import table_calls
 from pooler.run.gated import GatedClient, KeepingWriter
+from pooler.run.pacing import Pacer
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
@@ -59,6 +57,7 @@ class Runner:
         self.base = pool_base(pool)
         self.writer = KeepingWriter(config.out)
         self.gated = GatedClient(client, self.lease)
+        self.pacer = Pacer(self.work, pool.paces(), stop)
         run_no = journal.run_of(self.task)
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
@@ -281,6 +280,11 @@ class Runner:
             if epoch is None:
                 self._quiet(self.work.release, row)
                 return
+        paced = self._quiet(self.pacer.wait, row, got)
+        if not paced:
+            # The run stopped (or the journal failed) before the call's slot: not sent.
+            self._quiet(self.work.release, row)
+            return
         self._number += 1
         got.number = self._number
         if self.width == 1:
@@ -363,12 +367,13 @@ class Runner:
             # Only at the end: a collect with nothing in flight keeps the outcome for the next claim.
             self._flush()
 
-    def _quiet(self, action: Any, *args: Any) -> None:
+    def _quiet(self, action: Any, *args: Any) -> Any:
         try:
-            action(*args)
+            return action(*args)
         except JournalError as exc:
             if self.broken is None:
                 self.broken = self._journal_gone(exc)
+            return None
 
     def _stopping(self, row: WorkRow, outcome: Outcome) -> tuple[str | None, Judge | None]:
         """Why this outcome stops the task now (stop_on_error, or a key in doubt under --in-doubt

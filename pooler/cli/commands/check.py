@@ -18,6 +18,7 @@ from pooler.cli.commands.common import (
     mask_variables,
     variable_inputs,
 )
+from pooler.cli.commands.dry_run import planned_rate
 from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
 from pooler.pool.budget import planned_line
@@ -83,8 +84,9 @@ def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None
         plan = plan_for_check(pool, inputs, tools=tools, read_data=data)
     except PoolerError as exc:
         return list(exc.problems()), pool, []
-    budgets = build_plan(plan)["tolerate"] if pool.budgets().all else []
-    return [], pool, [f"{path}: {planned_line(row)}" for row in budgets]
+    doc = build_plan(plan) if pool.budgets().all or pool.paces() else {"tolerate": [], "rate": []}
+    told = [planned_line(row) for row in doc["tolerate"]] + [planned_rate(row) for row in doc["rate"]]
+    return [], pool, [f"{path}: {line}" for line in told]
 
 
 def env_notice(path: str, pool: Pool) -> str | None:

@@ -87,6 +87,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def calls_a_second(text: str) -> float:
+    """``--rate N``: calls a second, as a pool's ``rate.per_second`` takes them."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of calls a second") from None
+    if not 0.01 <= value <= 10000:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0.01 to 10000 calls a second")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

@@ -14,6 +14,7 @@ from pooler.plural import plural
 from pooler.pool.budget import planned_line
 from pooler.pool.compiler import Plan
 from pooler.pool.plan_document import build_plan
+from pooler.pool.rate import Rate, rate_line
 
 
 def order_text(plan: dict[str, Any]) -> str:
@@ -28,6 +29,12 @@ def order_text(plan: dict[str, Any]) -> str:
     if plan.get("tolerate"):
         stop = f"{stop} no budget counts; " + "; ".join(planned_line(r) for r in plan["tolerate"])
     return f"{text}; {stop}"
+
+
+def planned_rate(entry: dict[str, Any]) -> str:
+    """A bucket of the plan document as words."""
+    rate = Rate(entry["per_second"], entry["burst"], entry.get("key"))
+    return rate_line(entry["bucket"], entry["steps"], rate)
 
 
 def step_cells(entry: dict[str, Any]) -> list[str]:
@@ -68,6 +75,8 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     calls = "? calls" if plan["calls"] is None else plural(plan["calls"], "call")
     head = [f"dry run of {plan['pool']}: {calls}, nothing is sent",
             f"order: {order_text(plan)}"]
+    if plan["rate"]:
+        head.append("rate: " + "; ".join(planned_rate(r) for r in plan["rate"]))
     if plan["description"]:
         head.insert(1, f"about: {plan['description']}")
     variables_rows = [(n, str(v["value"]), v["description"]) for n, v in plan["variables"].items()]

@@ -16,6 +16,7 @@ from pooler.cli.commands.common import (
     add_run_output,
     add_store_options,
     add_variable_options,
+    calls_a_second,
     make_client,
     mask_variables,
     positive_int,
@@ -46,6 +47,7 @@ from pooler.plural import plural
 from pooler.pool.compiler import Plan, plan_for_run
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool
+from pooler.pool.rate import Rate
 from pooler.redact import short_warning
 from pooler.run.config import RunConfig, StopSignal
 from pooler.run.events import FanOut
@@ -100,6 +102,9 @@ def register(sub: Any) -> None:
     batch.add_argument("--serialize-on", metavar="PATH",
                        help="parallel mode: a dotted path into params; equal values run one at a time "
                             "(default: none)")
+    batch.add_argument("--rate", type=calls_a_second, metavar="N",
+                       help="start at most N calls a second, for the task as a whole (in place of the "
+                            "pool's rate; default: the pool's, else no limit)")
     batch.add_argument("--stop-on-error", action=argparse.BooleanOptionalAction, default=None,
                        help="start no new calls after the first failure (default: on)")
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
@@ -125,6 +130,13 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
     if "max_concurrency" in changes and mode == "sequential":
         ctx.note(f"pooler: --max-concurrency {changes['max_concurrency']} has no effect: {pool.file} runs "
                  "in mode sequential, one call at a time - add --mode parallel to run calls side by side.")
+    rate = getattr(args, "rate", None)
+    if rate is not None:
+        if pool.rate is not None:
+            ctx.note(f"pooler: --rate {rate:g} overrides rate.per_second: {pool.rate.per_second:g} of "
+                     f"{pool.file}")
+        burst = pool.rate.burst if pool.rate is not None else 1
+        pool = dataclasses.replace(pool, rate=Rate(rate, burst, pool.rate.key if pool.rate else None))
     if not changes:
         return pool
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
