@@ -33,6 +33,8 @@ class StepPlan:
     chunk_field: str | None = None
     #: Rerun of a task with a keyed step over rows: its table file keeps the rows of earlier runs.
     keep_tables: bool = False
+    #: The params of the step's probe, walked once as its own params are (None: no probe).
+    probe: ParamsPlan | None = None
 
 
 @dataclass

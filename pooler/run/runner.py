@@ -61,7 +61,8 @@ class Runner:
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base,
-                                key_task=(journal.shared(self.task) or {}).get("key_scope"))
+                                key_task=(journal.shared(self.task) or {}).get("key_scope"),
+                                probing=config.probe)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
         self.broken: str | None = None
         #: This runner began a run again of the task: it tells the calls earlier runs did.

@@ -1,0 +1,186 @@
+"""A step's probe settles its calls in doubt: a call the probe finds landed is completed (and its
+detail, by ``detail:``, feeds later references) without being sent again; one proven not carried
+out is sent again once, under its next key round; one whose probe settles nothing stays in doubt.
+In the run, in a later run and in a redrive, on either journal, against the reference store over
+HTTP, counting what the store carried out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Store, pooler, start_store
+from sharedkit import journal_of, token_file
+
+from pooler.store.faults import FaultPlan, Rule
+
+JOURNALS = [pytest.param("sqlite", id="sqlite"),
+            pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+ROWS = 4
+LAST = f"G{ROWS - 1}"
+
+
+class Once(FaultPlan):
+    """The store's faults, each once: the first request of that command for that sku suffers it."""
+
+    def __init__(self, **faults: str) -> None:
+        super().__init__([])
+        self.left = {tuple(name.split("_")): kind for name, kind in faults.items()}
+
+    def pick(self, request: dict[str, Any]) -> str | None:
+        sku = (request.get("params") or {}).get("sku")
+        return self.left.pop((str(request.get("command")), str(sku)), None)
+
+
+def write_pool(tmp_path: Path, rows: int = ROWS, *, probe: str = "{command: CmdGet, params: {sku: "
+               "'${row.sku}'}, landed: found, detail: row}") -> Path:
+    folder = tmp_path / "pools"
+    folder.mkdir(exist_ok=True)
+    lines = "".join(f"G{i},Goods {i},{i}.5\n" for i in range(rows))
+    (folder / "goods.csv").write_text("sku,name,price\n" + lines)
+    pool = folder / "pool.yaml"
+    pool.write_text(
+        "stop_on_error: false\n"
+        "pool:\n"
+        "  - name: add\n"
+        "    unit: MELBIS_AGENT_STORE\n"
+        "    command: CmdAdd\n"
+        "    for_each: {file: goods.csv}\n"
+        "    key: goods-${row.sku}\n"
+        "    params: {sku: '${row.sku}', name: '${row.name}', price: '${row.price}'}\n"
+        f"    probe: {probe}\n"
+        "  - {name: tell, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {last: '@add.id'}}\n")
+    return pool
+
+
+def args(tmp_path: Path, store: Store, journal: str) -> list[str]:
+    return ["--store", store.url, "--token-file", str(token_file(tmp_path / "secret", store)), "--journal",
+            journal, "--out", str(tmp_path / "out")]
+
+
+def night(tmp_path: Path, store: Store, journal: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    proc = pooler("run", str(tmp_path / "pools" / "pool.yaml"), *args(tmp_path, store, journal),
+                  "--task", "t", "--json", *extra)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def redrive(tmp_path: Path, store: Store, journal: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return pooler("redrive", "t", *args(tmp_path, store, journal), *extra)
+
+
+def adds(store: Store) -> Counter[str]:
+    """How many times the store carried out CmdAdd for each sku."""
+    return Counter(str(op["params"]["sku"]) for op in store.ops() if op["command"] == "CmdAdd")
+
+
+def goods(store: Store) -> Counter[str]:
+    answer = store.call("MELBIS_AGENT_STORE", "CmdList").json()["data"]
+    return Counter(str(r["sku"]) for r in answer["tables"]["goods"])
+
+
+def echoed(store: Store) -> list[dict[str, Any]]:
+    return [op["params"] for op in store.ops() if op["command"] == "CmdEcho"]
+
+
+def faulty_store(tmp_path: Path, request: Any, *args: str, **faults: str) -> Store:
+    store = start_store(tmp_path, *args)
+    request.addfinalizer(store.stop)
+    store.served.server.faults = Once(**faults)
+    return store
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_call_whose_answer_was_lost_and_whose_probe_finds_it_landed_is_completed_and_feeds_references(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    store = faulty_store(tmp_path, request, **{f"CmdAdd_{LAST}": "reset"})
+    write_pool(tmp_path)
+    code, answer = night(tmp_path, store, journal)
+    assert code == 0, answer
+    assert (answer["result"], answer["calls_in_doubt"]) == (True, 0)
+    assert answer["probes"] == {"landed": 1, "not_landed": 0, "unsettled": 0}
+    assert adds(store) == Counter(f"G{i}" for i in range(ROWS))
+    # The later step read the id of the row the probe found.
+    assert echoed(store) == [{"last": ROWS}]
+    show = pooler("show", "t", "--journal", journal)
+    assert "probes: 1 landed, 0 not landed, 0 unsettled" in show.stdout
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_call_its_probe_proves_not_carried_out_is_sent_again_once_under_its_next_key_round(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    # Refused on the wire: the store did not carry it out, the client cannot know it.
+    store = faulty_store(tmp_path, request, CmdAdd_G1="refuse")
+    write_pool(tmp_path)
+    code, answer = night(tmp_path, store, journal)
+    assert code == 0, answer
+    assert answer["probes"] == {"landed": 0, "not_landed": 1, "unsettled": 0}
+    assert adds(store) == Counter(f"G{i}" for i in range(ROWS))
+    keys = [op["idempotency_key"] for op in store.ops() if op["params"].get("sku") == "G1"]
+    # The probe went under no key; the call again under its next round.
+    assert keys == [None, "t:goods-G1/2"]
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_call_whose_probe_fails_stays_in_doubt_and_is_not_sent_again(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    store = faulty_store(tmp_path, request, CmdAdd_G1="reset", CmdGet_G1="crash")
+    write_pool(tmp_path)
+    code, answer = night(tmp_path, store, journal)
+    assert code == 1
+    assert answer["calls_in_doubt"] == 1
+    assert answer["probes"] == {"landed": 0, "not_landed": 0, "unsettled": 1}
+    [left] = answer["steps"][0]["failures"]
+    assert (left["row"], left["status"], left["probe"]) == (1, "in_doubt", "unsettled")
+    assert left["message"].endswith(" Its probe settled nothing (the probe CmdGet answered "
+                                    "MELBIS_AGENT_STORE\\CmdGet failed: the store broke down (injected "
+                                    "fault: crash)): the call stays in doubt.")
+    assert adds(store) == Counter(f"G{i}" for i in range(ROWS))
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_redrive_probes_first_the_calls_a_night_left_in_doubt_and_sends_none_that_landed(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    store = faulty_store(tmp_path, request, CmdAdd_G1="reset", CmdGet_G1="crash")
+    write_pool(tmp_path)
+    code, _ = night(tmp_path, store, journal)
+    assert code == 1
+    before = adds(store)
+    dry = redrive(tmp_path, store, journal, "--dry-run")
+    assert dry.stdout == f"task t: {ROWS - 1} completed: kept; 1 in doubt: probed first; 1 not run: sent\n"
+    proc = redrive(tmp_path, store, journal, "--json")
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)
+    assert (done["result"], done["probes"]) == (True, {"landed": 1, "not_landed": 0, "unsettled": 0})
+    assert [(i["row"], i["action"]) for i in done["in_doubt"]] == [(1, "probed")]
+    assert adds(store) == before
+    # The step that reads the goods step's detail ran now, with the detail of its last row's call.
+    assert echoed(store) == [{"last": ROWS}]
+    # Told otherwise on the command line, the redrive does what --in-doubt says.
+    assert "probed first" not in redrive(tmp_path, store, journal, "--dry-run", "--in-doubt", "skip").stdout
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_night_against_a_store_that_ignores_keys_and_resets_connections_lands_every_row_exactly_once(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    rows = 300
+    journal = journal_of(kind, request, tmp_path)
+    store = start_store(tmp_path, "--no-idempotency")
+    request.addfinalizer(store.stop)
+    # One connection in a hundred reset after the request left: the store carried the call out.
+    store.served.server.faults = FaultPlan([Rule("reset", 0.01)], seed=7)
+    write_pool(tmp_path, rows)
+    code, answer = night(tmp_path, store, journal)
+    assert code == 0, answer["steps"][0]["message"]
+    assert answer["calls_in_doubt"] == 0
+    assert answer["probes"]["landed"] + answer["probes"]["not_landed"] > 0
+    assert answer["probes"]["unsettled"] == 0
+    store.served.server.faults = None
+    assert goods(store) == Counter(f"G{i}" for i in range(rows))
