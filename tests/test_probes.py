@@ -99,7 +99,8 @@ def test_a_call_whose_answer_was_lost_and_whose_probe_finds_it_landed_is_complet
     journal = journal_of(kind, request, tmp_path)
     store = faulty_store(tmp_path, request, **{f"CmdAdd_{LAST}": "reset"})
     write_pool(tmp_path)
-    code, answer = night(tmp_path, store, journal)
+    code, answer = night(tmp_path, store, journal, "--report", str(tmp_path / "report.html"), "--junit",
+                         str(tmp_path / "junit.xml"))
     assert code == 0, answer
     assert (answer["result"], answer["calls_in_doubt"]) == (True, 0)
     assert answer["probes"] == {"landed": 1, "not_landed": 0, "unsettled": 0}
@@ -107,7 +108,12 @@ def test_a_call_whose_answer_was_lost_and_whose_probe_finds_it_landed_is_complet
     # The later step read the id of the row the probe found.
     assert echoed(store) == [{"last": ROWS}]
     show = pooler("show", "t", "--journal", journal)
-    assert "probes: 1 landed, 0 not landed, 0 unsettled" in show.stdout
+    assert "; probes: 1 landed, 0 not landed, 0 unsettled" in show.stdout
+    html = (tmp_path / "report.html").read_text()
+    assert '<dt>probes</dt><dd id="probes">1 landed, 0 not landed,\n    0 unsettled</dd>' in html
+    junit = (tmp_path / "junit.xml").read_text()
+    for said, count in (("landed", 1), ("not_landed", 0), ("unsettled", 0)):
+        assert f'<property name="probes_{said}" value="{count}" />' in junit
 
 
 @pytest.mark.parametrize("kind", JOURNALS)
