@@ -190,3 +190,50 @@ def test_a_night_against_a_store_that_ignores_keys_and_resets_connections_lands_
     assert answer["probes"]["unsettled"] == 0
     store.served.server.faults = None
     assert goods(store) == Counter(f"G{i}" for i in range(rows))
+
+
+def saved_tools(tmp_path: Path, store: Store) -> Path:
+    """The store's tool_list as ``pooler tools --json`` saves it, its goods commands declaring
+    their detail fields (as a store that declares them does)."""
+    proc = pooler("tools", "--json", "--store", store.url, "--token-file",
+                  str(token_file(tmp_path / "secret", store)))
+    tools = json.loads(proc.stdout)
+    details = {"CmdAdd": ["id", "row"], "CmdGet": ["found", "row"]}
+    for tool in tools["tools"] if isinstance(tools, dict) else tools:
+        if tool["unit"] == "MELBIS_AGENT_STORE":
+            for command in tool["commands"]:
+                if command["name"] in details:
+                    command["detail"] = details[command["name"]]
+    path = tmp_path / "shop-tools.json"
+    path.write_text(json.dumps(tools))
+    return path
+
+
+@pytest.mark.parametrize(("probe", "told"), [
+    ("{command: CmdGot, params: {sku: '${row.sku}'}, landed: found}",
+     ("pools/pool.yaml:9:22: Unknown command [CmdGot] of MELBIS_AGENT_STORE - did you mean CmdGet? The tool "
+     "has: CmdAdd, CmdGet, CmdList.")),
+    ("{command: CmdGet, params: {sku: '${row.sku}'}, landed: fund, detail: row}",
+     ("pools/pool.yaml:9:67: The probe of step 1: landed [fund] is not a field of the detail of "
+     "MELBIS_AGENT_STORE.CmdGet - did you mean found? Its detail: found, row.")),
+    ("{command: CmdGet, params: {sku: '${row.sku}'}, landed: found, detail: rows}",
+     ("pools/pool.yaml:9:82: The probe of step 1: detail [rows] is not a field of the detail of "
+     "MELBIS_AGENT_STORE.CmdGet - did you mean row? Its detail: found, row.")),
+    ("{unit: MELBIS_AGENT_STOR, command: CmdGet, params: {sku: '${row.sku}'}, landed: found}",
+     ("pools/pool.yaml:9:19: No tool [MELBIS_AGENT_STOR] in the store - did you mean MELBIS_AGENT_STORE? "
+     "`pooler tools` lists the store's tools.")),
+    ("{command: CmdGet, params: {sku: '${row.sku}', skus: x}, landed: found}",
+     "pools/pool.yaml:9:58: The command [CmdGet] has no field [skus] - did you mean sku? Its fields: sku."),
+    ("{command: CmdGet, params: {sku: '${row.skuu}'}, landed: found}",
+     ("pools/pool.yaml:9:44: ${row.skuu} in probe.params.sku of step 1: {tmp}/pools/goods.csv has no field "
+     "[skuu] - did you mean sku?")),
+])
+def test_check_tells_a_bad_probe_against_the_store_at_its_place_and_sends_nothing(
+        tmp_path: Path, store: Store, probe: str, told: str) -> None:
+    write_pool(tmp_path, probe=probe)
+    tools = saved_tools(tmp_path, store)
+    before = store.ops()
+    proc = pooler("check", "pools/pool.yaml", "--against", str(tools), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout.splitlines()[0] == told.replace("{tmp}", str(tmp_path))
+    assert store.ops() == before
