@@ -13,7 +13,7 @@ import random
 import threading
 from collections import ChainMap
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,19 +109,26 @@ class CallRunner:
         # Reported once the journal has taken the call (its gate): a journal that fails before (a
         # full disk) leaves the call unsent and uncounted.
         self.reporter.step_started(step, ready.number)
+        if ready.again:
+            # Sent again after its probe proved it not carried out: once, whatever it meets now.
+            outcome = self._once(ready)
+            outcome.entry["probe"] = NOT_LANDED
+            return outcome
         probing = self.probing and step.probe is not None and call.plan.probe is not None
         if probing and ready.doubted:
             # Found in doubt by an earlier run: the probe first, the call only if it proves it never ran.
             verdict = self._probe(ready)
-            if verdict.said != NOT_LANDED:
-                return self._settled(ready, verdict, None)
-            return self._again(ready, verdict)
+            if verdict.said == NOT_LANDED:
+                return self._not_landed(ready, verdict)
+            outcome = self._settled(ready, verdict, None)
+            self.reporter.call_ended(step, CallEnd(ready.number, "probed", 0), outcome.entry)
+            return outcome
         outcome = self._once(ready)
         if not probing or outcome.status != CallStatus.IN_DOUBT:
             return outcome
         verdict = self._probe(ready)
         if verdict.said == NOT_LANDED:
-            return self._again(ready, verdict)
+            return self._not_landed(ready, verdict)
         return self._settled(ready, verdict, outcome)
 
     def _probe(self, ready: Prepared) -> Verdict:
@@ -133,12 +140,17 @@ class CallRunner:
             return Verdict(UNSETTLED, message=f"its params could not be filled: {exc.message}")
         return send_probe(self.client, call.plan.step, params)
 
-    def _again(self, ready: Prepared, verdict: Verdict) -> Outcome:
-        """Proven not carried out: sent again, once, under the key's next round."""
-        ready.ids = replace(ready.ids, round=ready.ids.round + 1)
-        outcome = self._once(ready)
-        outcome.entry["probe"] = verdict.said
-        return outcome
+    def _not_landed(self, ready: Prepared, verdict: Verdict) -> Outcome:
+        """Proven not carried out by its probe: failed as a refusal is (a later run sends it under
+        the key's next round), and marked for the runner to send again now, once."""
+        call = ready.call
+        step_id = ready.doubted or ready.ids.step_id
+        entry = not_sent(call.head(), CallStatus.FAILED, ready.key,
+                         f"The call {step_id} was in doubt, and its probe proved it not carried out "
+                         f"({verdict.message}).", step_id=step_id)
+        entry["probe"] = NOT_LANDED
+        return Outcome(call, CallStatus.FAILED, self.redactor.value(dict(entry)), step_id=step_id,
+                       in_doubt="probed" if ready.doubted else None, doubted=ready.doubted, send_again=True)
 
     def _settled(self, ready: Prepared, verdict: Verdict, outcome: Outcome | None) -> Outcome:
         """The call as its probe left it: landed (completed, with the detail the probe named), or

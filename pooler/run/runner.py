@@ -282,6 +282,7 @@ class Runner:
                 return
         self._number += 1
         got.number = self._number
+        got.epoch = epoch
         if self.width == 1:
             # One call at a time: sent on this thread, with no hand-over to a worker.
             future: Future[Any] = Future()
@@ -337,11 +338,13 @@ class Runner:
         while self._inflight:
             done, _ = wait(list(self._inflight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
             for future in done:
-                row, _ = self._inflight.pop(future)
+                row, got = self._inflight.pop(future)
                 value = self._values.pop(future, None)
                 if value is not None:
                     self._busy[value] -= 1
                 outcome, kept, left = future.result()
+                if outcome is not None and outcome.send_again and self._send_again(row, got, value):
+                    continue
                 if outcome is None:
                     # A request that left is in doubt: the row stays sent, for the runner that
                     # takes it back once this lease has expired.
@@ -361,6 +364,25 @@ class Runner:
         if until_empty:
             # Only at the end: a collect with nothing in flight keeps the outcome for the next claim.
             self._flush()
+
+    def _send_again(self, row: WorkRow, got: Prepared, value: str | None) -> bool:
+        """A call its probe proved not carried out: gated again under its key's next round (the
+        journal keeps the round it went under) and sent, once; False when it cannot go now (the
+        run stops, the lease or the journal is gone): then it is recorded failed, as it stands."""
+        if self.stop.is_set() or self.broken is not None or got.epoch is None:
+            return False
+        got.ids = replace(got.ids, round=got.ids.round + 1)
+        got.again = True
+        try:
+            epoch = self.work.gate(replace(row, epoch=got.epoch), got.ids.key, got.ids.step_id or "",
+                                   got.ids.round)
+        except JournalError as exc:
+            self.broken = self._journal_gone(exc)
+            return False
+        if epoch is None or epoch == BUSY:
+            return False
+        self._start(row, got, epoch, value)
+        return True
 
     def _quiet(self, action: Any, *args: Any) -> None:
         try:
