@@ -261,3 +261,20 @@ def test_tool_pool_takes_a_probe_and_settles_a_call_in_doubt_by_it(tmp_path: Pat
     anyio.run(scenario)
     assert adds(store) == Counter(["KETTLE"])
     assert echoed(store) == [{"sku": "KETTLE"}]
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_call_settled_by_a_probe_without_detail_stops_a_reference_to_its_detail_as_a_missing_field(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    store = faulty_store(tmp_path, request, **{f"CmdAdd_{LAST}": "reset"})
+    write_pool(tmp_path, probe="{command: CmdGet, params: {sku: '${row.sku}'}, landed: found}")
+    code, answer = night(tmp_path, store, journal)
+    assert code == 1
+    add, tell = answer["steps"]
+    assert (add["status"], answer["probes"]["landed"]) == ("completed", 1)
+    assert tell["status"] == "failed"
+    assert tell["message"] == (f"{tmp_path}/pools/pool.yaml:10:76: @add.id names a field the detail of that "
+                               "step does not have. The detail has no fields.")
+    assert echoed(store) == []
+    assert adds(store) == Counter(f"G{i}" for i in range(ROWS))

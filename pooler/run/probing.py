@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, StoreError
+from pooler.journal.work import BUSY, WorkRow, WorkStore
 from pooler.pool.model import Step
 from pooler.pool.paramplan import ParamsPlan
+from pooler.run.callplan import Prepared
 from pooler.run.entries import LANDED, NOT_LANDED, UNSETTLED
 from pooler.statuses import CallStatus
 
@@ -74,3 +76,15 @@ def settled_text(verdict: Verdict, step_id: str | None) -> str:
         sent = f"the call {step_id}" if step_id else "the call"
         return f"Settled by its probe: {sent} was in doubt, and it landed ({verdict.message})."
     return f" Its probe settled nothing ({verdict.message}): the call stays in doubt."
+
+
+def gate_again(work: WorkStore, row: WorkRow, got: Prepared) -> int | None:
+    """A call its probe proved not carried out, gated again under its key's next round (so the
+    journal keeps the round it goes under): its new fencing epoch, or None when it cannot go now
+    (then it is recorded failed, as it stands, for a rerun to send)."""
+    if got.epoch is None:
+        return None
+    got.ids = replace(got.ids, round=got.ids.round + 1)
+    got.again = True
+    epoch = work.gate(replace(row, epoch=got.epoch), got.ids.key, got.ids.step_id or "", got.ids.round)
+    return None if epoch == BUSY else epoch

@@ -26,6 +26,7 @@ from pooler.run.config import RunConfig, pool_base, runner_width
 from pooler.run.events import Reporter
 from pooler.run.expansion import table_calls
 from pooler.run.gated import GatedClient, KeepingWriter
+from pooler.run.probing import gate_again
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import TROUBLE, CallStatus
@@ -343,8 +344,11 @@ class Runner:
                 if value is not None:
                     self._busy[value] -= 1
                 outcome, kept, left = future.result()
-                if outcome is not None and outcome.send_again and self._send_again(row, got, value):
-                    continue
+                if outcome is not None and outcome.send_again and not self.stop.is_set() and not self.broken:
+                    epoch = self._quiet(gate_again, self.work, row, got)  # proven not carried out: once more
+                    if epoch is not None:
+                        self._start(row, got, epoch, value)
+                        continue
                 if outcome is None:
                     # A request that left is in doubt: the row stays sent, for the runner that
                     # takes it back once this lease has expired.
@@ -365,31 +369,13 @@ class Runner:
             # Only at the end: a collect with nothing in flight keeps the outcome for the next claim.
             self._flush()
 
-    def _send_again(self, row: WorkRow, got: Prepared, value: str | None) -> bool:
-        """A call its probe proved not carried out: gated again under its key's next round (the
-        journal keeps the round it went under) and sent, once; False when it cannot go now (the
-        run stops, the lease or the journal is gone): then it is recorded failed, as it stands."""
-        if self.stop.is_set() or self.broken is not None or got.epoch is None:
-            return False
-        got.ids = replace(got.ids, round=got.ids.round + 1)
-        got.again = True
+    def _quiet(self, action: Any, *args: Any) -> Any:
         try:
-            epoch = self.work.gate(replace(row, epoch=got.epoch), got.ids.key, got.ids.step_id or "",
-                                   got.ids.round)
-        except JournalError as exc:
-            self.broken = self._journal_gone(exc)
-            return False
-        if epoch is None or epoch == BUSY:
-            return False
-        self._start(row, got, epoch, value)
-        return True
-
-    def _quiet(self, action: Any, *args: Any) -> None:
-        try:
-            action(*args)
+            return action(*args)
         except JournalError as exc:
             if self.broken is None:
                 self.broken = self._journal_gone(exc)
+        return None
 
     def _halt_for(self, row: WorkRow, outcome: Outcome) -> str | None:
         """Why this outcome stops the task (stop_on_error, or a key in doubt under --in-doubt stop)."""
