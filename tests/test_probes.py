@@ -16,6 +16,7 @@ import pytest
 from helpers import Store, pooler, start_store
 from sharedkit import journal_of, token_file
 
+from pooler.run.redrive import RedrivePlan
 from pooler.store.faults import FaultPlan, Rule
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
@@ -193,19 +194,12 @@ def test_a_night_against_a_store_that_ignores_keys_and_resets_connections_lands_
 
 
 def saved_tools(tmp_path: Path, store: Store) -> Path:
-    """The store's tool_list as ``pooler tools --json`` saves it, its goods commands declaring
-    their detail fields (as a store that declares them does)."""
+    """The store's tool_list as ``pooler tools --json`` saves it: its goods commands declare their
+    detail fields."""
     proc = pooler("tools", "--json", "--store", store.url, "--token-file",
                   str(token_file(tmp_path / "secret", store)))
-    tools = json.loads(proc.stdout)
-    details = {"CmdAdd": ["id", "row"], "CmdGet": ["found", "row"]}
-    for tool in tools["tools"] if isinstance(tools, dict) else tools:
-        if tool["unit"] == "MELBIS_AGENT_STORE":
-            for command in tool["commands"]:
-                if command["name"] in details:
-                    command["detail"] = details[command["name"]]
     path = tmp_path / "shop-tools.json"
-    path.write_text(json.dumps(tools))
+    path.write_text(proc.stdout)
     return path
 
 
@@ -278,3 +272,16 @@ def test_a_call_settled_by_a_probe_without_detail_stops_a_reference_to_its_detai
                                "step does not have. The detail has no fields.")
     assert echoed(store) == []
     assert adds(store) == Counter(f"G{i}" for i in range(ROWS))
+
+
+def test_a_redrive_plan_tells_the_calls_in_doubt_it_probes_first_apart_from_those_it_sends_by_in_doubt(
+        ) -> None:
+    plan = RedrivePlan()
+    plan.sent.update({"completed": 0, "failed": 37, "in doubt": 6, "not run": 18015})
+    plan.kept.update({"completed": 1203, "in doubt": 1})
+    plan.probed = 4
+    assert plan.text("retry") == ("1,203 completed: kept; 37 failed: sent again; 7 in doubt: 4 probed first, "
+                                  "2 sent again under their keys, 1 kept; 18,015 not run: sent")
+    plan.sent["in doubt"], plan.kept["in doubt"] = 4, 0
+    assert plan.text("retry") == ("1,203 completed: kept; 37 failed: sent again; 4 in doubt: probed first; "
+                                  "18,015 not run: sent")
