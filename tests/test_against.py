@@ -158,7 +158,7 @@ def test_the_good_pools_pass_and_nothing_is_sent(shop: Store, tools: list[dict[s
 
 
 def test_a_reference_to_a_detail_field_a_declaration_tells(tmp_path: Path) -> None:
-    # No command of the reference store declares its detail; a store that does is checked by it.
+    # A store that declares a command's detail has references to it checked by it.
     declared: list[dict[str, Any]] = [{"unit": "X", "commands": [
         {"name": "CmdAdd", "granted": True, "params": [], "detail": ["id", "row"]},
         {"name": "CmdUse", "granted": True, "params": [{"name": "id", "type": "int", "required": True}]}]}]

@@ -165,6 +165,17 @@ EXPECTED: list[tuple[str, list[str]]] = [
         ('tests/pools/bad-rate.yaml:9:24: rate.per_second of step 2 must be a number, not the text '
          '"fast".'),
     ]),
+    ('bad-probe-no-landed.yaml', [
+        ("tests/pools/bad-probe-no-landed.yaml:8:7: probe of step 1 needs command and landed - landed is "
+         "missing; landed names the field of the probe's detail that is true when the call landed, like "
+         "landed: found."),
+        ('tests/pools/bad-probe-no-landed.yaml:10:7: Unknown key [landd] in probe of step 1 - did you mean '
+         'landed?'),
+    ]),
+    ('bad-probe-template.yaml', [
+        ('tests/pools/bad-probe-template.yaml:8:45: ${skuu} in probe.params.sku of step 1 names no '
+         'variable - did you mean sku?'),
+    ]),
     ('bad-ref-later.yaml', [
         ('tests/pools/bad-ref-later.yaml:4:37: @cur.id refers to step 2, which comes later - it '
          'would be sent as text; move step 2 before step 1.'),

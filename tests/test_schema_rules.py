@@ -112,6 +112,7 @@ BEYOND_SCHEMA = {
     "bad-for-each-step-later.yaml": "for_each.step naming a step that does not come before",
     "bad-params-source-list.yaml": "what pool_source and params_source files hold",
     "bad-params-source-missing.yaml": "what pool_source and params_source files hold",
+    "bad-probe-template.yaml": "a ${name} that names no declared variable",
     "bad-ref-later.yaml": "a reference (@name.field) that names no earlier step",
     "bad-ref-no-field.yaml": "a reference (@name.field) that names no earlier step",
     "bad-ref-self.yaml": "a reference (@name.field) that names no earlier step",
@@ -167,7 +168,7 @@ pieces = st.sampled_from(["EUR", "a.b", "a+b", "", "x", "${v}", "@a.b", "csv", "
 values = st.recursive(scalars | pieces, lambda inner: st.lists(inner, max_size=3)
                       | st.dictionaries(pieces, inner, max_size=3), max_leaves=8)
 step_keys = st.sampled_from(["name", "unit", "command", "params", "params_source", "debug", "into", "key",
-                             "retry", "for_each", "description", "files"])
+                             "retry", "for_each", "probe", "description", "files"])
 for_each = st.fixed_dictionaries({}, optional={
     "file": pieces, "step": pieces, "table": pieces, "format": pieces, "chunk": st.integers(-1, 3),
     "field": pieces, "delimiter": pieces, "encoding": pieces, "other": scalars})
@@ -175,6 +176,8 @@ step = st.fixed_dictionaries({"unit": pieces, "command": pieces}, optional={
     "name": pieces, "params": st.dictionaries(pieces, values, max_size=3) | scalars, "into": pieces | scalars,
     "key": pieces | scalars, "debug": scalars, "for_each": for_each | scalars,
     "retry": st.dictionaries(st.sampled_from(["attempts", "backoff_ms", "on_in_doubt", "x"]), scalars),
+    "probe": st.dictionaries(st.sampled_from(["unit", "command", "params", "landed", "detail", "x"]),
+                             pieces | scalars),
 }) | st.dictionaries(step_keys, values, max_size=4)
 pools = st.fixed_dictionaries({}, optional={
     "pool": st.lists(step, max_size=3) | scalars, "pool_source": pieces | scalars,

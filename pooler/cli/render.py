@@ -105,6 +105,10 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
     if earlier:
         text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"
+    probes = answer.get("probes")
+    if isinstance(probes, dict):
+        text += (f"; probes: {probes.get('landed', 0):,} landed, {probes.get('not_landed', 0):,} not landed, "
+                 f"{probes.get('unsettled', 0):,} unsettled")
     tolerated = answer.get("tolerated") or {}
     told = [budget_line(row) for row in tolerated.get("budgets") or [] if row.get("calls")]
     if told:

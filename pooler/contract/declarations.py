@@ -47,6 +47,9 @@ class Command:
     params: tuple[Param, ...]
     #: The command takes any fields as they come (no field is checked or cast).
     any_fields: bool = False
+    #: The fields of the command's detail, where its declaration names them (references and
+    #: probes are checked by them).
+    detail: tuple[str, ...] | None = None
 
     def files_param(self) -> Param | None:
         return next((p for p in self.params if p.type == "files"), None)
@@ -76,6 +79,8 @@ class Tool:
             item["params"] = [p.declared() for p in c.params]
             if c.any_fields:
                 item["any_fields"] = True
+            if c.detail is not None:
+                item["detail"] = list(c.detail)
             commands.append(item)
         return {"unit": self.unit, "module": self.module, "name": self.name, "descr": self.descr,
                 "commands": commands}
@@ -182,7 +187,11 @@ def _command(raw: Any, path: Path, where: str) -> Command:
               f"{param.name} is declared twice")
         params.append(param)
     _need(sum(p.type == "files" for p in params) <= 1, path, f"{where}.params", "may hold one files field")
-    return Command(name, raw.get("descr", ""), tuple(params), raw.get("any_fields", False))
+    detail = raw.get("detail")
+    _need(detail is None or (isinstance(detail, list) and all(isinstance(d, str) for d in detail)), path,
+          f"{where}.detail", "must be a list of the names of the detail's fields")
+    return Command(name, raw.get("descr", ""), tuple(params), raw.get("any_fields", False),
+                   tuple(detail) if detail is not None else None)
 
 
 def _param(raw: Any, path: Path, where: str) -> Param:

@@ -130,6 +130,9 @@ TOOL_POOL_OUTPUT: dict[str, Any] = {
                                  "make, in order."},
         "time": {"type": "object", "description": "trip: the pool's milliseconds."},
         "interrupted": {"type": "string", "description": "Why the pool stopped before its end."},
+        "probes": {"type": "object",
+                   "description": "What the probes of calls in doubt settled (when a step's probe was "
+                                  "sent): landed, not_landed, unsettled."},
         "plan_id": {"type": ["string", "null"],
                     "description": "A plan: its id, to commit with tool_pool {\"plan_id\": ...}; null when "
                                    "the plan has problems."},

@@ -108,6 +108,23 @@ _STEP: dict[str, Any] = {
         "tolerate": {**_TOLERATE, "description": "This step's error budget, counting its own calls; it "
                                                  "wins over the pool's."},
         "rate": {**_RATE, "description": "This step's own limit on calls started; it wins over the pool's."},
+        "probe": {"type": "object", "required": ["command", "landed"],
+                  "description": "How to find out whether a call of this step landed when its answer was "
+                                 "lost: a read (never sent under the call's key). landed true in the "
+                                 "probe's detail: the call is completed, with the probe's detail field "
+                                 "named by detail as its detail; landed false in an answer with result "
+                                 "true: the call is sent again once; anything else: it stays in doubt.",
+                  "properties": {
+                      "unit": {**_UNIT, "description": "The probe's tool, when not the step's own."},
+                      "command": {**_COMMAND, "description": "The read's command."},
+                      "params": {"type": "object", "description": "The read's fields."},
+                      "landed": {"type": "string", "minLength": 1,
+                                 "description": "The field of the probe's detail that is true when the "
+                                                "call landed."},
+                      "detail": {"type": "string", "minLength": 1,
+                                 "description": "The field of the probe's detail that stands for the "
+                                                "call's detail."}},
+                  "additionalProperties": False},
     },
     "required": ["unit", "command"],
 }

@@ -9,6 +9,7 @@ known only at run time and is not cast here.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pooler.contract.fieldtypes import CastError, cast
@@ -34,30 +35,65 @@ def check_against(pool: Pool, tools: list[dict[str, Any]]) -> list[Problem]:
     for step in pool.steps:
         if not step.unit or not step.command:
             continue  # told by the loader: a step needs unit and command (a partial load keeps it)
-        tool = units.get(step.unit.upper())
-        if tool is None:
-            hint = did_you_mean(step.unit, unit_names)
-            problems.append(step.problem(f"No tool [{step.unit}] in the store{hint or '.'} `pooler tools` "
-                                         "lists the store's tools.", "unit"))
-            continue
-        unit = str(tool.get("unit"))
-        commands = [c for c in tool.get("commands", []) if isinstance(c, dict)]
-        command = next((c for c in commands if str(c.get("name", "")).lower() == step.command.lower()), None)
+        command = _check_call(step, units, unit_names, problems)
         if command is None:
-            names = [str(c.get("name", "")) for c in commands]
-            hint = did_you_mean(step.command, names)
-            problems.append(step.problem(f"Unknown command [{step.command}] of {unit}{hint or '.'} The tool "
-                                         f"has: {', '.join(names)}.", "command"))
             continue
         if step.name:
             known[step.name.lower()] = command
-        if command.get("granted") is False:
-            problems.append(step.problem(
-                f"The command {unit}\\{command.get('name')} is not granted to this token - ask the store's "
-                "owner for the grant, or use a token that has it.", "command"))
-        problems.extend(_check_fields(step, unit, command))
         problems.extend(_check_detail_refs(step, known, named))
+        if step.probe is not None:
+            problems.extend(_check_probe(step, units, unit_names))
     return problems
+
+
+def _check_call(step: Step, units: dict[str, Tool], unit_names: list[str],
+                problems: list[Problem]) -> Tool | None:
+    """The step's unit, command, grant and fields; its command's declaration, if the store has it."""
+    tool = units.get(step.unit.upper())
+    if tool is None:
+        hint = did_you_mean(step.unit, unit_names)
+        problems.append(step.problem(f"No tool [{step.unit}] in the store{hint or '.'} `pooler tools` "
+                                     "lists the store's tools.", "unit"))
+        return None
+    unit = str(tool.get("unit"))
+    commands = [c for c in tool.get("commands", []) if isinstance(c, dict)]
+    command = next((c for c in commands if str(c.get("name", "")).lower() == step.command.lower()), None)
+    if command is None:
+        names = [str(c.get("name", "")) for c in commands]
+        hint = did_you_mean(step.command, names)
+        problems.append(step.problem(f"Unknown command [{step.command}] of {unit}{hint or '.'} The tool "
+                                     f"has: {', '.join(names)}.", "command"))
+        return None
+    if command.get("granted") is False:
+        problems.append(step.problem(
+            f"The command {unit}\\{command.get('name')} is not granted to this token - ask the store's "
+            "owner for the grant, or use a token that has it.", "command"))
+    problems.extend(_check_fields(step, unit, command))
+    return command
+
+
+def _check_probe(step: Step, units: dict[str, Tool], unit_names: list[str]) -> Iterator[Problem]:
+    """A step's probe as a call of its own (unit, command, grant, fields), then ``landed`` and
+    ``detail`` as fields of its command's detail, where the declaration tells them."""
+    probe = step.probe
+    assert probe is not None
+    # The probe checked as a step standing where the probe stands: each problem points into it.
+    read = replace(step, unit=step.probe_unit, command=probe.command, params=probe.params, for_each=None,
+                   path=(*step.path, "probe"))
+    problems: list[Problem] = []
+    command = _check_call(read, units, unit_names, problems)
+    yield from problems
+    fields = _detail_fields(command) if command is not None else None
+    if command is None or fields is None:
+        return
+    name = f"{units[read.unit.upper()].get('unit')}.{command.get('name')}"
+    for key in ("landed", "detail"):
+        value = getattr(probe, key)
+        if value is not None and value not in fields:
+            hint = did_you_mean(value, fields)
+            yield read.problem(f"The probe of step {step.num}: {key} [{value}] is not a field of the "
+                               f"detail of {name}{hint or '.'} Its detail: "
+                               f"{', '.join(sorted(fields)) or 'none'}.", key)
 
 
 def field_types(pool: Pool, tools: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str, str]]]:

@@ -134,6 +134,11 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
             templates.extend((("params", *path), name) for _, name in placeholders(text))
     if isinstance(step.key, str) and OPEN in step.key:
         templates.extend((("key",), name) for _, name in placeholders(step.key))
+    if step.probe is not None:
+        # The probe's params are filled as the step's are: the call's row and the variables.
+        for path, text in strings(step.probe.params):
+            if OPEN in text:
+                templates.extend((("probe", "params", *path), name) for _, name in placeholders(text))
     data_file = step.for_each.file if step.for_each is not None else None
     if isinstance(data_file, str) and OPEN in data_file:
         templates.extend((("for_each", "file"), name) for _, name in placeholders(data_file))

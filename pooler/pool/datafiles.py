@@ -132,6 +132,10 @@ def row_names(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
     if isinstance(step.key, str):
         found.extend((("key",), name) for _, name in placeholders(step.key)
                      if name.partition(".")[0] == "row")
+    if step.probe is not None:
+        # A probe is filled from the call's row (its first one, for a chunk).
+        found.extend((("probe", "params", *path), name) for path, name in placeholders(step.probe.params)
+                     if name.partition(".")[0] == "row")
     return found
 
 

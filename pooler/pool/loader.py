@@ -23,6 +23,7 @@ from pooler.pool.model import (
     JsonPath,
     Options,
     Pool,
+    Probe,
     Retry,
     Source,
     Step,
@@ -231,6 +232,7 @@ class _Loader:
             params = self.params_from(raw["params_source"], base, source, at)
         retry = raw.get("retry")
         each = raw.get("for_each")
+        probe = raw.get("probe")
         return Step(
             num=i + 1,
             unit=str(raw.get("unit") or "").strip(),
@@ -242,6 +244,7 @@ class _Loader:
             key=raw.get("key"),
             retry=Retry(**retry) if isinstance(retry, dict) else None,
             for_each=ForEach(**each) if isinstance(each, dict) else None,
+            probe=_probe(probe),
             description=str(raw.get("description", "")),
             tolerate=tolerate_of(raw.get("tolerate")),
             rate=rate_of(raw.get("rate")),
@@ -348,3 +351,14 @@ def _variables(raw: dict[str, Any], wrong: Collection[str] = ()) -> dict[str, Va
         else:
             out[name] = Variable(name=name, has_default=spec is not None, default=spec)
     return out
+
+
+def _probe(raw: Any) -> Probe | None:
+    """A step's ``probe`` as the schema let it through (a partial load drops one it refused)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("command"), str) \
+            or not isinstance(raw.get("landed"), str):
+        return None
+    unit = raw.get("unit")
+    return Probe(command=raw["command"].strip(), landed=raw["landed"],
+                 unit=unit.strip() if isinstance(unit, str) else None,
+                 params=dict(raw.get("params") or {}), detail=raw.get("detail"))

@@ -112,6 +112,23 @@ class Retry:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """How to find out whether a call of the step landed: a read sent when the call is in doubt
+    (never under the call's Idempotency-Key).
+
+    ``landed`` names the field of the probe's detail that is true when the call landed; ``detail``,
+    the field that stands for the call's detail then (None: the call's detail is not known).
+    """
+
+    command: str
+    landed: str
+    #: The probe's tool, when not the step's own.
+    unit: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
 class Variable:
     """A declared variable: a default, or a value from the environment or a file."""
 
@@ -164,6 +181,7 @@ class Step:
     key: str | None = None
     retry: Retry | None = None
     for_each: ForEach | None = None
+    probe: Probe | None = None
     description: str = ""
     #: The step's error budget (``tolerate``): it wins over the pool's.
     tolerate: Tolerate | None = None
@@ -172,6 +190,11 @@ class Step:
     #: Where the step stands in ``source``: ``("pool", 0)``, or ``(0,)`` in a pool_source file.
     path: JsonPath = ()
     source: Source | None = None
+
+    @property
+    def probe_unit(self) -> str:
+        """The unit the step's probe is sent to: its own, else the step's."""
+        return (self.probe.unit if self.probe is not None and self.probe.unit else "") or self.unit
 
     @property
     def label(self) -> str:

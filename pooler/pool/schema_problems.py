@@ -223,6 +223,11 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
         return f"{what} [{value}] is not a dotted path into params - write it like warehouse or order.ref."
     if kind == "oneOf" and len(rest) == 2 and rest[0] == "tolerate":
         return allowance_message(what, kind_of(value))
+    if kind == "required" and rest == ("probe",):
+        missing = [k for k in ("command", "landed") if not isinstance(value, dict) or k not in value]
+        return (f"{what} needs command and landed - {' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} missing; landed names the field of the probe's "
+                "detail that is true when the call landed, like landed: found.")
     if kind == "oneOf" and rest[-1:] == ("for_each",):
         return _for_each_message(what, value)
     return f"{what}: {error.message}"

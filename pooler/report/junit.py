@@ -37,6 +37,11 @@ def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
             ET.SubElement(props, "property", name=name, value=xml_text(str(answer[name])))
     for row in (answer.get("tolerated") or {}).get("budgets") or []:
         ET.SubElement(props, "property", name=f"tolerated.{row['kind']}", value=xml_text(budget_line(row)))
+    probes = answer.get("probes")
+    if isinstance(probes, dict):
+        # What the probes of calls in doubt settled: landed, not landed, unsettled.
+        for said in ("landed", "not_landed", "unsettled"):
+            ET.SubElement(props, "property", name=f"probes_{said}", value=str(probes.get(said, 0)))
     for entry in entries:
         suite.append(_case(entry, pool_file, tolerated=tolerated))
     ET.indent(suites)

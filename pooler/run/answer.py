@@ -42,6 +42,7 @@ from typing import Any
 
 from pooler.run.entries import (
     ENTRY_KEYS,
+    VERDICTS,
     Answer,
     Entry,
     InDoubtItem,
@@ -191,11 +192,14 @@ class Collector:
     inlined: int = 0
     #: The steps over rows, by number, until their summary is made.
     tallies: dict[int, RowsTally] = field(default_factory=dict)
+    #: What the probes of calls in doubt said: landed, not landed, unsettled.
+    probes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     _order: int = 0
 
     def add(self, entry: dict[str, Any], *, calls: int = 1) -> None:
         """Count ``calls`` calls with the entry's status and keep the entry (within the budget)."""
         self._count(entry["status"], calls)
+        self._probed(entry)
         self._keep(int(entry["num"]), _row(entry), self._budgeted(entry))
 
     def open_rows(self, head: Entry) -> None:
@@ -205,6 +209,7 @@ class Collector:
     def add_row(self, entry: dict[str, Any], size: int = 1) -> None:
         """One call of a step over rows, carrying ``size`` rows: counted, and listed if it failed."""
         self._count(entry["status"], 1)
+        self._probed(entry)
         num = int(entry["num"])
         tally = self.tallies.get(num)
         if tally is None:
@@ -236,6 +241,12 @@ class Collector:
                 return
             action = "left"
         self.in_doubt.append((int(entry["num"]), _row(entry), in_doubt_item(entry, action, step_id)))
+
+    def _probed(self, entry: dict[str, Any]) -> None:
+        # A call an earlier run settled is told skipped now: its probe is that run's.
+        said = entry.get("probe")
+        if said in self.probes and entry.get("status") != CallStatus.SKIPPED:
+            self.probes[str(said)] += 1
 
     def _count(self, status: str, calls: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + calls
@@ -300,4 +311,6 @@ class Collector:
         }
         if interrupted:
             answer["interrupted"] = interrupted
+        if any(self.probes.values()):
+            answer["probes"] = {said.replace(" ", "_"): n for said, n in self.probes.items()}
         return dict(answer)

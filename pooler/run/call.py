@@ -27,9 +27,10 @@ from pooler.pool.model import Retry
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepState
-from pooler.run.entries import ANSWER_KEYS, not_sent
+from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_sent
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id
+from pooler.run.probing import Verdict, probe_params, send_probe, settled_text
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
 
@@ -53,6 +54,9 @@ class CallRunner:
     #: The task an Idempotency-Key names, when not ``task``: the key scope whose tasks share keys
     #: (the MCP server's session, whose every pool is a task of its own).
     key_task: str | None = None
+    #: A call in doubt of a step with a probe is probed (unless the command line's --in-doubt said
+    #: what to do with calls in doubt).
+    probing: bool = True
 
     def __post_init__(self) -> None:
         self._vars = dict(self.variables)
@@ -105,6 +109,79 @@ class CallRunner:
         # Reported once the journal has taken the call (its gate): a journal that fails before (a
         # full disk) leaves the call unsent and uncounted.
         self.reporter.step_started(step, ready.number)
+        if ready.again:
+            # Sent again after its probe proved it not carried out: once, whatever it meets now.
+            outcome = self._once(ready)
+            outcome.entry["probe"] = NOT_LANDED
+            return outcome
+        probing = self.probing and step.probe is not None and call.plan.probe is not None
+        if probing and ready.doubted:
+            # Found in doubt by an earlier run: the probe first, the call only if it proves it never ran.
+            verdict = self._probe(ready)
+            if verdict.said == NOT_LANDED:
+                return self._not_landed(ready, verdict)
+            outcome = self._settled(ready, verdict, None)
+            self.reporter.call_ended(step, CallEnd(ready.number, "probed", 0), outcome.entry)
+            return outcome
+        outcome = self._once(ready)
+        if not probing or outcome.status != CallStatus.IN_DOUBT:
+            return outcome
+        verdict = self._probe(ready)
+        if verdict.said == NOT_LANDED:
+            return self._not_landed(ready, verdict)
+        return self._settled(ready, verdict, outcome)
+
+    def _probe(self, ready: Prepared) -> Verdict:
+        call = ready.call
+        assert call.plan.probe is not None
+        try:
+            params = probe_params(call.plan.probe, call.data, call.last is not None, self._vars)
+        except PoolerError as exc:
+            return Verdict(UNSETTLED, message=f"its params could not be filled: {exc.message}")
+        return send_probe(self.client, call.plan.step, params)
+
+    def _not_landed(self, ready: Prepared, verdict: Verdict) -> Outcome:
+        """Proven not carried out by its probe: failed as a refusal is (a later run sends it under
+        the key's next round), and marked for the runner to send again now, once."""
+        call = ready.call
+        step_id = ready.doubted or ready.ids.step_id
+        entry = not_sent(call.head(), CallStatus.FAILED, ready.key,
+                         f"The call {step_id} was in doubt, and its probe proved it not carried out "
+                         f"({verdict.message}).", step_id=step_id)
+        entry["probe"] = NOT_LANDED
+        return Outcome(call, CallStatus.FAILED, self.redactor.value(dict(entry)), step_id=step_id,
+                       in_doubt="probed" if ready.doubted else None, doubted=ready.doubted, send_again=True)
+
+    def _settled(self, ready: Prepared, verdict: Verdict, outcome: Outcome | None) -> Outcome:
+        """The call as its probe left it: landed (completed, with the detail the probe named), or
+        still in doubt."""
+        call = ready.call
+        step_id = ready.doubted or ready.ids.step_id
+        found_before = "probed" if ready.doubted else None
+        if verdict.said == LANDED:
+            entry: dict[str, Any] = {**call.head(), "status": CallStatus.COMPLETED, "key": ready.key,
+                                     "step_id": step_id, "result": True,
+                                     "message": settled_text(verdict, step_id), "probe": LANDED}
+            if outcome is not None and "time" in outcome.entry:
+                entry["time"] = outcome.entry["time"]
+            return Outcome(call, CallStatus.COMPLETED, self.redactor.value(entry), verdict.detail,
+                           step_id=step_id, in_doubt=found_before, doubted=ready.doubted)
+        if outcome is None:
+            left = not_sent(call.head(), CallStatus.IN_DOUBT, ready.key,
+                            f"The call {step_id} was sent by an earlier run and its answer never came back."
+                            f"{settled_text(verdict, step_id)}", step_id=step_id)
+            outcome = Outcome(call, CallStatus.IN_DOUBT, dict(left), step_id=step_id, in_doubt=found_before,
+                              doubted=ready.doubted)
+        else:
+            outcome.entry["message"] = f"{outcome.entry.get('message', '')}{settled_text(verdict, step_id)}"
+        outcome.entry["probe"] = UNSETTLED
+        outcome.entry = self.redactor.value(outcome.entry)
+        return outcome
+
+    def _once(self, ready: Prepared) -> Outcome:
+        """The call sent (with its retries), and its outcome."""
+        call = ready.call
+        step = call.plan.step
         try:
             reply, retried = self._send(ready)
         except StoreError as exc:

@@ -33,6 +33,8 @@ class StepPlan:
     chunk_field: str | None = None
     #: Rerun of a task with a keyed step over rows: its table file keeps the rows of earlier runs.
     keep_tables: bool = False
+    #: The params of the step's probe, walked once as its own params are (None: no probe).
+    probe: ParamsPlan | None = None
 
 
 @dataclass
@@ -75,6 +77,10 @@ class Prepared:
     number: int = 0
     #: The requests sent for this call so far (its tries).
     attempts: int = 0
+    #: The fencing epoch its gate gave it.
+    epoch: int | None = None
+    #: Sent again because its probe proved it not carried out (not probed again).
+    again: bool = False
 
 
 @dataclass
@@ -92,6 +98,9 @@ class Outcome:
     step_id: str | None = None
     #: The call an earlier run left in doubt, which this one sent again: the in-doubt list names it.
     doubted: str | None = None
+    #: Proven not carried out by its step's probe: the runner sends it again, once, under the
+    #: key's next round (recorded as it is when the runner cannot).
+    send_again: bool = False
 
 
 def serial_value(params: Any, path: str) -> str | None:

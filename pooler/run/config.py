@@ -31,6 +31,9 @@ class RunConfig:
     resume: bool = False
     #: What to do with a key an earlier run sent without recording its answer.
     in_doubt: Literal["retry", "stop", "skip"] = "retry"
+    #: Calls in doubt of a step with a probe are probed first: what --in-doubt does when the
+    #: command line does not say.
+    probe: bool = True
     #: Resolved ``${var}`` values (a mapping, or an object whose ``values`` is one).
     variables: Mapping[str, Any] = field(default_factory=dict)
     redactor: Redactor = field(default_factory=Redactor)
@@ -93,7 +96,8 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     return StepPlan(step=step, prefix=table_prefix(step),
                     params=plan_params(step.params, known, step), deps=frozenset(deps),
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
-                    keep_tables=keep_tables)
+                    keep_tables=keep_tables,
+                    probe=plan_params(step.probe.params, (), step) if step.probe is not None else None)
 
 
 def runner_width(pool: Pool, width: int | None) -> int:

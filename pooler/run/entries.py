@@ -31,6 +31,8 @@ class Entry(TypedDict, total=False):
     in_doubt: bool
     #: The step id of a call in doubt this one sent again.
     sent_again: str
+    #: What the step's probe said of the call in doubt: landed, not landed, unsettled.
+    probe: str
     result: bool
     message: str
     time: dict[str, Any]
@@ -103,7 +105,14 @@ class Answer(TypedDict, total=False):
     time: dict[str, Any]
     #: Why the pool stopped before its end (SIGINT, SIGTERM, stop).
     interrupted: str
+    #: What the probes of calls in doubt said (only when a probe was sent): landed, not_landed,
+    #: unsettled.
+    probes: dict[str, int]
 
+
+#: What a probe can say of its call in doubt, as entries and counts name it.
+LANDED, NOT_LANDED, UNSETTLED = "landed", "not landed", "unsettled"
+VERDICTS = (LANDED, NOT_LANDED, UNSETTLED)
 
 #: What names a step in an entry.
 HEAD_KEYS = ("num", "name", "unit", "command")

@@ -38,12 +38,14 @@ class RedrivePlan:
 
     sent: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     kept: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    #: Of the calls in doubt it sends, those of steps with a probe: probed first.
+    probed: int = 0
 
     @property
     def sends(self) -> int:
         return sum(self.sent.values())
 
-    def text(self, in_doubt: str, probed: bool = False) -> str:
+    def text(self, in_doubt: str) -> str:
         """``1,203 completed: kept; 37 failed: sent again; 4 in doubt: probed first; ...``: every
         kind the task has, completed always."""
         parts = []
@@ -51,13 +53,24 @@ class RedrivePlan:
             sent, kept = self.sent[kind], self.kept[kind]
             if not sent and not kept and kind != KINDS[0]:
                 continue
-            does = ("probed first" if probed else IN_DOUBT.get(in_doubt, "sent again")) \
-                if kind == "in doubt" else SENT.get(kind, "sent")
+            if kind == "in doubt":
+                parts.append(self._in_doubt(in_doubt))
+                continue
+            does = SENT.get(kind, "sent")
             if sent and kept:
                 parts.append(f"{sent + kept:,} {kind}: {sent:,} {does}, {kept:,} kept")
             else:
                 parts.append(f"{sent + kept:,} {kind}: {does if sent else 'kept'}")
         return "; ".join(parts)
+
+    def _in_doubt(self, policy: str) -> str:
+        """The calls in doubt: those of steps with a probe probed first, the others by --in-doubt."""
+        sent, kept, probed = self.sent["in doubt"], self.kept["in doubt"], self.probed
+        ways = [(probed, "probed first"), (sent - probed, IN_DOUBT.get(policy, "sent again")), (kept, "kept")]
+        told = [(n, does) for n, does in ways if n]
+        if len(told) == 1:
+            return f"{sent + kept:,} in doubt: {told[0][1]}"
+        return f"{sent + kept:,} in doubt: " + ", ".join(f"{n:,} {does}" for n, does in told)
 
     def document(self) -> dict[str, Any]:
         """The plan as ``--json`` gives it: each kind's calls sent and kept."""
@@ -85,9 +98,10 @@ def _touches(redrive: Redrive, num: int, first: int | None, last: int | None) ->
     return first is not None and (last if last is not None else first) >= lo and first <= hi
 
 
-def redrive_plan(journal: TaskJournal, task: str, redrive: Redrive) -> RedrivePlan:
+def redrive_plan(journal: TaskJournal, task: str, redrive: Redrive, probing: frozenset[int] = frozenset()
+                 ) -> RedrivePlan:
     """What ``redrive`` sends of the task as its journal holds it now, by the rule the journal's
-    ``redrive_*`` statements follow."""
+    ``redrive_*`` statements follow; ``probing``: the steps whose calls in doubt are probed first."""
     plan = RedrivePlan()
     chosen = {"failed": redrive.failed, "in doubt": redrive.in_doubt, "not run": redrive.not_run}
     for row in journal.answer_rows(task):
@@ -95,7 +109,17 @@ def redrive_plan(journal: TaskJournal, task: str, redrive: Redrive) -> RedrivePl
         kind = _kind(state, status)
         sends = chosen.get(kind, False) and _touches(redrive, num, first, last)
         (plan.sent if sends else plan.kept)[kind] += 1
+        if sends and kind == "in doubt" and num in probing:
+            plan.probed += 1
     return plan
+
+
+def probed_steps(pool: Pool, given: str | None) -> frozenset[int]:
+    """The steps whose calls in doubt a run probes first: those with a probe, unless the command
+    line's ``--in-doubt`` (``given``) said what to do."""
+    if given is not None:
+        return frozenset()
+    return frozenset(s.num for s in pool.steps if s.probe is not None)
 
 
 def parse_only(text: str | None) -> tuple[bool, bool, bool]:

@@ -25,6 +25,7 @@ from pooler.run.events import Reporter
 from pooler.run.expansion import table_calls
 from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.pacing import Pacer
+from pooler.run.probing import gate_again
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
@@ -62,7 +63,8 @@ class Runner:
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base,
-                                key_task=(journal.shared(self.task) or {}).get("key_scope"))
+                                key_task=(journal.shared(self.task) or {}).get("key_scope"),
+                                probing=config.probe)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
         self.broken: str | None = None
         #: This runner began a run again of the task: it tells the calls earlier runs did.
@@ -287,6 +289,7 @@ class Runner:
             return
         self._number += 1
         got.number = self._number
+        got.epoch = epoch
         if self.width == 1:
             # One call at a time: sent on this thread, with no hand-over to a worker.
             future: Future[Any] = Future()
@@ -315,17 +318,10 @@ class Runner:
         # it waits for; a step over an earlier step's table waits for it without reading them.
         if not row.deps or not self.plans[row.num].params.dynamic:
             return {}
-        missing = [n for n in row.deps if n not in self._details]
-        if missing:
+        if missing := [n for n in row.deps if n not in self._details]:
             found = self.work.details(missing)
-            for num in missing:
-                self._details[num] = found.get(num) or {}
-        out: dict[str, Any] = {}
-        for num in row.deps:
-            step = self.steps[num]
-            if step.name:
-                out[step.name.lower()] = self._details[num]
-        return out
+            self._details.update({num: found.get(num) or {} for num in missing})
+        return {self.steps[num].name.lower(): self._details[num] for num in row.deps if self.steps[num].name}
 
     def _send(self, ready: Prepared, epoch: int) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
         """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
@@ -342,11 +338,16 @@ class Runner:
         while self._inflight:
             done, _ = wait(list(self._inflight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
             for future in done:
-                row, _ = self._inflight.pop(future)
+                row, got = self._inflight.pop(future)
                 value = self._values.pop(future, None)
                 if value is not None:
                     self._busy[value] -= 1
                 outcome, kept, left = future.result()
+                if outcome is not None and outcome.send_again and not self.stop.is_set() and not self.broken:
+                    epoch = self._quiet(gate_again, self.work, row, got)  # proven not carried out: once more
+                    if epoch is not None:
+                        self._start(row, got, epoch, value)
+                        continue
                 if outcome is None:
                     # A request that left is in doubt: the row stays sent, for the runner that
                     # takes it back once this lease has expired.

@@ -48,6 +48,9 @@ class Unsent:
             expired = False
         if row.key_text is None and not expired:
             return None
+        if self.config.probe and self.plans[row.num].probe is not None:
+            # Its step's probe tells whether it landed: the call goes to the runner, probed first.
+            return None
         ruling = rule_in_doubt(self._head(row), self.plans[row.num].step, row.key_text, row.step_id,
                                self.config.in_doubt, sender=BY_EXPIRED_RUNNER if expired else "")
         if ruling is None:

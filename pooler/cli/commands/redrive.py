@@ -25,7 +25,15 @@ from pooler.journal.api import journal_spec
 from pooler.journal.dburl import shown
 from pooler.journal.opening import open_journal
 from pooler.journal.work import Redrive
-from pooler.run.redrive import parse_only, parse_rows, pool_changed, redrive_plan, step_number, stored_pool
+from pooler.run.redrive import (
+    parse_only,
+    parse_rows,
+    pool_changed,
+    probed_steps,
+    redrive_plan,
+    step_number,
+    stored_pool,
+)
 
 
 def register(sub: Any) -> None:
@@ -79,7 +87,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
                              "tasks.")
         pool = stored_pool(found, args.task)
         redrive = Redrive(failed, in_doubt, not_run, step_number(pool, args.step), rows)
-        plan = redrive_plan(journal, args.task, redrive)
+        plan = redrive_plan(journal, args.task, redrive, probed_steps(pool, args.in_doubt))
     changed = pool_changed(found)
     if changed is not None:
         ctx.note(f"pooler: {changed} changed since task {args.task} was planned; the redrive runs the steps "

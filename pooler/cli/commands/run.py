@@ -211,6 +211,7 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
         screen = make_reporter(ctx.human(args), ctx.redactor, quiet=args.quiet, log=log)
         reporter = FanOut([screen, sent, *monitoring.reporters])
         config = RunConfig(out=Path(args.out), task_id=task, in_doubt=args.in_doubt or "retry",
+                           probe=args.in_doubt is None,
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
                            replan=args.replan, again=run_again(args, ctx, client.shown_url, where),
                            redrive=redrive)
