@@ -154,17 +154,6 @@ EXPECTED: list[tuple[str, list[str]]] = [
         ('tests/pools/bad-pool-and-source.yaml:4:1: pool or pool_source, not both - keep the '
          'steps under pool, or the file of them under pool_source.'),
     ]),
-    ('bad-rate.yaml', [
-        'tests/pools/bad-rate.yaml:1:20: rate.per_second must be at least 0.01, not 0.',
-        'tests/pools/bad-rate.yaml:1:30: rate.burst must be at least 1, not 0.',
-        ('tests/pools/bad-rate.yaml:1:38: rate.key [a..b] is not a dotted path into params - write it '
-         'like warehouse or order.ref.'),
-        'tests/pools/bad-rate.yaml:1:46: Unknown key [x] in rate - rate takes: per_second, burst, key.',
-        ('tests/pools/bad-rate.yaml:5:11: rate of step 1 needs per_second - how many calls a second may '
-         'start, like {per_second: 20}.'),
-        ('tests/pools/bad-rate.yaml:9:24: rate.per_second of step 2 must be a number, not the text '
-         '"fast".'),
-    ]),
     ('bad-probe-no-landed.yaml', [
         ("tests/pools/bad-probe-no-landed.yaml:8:7: probe of step 1 needs command and landed - landed is "
          "missing; landed names the field of the probe's detail that is true when the call landed, like "
@@ -175,6 +164,17 @@ EXPECTED: list[tuple[str, list[str]]] = [
     ('bad-probe-template.yaml', [
         ('tests/pools/bad-probe-template.yaml:8:45: ${skuu} in probe.params.sku of step 1 names no '
          'variable - did you mean sku?'),
+    ]),
+    ('bad-rate.yaml', [
+        'tests/pools/bad-rate.yaml:1:20: rate.per_second must be at least 0.01, not 0.',
+        'tests/pools/bad-rate.yaml:1:30: rate.burst must be at least 1, not 0.',
+        ('tests/pools/bad-rate.yaml:1:38: rate.key [a..b] is not a dotted path into params - write it '
+         'like warehouse or order.ref.'),
+        'tests/pools/bad-rate.yaml:1:46: Unknown key [x] in rate - rate takes: per_second, burst, key.',
+        ('tests/pools/bad-rate.yaml:5:11: rate of step 1 needs per_second - how many calls a second may '
+         'start, like {per_second: 20}.'),
+        ('tests/pools/bad-rate.yaml:9:24: rate.per_second of step 2 must be a number, not the text '
+         '"fast".'),
     ]),
     ('bad-ref-later.yaml', [
         ('tests/pools/bad-ref-later.yaml:4:37: @cur.id refers to step 2, which comes later - it '
