@@ -48,6 +48,13 @@ def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, dict
     return proc.returncode, answer, err
 
 
+def together(pool: Path, store: Store, url: str, task: str, folder: Path, count: int = 2
+             ) -> list[tuple[int, dict[str, Any] | None, str]]:
+    """``count`` runner processes of one task started at once, each with its own --out, to their end."""
+    runners = [start_runner(pool, store, url, task, folder / f"out{i}") for i in range(count)]
+    return [finish(proc) for proc in runners]
+
+
 def query(url: str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
         return list(conn.execute(sql, args).fetchall())

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import Store, pooler, start_store
 from junit_schema import jenkins_junit
-from sharedkit import finish, journal_of, query, start_runner, token_file
+from sharedkit import journal_of, query, run_here, together, token_file
 
 from pooler.store.faults import FaultPlan, Rule
 
@@ -46,10 +47,15 @@ def goods_pool(folder: Path, every: int | None, head: str, *, step: str = "") ->
 
 def run(tmp_path: Path, store: Store, journal: str, pool: Path, *extra: str
         ) -> tuple[int, dict[str, Any], str]:
-    proc = pooler("run", str(pool), "--store", store.url, "--token-file",
-                  str(token_file(tmp_path / "secret", store)), "--journal", journal, "--task", "t", "--json",
-                  "--out", str(tmp_path / "out"), *extra)
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
+    return run_here(pool, store, journal, "t", tmp_path / "out", *extra)
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[Store]:
+    """The reference store of one test."""
+    store = start_store(tmp_path)
+    yield store
+    store.stop()
 
 
 def adds(store: Store) -> int:
@@ -58,10 +64,8 @@ def adds(store: Store) -> int:
 
 @pytest.mark.parametrize("kind", JOURNALS)
 def test_within_its_budget_a_night_sends_every_row_lists_its_failures_and_exits_0(
-        kind: str, tmp_path: Path, request: Any) -> None:
-    journal = journal_of(kind, request, tmp_path)
-    store = start_store(tmp_path)
-    request.addfinalizer(store.stop)
+        kind: str, tmp_path: Path, request: Any, shop: Store) -> None:
+    journal, store = journal_of(kind, request, tmp_path), shop
     # 5 % of the rows refused, a budget of 10 %, stop_on_error as it is by default, calls side by side.
     pool = goods_pool(tmp_path / "pools", 20, "tolerate: {failed: 10%}\nmode: parallel\n")
     junit = tmp_path / "night.xml"
@@ -102,10 +106,8 @@ def test_within_its_budget_a_night_sends_every_row_lists_its_failures_and_exits_
 
 @pytest.mark.parametrize("kind", JOURNALS)
 def test_over_its_budget_the_pool_stops_exits_1_and_what_it_did_not_run_is_left_to_a_redrive(
-        kind: str, tmp_path: Path, request: Any) -> None:
-    journal = journal_of(kind, request, tmp_path)
-    store = start_store(tmp_path)
-    request.addfinalizer(store.stop)
+        kind: str, tmp_path: Path, request: Any, shop: Store) -> None:
+    journal, store = journal_of(kind, request, tmp_path), shop
     # 20 % refused; stop_on_error false, which the budget overrules once it is passed.
     pool = goods_pool(tmp_path / "pools", 5, "tolerate: {failed: 10%}\nstop_on_error: false\n")
     code, answer, err = run(tmp_path, store, journal, pool)
@@ -120,16 +122,15 @@ def test_over_its_budget_the_pool_stops_exits_1_and_what_it_did_not_run_is_left_
         "within": False}
     assert "; 11 of 100 calls failed, over the pool's budget of 10 (tolerate failed: 10%); to continue" in err
     dry = pooler("redrive", "t", "--journal", journal, "--store", store.url, "--token-file",
-                 str(tmp_path / "secret"), "--dry-run")
+                 str(token_file(tmp_path / "secret", store)), "--dry-run")
     assert (dry.returncode, dry.stdout) == (
         0, "task t: 41 completed: kept; 11 failed: sent again; 48 not run: sent\n")
     assert adds(store) == sent
 
 
 def test_a_steps_budget_wins_over_the_pools_and_the_pools_counts_the_other_steps(
-        tmp_path: Path, request: Any) -> None:
-    store = start_store(tmp_path)
-    request.addfinalizer(store.stop)
+        tmp_path: Path, shop: Store) -> None:
+    store = shop
     pool = goods_pool(tmp_path / "pools", 20, "tolerate: {failed: 0}\nstop_on_error: false\n",
                       step="    tolerate: {failed: 5}\n"
                            "  - {name: bad, unit: MELBIS_AGENT_TEST, command: CmdFail, params: {}}\n"
@@ -148,9 +149,8 @@ def test_a_steps_budget_wins_over_the_pools_and_the_pools_counts_the_other_steps
     assert Counter(op["command"] for op in store.ops() if op["unit"] == "MELBIS_AGENT_TEST") == {"CmdFail": 1}
 
 
-def test_a_budget_of_calls_in_doubt_lets_a_night_of_lost_answers_go_on(tmp_path: Path, request: Any) -> None:
-    store = start_store(tmp_path)
-    request.addfinalizer(store.stop)
+def test_a_budget_of_calls_in_doubt_lets_a_night_of_lost_answers_go_on(tmp_path: Path, shop: Store) -> None:
+    store = shop
     # The store carries some calls out and resets their connection before it answers.
     store.served.server.faults = FaultPlan([Rule("reset", 0.3)], seed=11)
     pool = goods_pool(tmp_path / "pools", None, "tolerate: {in_doubt: 100%}\n")
@@ -199,14 +199,12 @@ def test_check_and_a_dry_run_tell_the_budgets_in_calls(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.process
-def test_two_runners_of_a_shared_task_count_against_one_budget(tmp_path: Path, request: Any) -> None:
-    journal = journal_of("postgres", request, tmp_path)
-    store = start_store(tmp_path)
-    request.addfinalizer(store.stop)
+def test_two_runners_of_a_shared_task_count_against_one_budget(tmp_path: Path, request: Any,
+                                                                shop: Store) -> None:
+    journal, store = journal_of("postgres", request, tmp_path), shop
     # Half the rows refused, four calls at once across the task, 20 failures allowed in all.
     pool = goods_pool(tmp_path / "pools", 2, "tolerate: {failed: 20}\nmode: parallel\nmax_concurrency: 4\n")
-    runners = [start_runner(pool, store, journal, "t", tmp_path / f"out{i}") for i in range(2)]
-    ends = [finish(proc) for proc in runners]
+    ends = together(pool, store, journal, "t", tmp_path)
     assert [code for code, _, _ in ends] == [1, 1], [err for _, _, err in ends]
     counted = query(journal, "SELECT count(*) FROM work WHERE task = 't' AND status = 'failed'")[0][0]
     # The 21st failure either runner recorded stopped both; the calls in flight then (four at

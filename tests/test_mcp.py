@@ -366,12 +366,16 @@ def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None
     run(scenario)
 
 
+#: Three steps, the second refused by the store.
+ONE_FAILS = [
+    {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
+    {"name": "bad", "unit": "MELBIS_AGENT_TEST", "command": "CmdFail"},
+    {"name": "three", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 3}},
+]
+
+
 def test_a_pool_within_its_error_budget_goes_on_past_a_failure_and_says_so(store: Store, out: Path) -> None:
-    pool = {"tolerate": {"failed": "1"}, "pool": [
-        {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
-        {"name": "bad", "unit": "MELBIS_AGENT_TEST", "command": "CmdFail"},
-        {"name": "three", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 3}},
-    ]}
+    pool = {"tolerate": {"failed": "1"}, "pool": ONE_FAILS}
 
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -387,11 +391,7 @@ def test_a_pool_within_its_error_budget_goes_on_past_a_failure_and_says_so(store
 
 
 def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
-    pool = {"pool": [
-        {"name": "one", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},
-        {"name": "bad", "unit": "MELBIS_AGENT_TEST", "command": "CmdFail"},
-        {"name": "three", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 3}},
-    ]}
+    pool = {"pool": ONE_FAILS}
 
     async def scenario() -> None:
         async with connect(store, out) as session:

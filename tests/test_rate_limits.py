@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler, start_store
-from sharedkit import finish, journal_of, start_runner, token_file
+from sharedkit import journal_of, together, token_file
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -67,8 +67,7 @@ def test_two_runners_of_one_task_share_its_rate(tmp_path: Path, request: Any) ->
     store = start_store(tmp_path)
     request.addfinalizer(store.stop)
     pool = echo_pool(tmp_path / "pools", 100, "rate: {per_second: 20, burst: 5}\n")
-    runners = [start_runner(pool, store, journal, "t", tmp_path / f"out{i}") for i in range(2)]
-    ends = [finish(proc) for proc in runners]
+    ends = together(pool, store, journal, "t", tmp_path)
     assert [code for code, _, _ in ends] == [0, 0], [err for _, _, err in ends]
     found = times(store)
     assert len(found) == 100

@@ -188,22 +188,28 @@ def budget_line(row: Mapping[str, Any]) -> str:
     (tolerate failed: 10%)``."""
     verb = "ended in doubt" if row["kind"] == CallStatus.IN_DOUBT else "failed"
     within = "within" if row["within"] else "over"
-    where = "the pool's" if row["step"] is None else f"step {row['step']}'s"
-    given = "" if isinstance(row["tolerate"], int) else f" (tolerate {row['kind']}: {row['tolerate']})"
-    return (f"{row['calls']:,} of {row['planned']:,} calls {verb}, {within} {where} budget of "
-            f"{row['allowed']:,}{given}")
+    return (f"{row['calls']:,} of {row['planned']:,} calls {verb}, {within} {_where(row)}'s budget of "
+            f"{row['allowed']:,}{_given(row)}")
+
+
+def _where(row: Mapping[str, Any]) -> str:
+    return "the pool" if row["step"] is None else f"step {row['step']}"
+
+
+def _given(row: Mapping[str, Any]) -> str:
+    """How the file wrote a budget in percent (one in calls says itself)."""
+    return "" if isinstance(row["tolerate"], int) else f" (tolerate {row['kind']}: {row['tolerate']})"
 
 
 def planned_line(row: Mapping[str, Any]) -> str:
     """A budget of a plan as words: ``the pool goes on after up to 10 of its 100 calls failed
     (tolerate failed: 10%)``."""
-    where = "the pool" if row["step"] is None else f"step {row['step']}"
     verb = "in doubt" if row["kind"] == CallStatus.IN_DOUBT else "failed"
     if row["allowed"] is None or row["planned"] is None:
         # Rows not counted (check without --data), or a step over a table the run writes.
-        return f"{where} goes on after up to {row['tolerate']} of its calls {verb}"
-    given = "" if isinstance(row["tolerate"], int) else f" (tolerate {row['kind']}: {row['tolerate']})"
-    return f"{where} goes on after up to {row['allowed']:,} of its {row['planned']:,} calls {verb}{given}"
+        return f"{_where(row)} goes on after up to {row['tolerate']} of its calls {verb}"
+    return (f"{_where(row)} goes on after up to {row['allowed']:,} of its {row['planned']:,} calls "
+            f"{verb}{_given(row)}")
 
 
 def within_budget(answer: Mapping[str, Any]) -> bool:

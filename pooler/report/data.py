@@ -122,8 +122,9 @@ class ReportData:
     failed_more: int = 0
     #: The options to run the task again as its latest run went, shell-quoted (``--store shop --out ...``).
     again: str = ""
-    #: What the error budgets counted, as words (``5 of 100 calls failed, within the pool's ...``).
-    budgets: list[str] = field(default_factory=list)
+    #: What the error budgets counted, as words (``5 of 100 calls failed, within the pool's ...``),
+    #: and whether each held.
+    budgets: list[tuple[str, bool]] = field(default_factory=list)
 
 
 def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
@@ -166,7 +167,8 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     tables = _tables(answer, journal, task_id, last)
     latest = facts.get(max(facts)) if facts else None
     again = shlex.join(latest.again) if latest is not None and latest.again else ""
-    budgets = [budget_line(row) for row in ((answer or {}).get("tolerated") or {}).get("budgets") or []]
+    budgets = [(budget_line(row), bool(row["within"]))
+               for row in ((answer or {}).get("tolerated") or {}).get("budgets") or []]
     return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
                       len(failed_all) - len(failed), again, budgets)
 
