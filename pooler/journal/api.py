@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from pooler.journal.records import PlanCounts, TaskRow, default_journal_path
+from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, default_journal_path
 
 #: The environment variable that names the journal when ``--journal`` is not given.
 JOURNAL_ENV = "POOLER_JOURNAL"
@@ -89,6 +89,10 @@ class CallHistory(Protocol):
 
     def run_facts(self, task_id: str) -> dict[int, RunFacts]:
         """Each run's facts, by run number."""
+
+    def flows(self, task_id: str) -> list[FlowDoc]:
+        """What each runner's flow control did, in every run of the task (by run, then as they
+        were recorded)."""
 
     def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
         """Every record of the task's calls, in the order they were made."""

@@ -12,13 +12,46 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pooler import strictjson
 from pooler.statuses import FINAL, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
 FINAL_STATUSES = tuple(s.value for s in FINAL)
+
+
+class FlowEvent(TypedDict):
+    """A change in a runner's flow: ``what`` is one of ``FLOW_EVENTS``; ``line`` tells it."""
+
+    at: float
+    what: str
+    line: str
+
+
+#: What a flow event tells: the width cut (a busy or gateway answer, answers slowed down), every
+#: new call paused (a Retry-After), the breaker opened, the store answering again, the store down.
+FLOW_EVENTS = ("cut", "pause", "breaker open", "store back", "store down")
+
+
+class FlowDoc(TypedDict):
+    """What one runner's flow control did in one run (``record_flow``), for the answer and the
+    report.  ``seconds`` has a row a wall-clock second the runner started or ended calls in:
+    ``[second (epoch, whole), calls started, busy answers (429, 503 with Retry-After), gateway
+    answers, requests that never reached the store, ms calls waited before they started, the
+    width (calls it allowed in flight) at the end of that second]``."""
+
+    run: int
+    runner: str
+    seconds: list[list[int]]
+    events: list[FlowEvent]
+    #: Milliseconds calls waited before they started (a rate's slot, a pause, the learnt rate).
+    throttled_ms: int
+    #: The widths it allowed: the highest, and the one at its end.
+    highest: int
+    final: int
+    busy: int
+    trips: int
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
 from pooler.journal.dburl import DbText
+from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.postgres.lease import take
 from pooler.journal.postgres.schema import SQL, check_version, connect
 from pooler.journal.records import PlanCounts, TaskRow
@@ -24,10 +25,7 @@ from pooler.journal.work import (
     OverTable,
     Planned,
     Split,
-    StatementsPlanAgain,
-    cut_at_sample,
     narrower,
-    plan_again,
 )
 from pooler.pool.budget import Counts, counts_of
 from pooler.statuses import TaskStatus

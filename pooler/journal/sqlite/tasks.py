@@ -20,6 +20,7 @@ from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
+from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.records import PlanCounts, TaskRow, dumps, now_text
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.history import SqliteHistory
@@ -42,12 +43,9 @@ from pooler.journal.work import (
     RunnerLease,
     Seat,
     Split,
-    StatementsPlanAgain,
     WorkStore,
     Write,
-    cut_at_sample,
     narrower,
-    plan_again,
     redrive_again,
 )
 from pooler.pool.budget import Counts, counts_of
