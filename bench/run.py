@@ -14,6 +14,7 @@ import time
 import big_imports
 import big_tables
 import check_speed
+import flow
 import journal_cost
 import monitoring_cost
 import overhead
@@ -39,6 +40,7 @@ CASES: dict[str, Case] = {
     "plan": plan_cost.case,
     "plan-pg": plan_cost_pg.case,
     "postgres": shared_runners.case,
+    "flow": flow.case,
 }
 
 

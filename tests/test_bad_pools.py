@@ -28,6 +28,16 @@ EXPECTED: list[tuple[str, list[str]]] = [
         ('tests/pools/bad-alias-loop.yaml:4:13: an alias refers to a value that holds it - a '
          'pool file cannot hold a loop; write the value out.'),
     ]),
+    ('bad-breaker-true.yaml', [
+        ('tests/pools/bad-breaker-true.yaml:1:10: breaker is on by default - write {after: 5, wait: 60} '
+         'to set it, or false to turn it off.'),
+    ]),
+    ('bad-breaker.yaml', [
+        'tests/pools/bad-breaker.yaml:2:11: adaptive must be true or false, not the text "yes".',
+        'tests/pools/bad-breaker.yaml:3:18: breaker.after must be at least 1, not 0.',
+        'tests/pools/bad-breaker.yaml:3:27: breaker.wait must be at most 3600, not 7200.',
+        'tests/pools/bad-breaker.yaml:3:33: Unknown key [tries] in breaker - breaker takes: after, wait.',
+    ]),
     ('bad-chunk-field-in-params.yaml', [
         ('tests/pools/bad-chunk-field-in-params.yaml:6:7: params.goods of step 1 is filled with '
          "each chunk's rows - remove it from params."),

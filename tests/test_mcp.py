@@ -507,8 +507,8 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
                 "${nope} in params.x of step 2 names no variable - declare it under vars.")
             assert await refusal({"pool": [step], "pools": []}) == (
                 "tool_pool takes no argument [pools] - did you mean pool? - it takes: pool, pool_source, "
-                "mode, max_concurrency, serialize_on, stop_on_error, tolerate, rate, include_results, task, "
-                "plan, plan_id.")
+                "mode, max_concurrency, serialize_on, stop_on_error, tolerate, rate, adaptive, breaker, "
+                "include_results, task, plan, plan_id.")
         assert ops_of(store) == []
     run(scenario)
 

@@ -221,6 +221,13 @@ class WorkStore(Protocol):
         task alike (a call ``interval`` seconds after the one before, ``tolerance`` seconds of
         them at once: the generic cell rate algorithm): the seconds this call waits for it."""
 
+    def hold(self, bucket: str, seconds: float) -> None:
+        """No slot of ``bucket`` before ``seconds`` from now: a pause every runner of the task
+        keeps."""
+
+    def held(self, bucket: str) -> float:
+        """The seconds left of ``bucket``'s hold (0 when it holds nothing), read without a write."""
+
     def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
                        doubt: str | None, limit: int, cap: int,
                        gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:

@@ -227,6 +227,22 @@ TOOL_POOL = types.Tool(
                                              "steps already running finish."},
             "tolerate": _TOLERATE,
             "rate": _RATE,
+            "adaptive": {"type": "boolean",
+                         "description": "With mode parallel: start at 2 calls in flight and grow toward "
+                                        "max_concurrency while the store answers quickly and cleanly; cut "
+                                        "back on 429s, gateway answers and slower answers (default false)."},
+            "breaker": {
+                "type": "object", "additionalProperties": False,
+                "properties": {
+                    "after": {"type": "integer", "minimum": 1, "maximum": 1000,
+                              "description": "Requests in a row that never reached the store (default 5)."},
+                    "wait": {"type": "number", "minimum": 0, "maximum": 3600,
+                             "description": "Seconds the store is tried with tool_list before the pool "
+                                            "stops (default 60)."},
+                },
+                "description": "When a store that looks down stops the pool: the calls not started stay "
+                               "not_run, for a redrive. On by default ({after: 5, wait: 60}).",
+            },
             "include_results": {"type": "boolean",
                                 "description": "Put each step's detail, tables and files into the answer "
                                                "(default true); large results are left out and marked "

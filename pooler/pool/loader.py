@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import CheckFailed, InputError, Problem, in_order
+from pooler.pool.breaker import breaker_of
 from pooler.pool.budget import tolerate_of
 from pooler.pool.documents import MAX_BYTES, Document, parse_text, read_document, read_text
 from pooler.pool.marks import LazyPositions
@@ -35,7 +36,7 @@ from pooler.pool.rate import rate_of
 from pooler.pool.schema_problems import kind_of, schema_problems
 
 OPTION_NAMES: tuple[str, ...] = (
-    "mode", "max_concurrency", "serialize_on", "stop_on_error", "include_results",
+    "mode", "max_concurrency", "serialize_on", "stop_on_error", "include_results", "adaptive",
 )
 
 
@@ -109,6 +110,7 @@ class _Loader:
             options_set=frozenset(options),
             tolerate=None if _under(wrong, "tolerate") else tolerate_of(value.get("tolerate")),
             rate=None if _under(wrong, "rate") else rate_of(value.get("rate")),
+            breaker=breaker_of(None if _under(wrong, "breaker") else value.get("breaker")),
             base=str(self.base),
             problems=tuple(in_order(self.problems, self.file)),
             broken=frozenset(self.broken),
@@ -328,6 +330,7 @@ def _options(value: dict[str, Any]) -> Options:
         serialize_on=value.get("serialize_on", defaults.serialize_on),
         stop_on_error=value.get("stop_on_error", defaults.stop_on_error),
         include_results=value.get("include_results", defaults.include_results),
+        adaptive=value.get("adaptive", defaults.adaptive),
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pooler.errors import Problem
+from pooler.pool.breaker import DEFAULT_BREAKER, BreakerRule
 from pooler.pool.budget import Budgets, Tolerate, budgets_of
 from pooler.pool.rate import Pace, Rate, paces
 from pooler.pool.rules import RESERVED
@@ -95,6 +96,9 @@ class Options:
     serialize_on: str | None = None
     stop_on_error: bool = True
     include_results: bool = True
+    #: The width grows from 2 toward max_concurrency while answers stay quick and clean, and is cut
+    #: back on busy and gateway answers and slower ones (run/flow.py).
+    adaptive: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,8 @@ class Pool:
     tolerate: Tolerate | None = None
     #: The pool's limit on calls started (``rate`` at the top level, or ``--rate``).
     rate: Rate | None = None
+    #: When a store that looks down stops the run (``breaker``); None: never (``breaker: false``).
+    breaker: BreakerRule | None = DEFAULT_BREAKER
     #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
     #: file's own folder.  A pool built in memory has no folder of its own to go by.
     base: str | None = None

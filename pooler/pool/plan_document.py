@@ -97,6 +97,8 @@ def build_plan(plan: Plan) -> dict[str, Any]:
         "serialize_on": opts.serialize_on,
         "stop_on_error": opts.stop_on_error,
         "include_results": opts.include_results,
+        "adaptive": opts.adaptive and opts.mode == "parallel",
+        "breaker": None if pool.breaker is None else pool.breaker.doc(),
         "variables": {name: {"value": MASK if name in secrets else value,
                              "description": described(pool, name), "secret": name in secrets}
                       for name, value in values.items()},

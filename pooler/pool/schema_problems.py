@@ -132,7 +132,7 @@ def _problems_of(error: ValidationError, source: Source) -> Iterable[Problem]:
 def _seed_covers(error: ValidationError, path: JsonPath, rest: JsonPath, in_step: bool) -> bool:
     """The spots the seed's refusals (or a meaning check) tell about in their own words."""
     kind = error.validator
-    if kind in ("not", "anyOf", "dependentRequired"):
+    if kind in ("not", "anyOf", "dependentRequired") and path != ("breaker",):
         # The rules the schema states for editors (reserved names, ${env.X}, params with
         # params_source, serialize_on without parallel, chunk without field): the loader and the
         # meaning checks tell each in their own words.
@@ -181,6 +181,10 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
     kind = error.validator
     what = describe(path)
     value = error.instance
+    if path == ("breaker",) and kind == "not":
+        return f"{what} is on by default - write {{after: 5, wait: 60}} to set it, or false to turn it off."
+    if path == ("breaker",) and kind == "type":
+        return f"{what} must be {{after, wait}} or false, not {kind_of(value)}."
     if path == ("mode",) and kind == "enum":
         return mode_message(value)
     if path == ("max_concurrency",) and kind in ("minimum", "maximum"):

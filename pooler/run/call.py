@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepState
 from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_sent
 from pooler.run.events import CallEnd, Reporter
+from pooler.run.flow import Flow
 from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id
 from pooler.run.probing import Verdict, probe_params, send_probe, settled_text
 from pooler.run.tables import RowsTooDeepError, TableWriter
@@ -57,6 +59,8 @@ class CallRunner:
     #: A call in doubt of a step with a probe is probed (unless the command line's --in-doubt said
     #: what to do with calls in doubt).
     probing: bool = True
+    #: What learns from every request's answer (the width, the pause, the breaker); None: nothing.
+    flow: Flow | None = None
 
     def __post_init__(self) -> None:
         self._vars = dict(self.variables)
@@ -186,14 +190,20 @@ class CallRunner:
             reply, retried = self._send(ready)
         except StoreError as exc:
             kind = exc.kind or (kinds.RESET if exc.sent else kinds.NOT_SENT)
+            message = exc.message
+            if ready.maybe_ran and kind.proven_not_run:
+                # The last try never left, but an earlier one did and lost its answer: in doubt.
+                kind = kinds.RESET
+                message += f" An earlier try of the call left and its answer was lost; {IN_DOUBT}."
             status = kind.status
             entry = {**call.head(), "status": status, "key": ready.key}
-            if exc.sent:
+            if exc.sent or ready.maybe_ran:
                 entry["step_id"] = ready.ids.step_id
-            entry = self.redactor.value({**entry, "result": False, "message": exc.message})
+            entry = self.redactor.value({**entry, "result": False, "message": message})
             self.reporter.call_ended(step, CallEnd(ready.number, kind.name, ready.attempts), entry)
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
-                           in_doubt="retried" if ready.doubted else None, doubted=ready.doubted)
+                           in_doubt="retried" if ready.doubted else None, doubted=ready.doubted,
+                           unsent=kind is kinds.NOT_SENT and not ready.maybe_ran)
         data = reply.data
         status = reply.kind.status
         kind = reply.kind
@@ -238,30 +248,50 @@ class CallRunner:
             idem = idempotency_header(self.key_task or self.task, ready.key, ready.ids.round)
         tries = 0
         retried = False
+        ready.maybe_ran = False
+        first = time.monotonic()
         while True:
             tries += 1
             ready.attempts = tries
+            began = time.monotonic()
             try:
                 reply = self.client.tool_run(step.unit, step.command, ready.params, debug=step.debug,
                                              idempotency_key=idem, encoded=ready.body)
             except StoreError as exc:
-                if tries >= max(retry.attempts, 1) or (exc.sent and not again_in_doubt):
+                self._learn(began, first, down=not exc.sent)
+                ready.maybe_ran = ready.maybe_ran or exc.sent
+                tripped = self.flow is not None and self.flow.tripped and not exc.sent
+                if tries >= max(retry.attempts, 1) or (exc.sent and not again_in_doubt) or tripped:
+                    # With the breaker open, a call that never left is not tried again: the
+                    # runner puts it back for when the store answers.
                     raise
                 if self.stop.wait(_backoff(retry, tries)):
                     raise
                 retried = retried or exc.sent
                 continue
             kind = reply.kind
+            ready.maybe_ran = ready.maybe_ran or kind.fate is kinds.Fate.IN_DOUBT
+            asked = None if reply.retry_after is None else min(reply.retry_after, MAX_RETRY_AFTER)
+            self._learn(began, first, busy=kind is kinds.BUSY, gateway=kind is kinds.GATEWAY,
+                        retry_after=asked)
             if tries < max(retry.attempts, 1) and (kind.wait or (kind.fate is kinds.Fate.IN_DOUBT
                                                                  and again_in_doubt)):
                 # Not carried out and asked to wait (429, 503 with Retry-After): as long as the store
                 # asks, within bounds; a stop cuts the wait short.  In doubt: as for a lost answer.
                 delay = reply.retry_after if reply.retry_after is not None else _backoff(retry, tries)
+                if kind is kinds.BUSY and self.flow is not None:
+                    # A busy call tried again takes its turn at the rate the width learnt: the
+                    # calls answered busy together do not all come back at once.
+                    delay = max(delay, self.flow.spacing())
                 if delay <= MAX_RETRY_AFTER and not self.stop.wait(delay):
                     retried = retried or not kind.proven_not_run
                     reply.release()
                     continue
             return reply, retried
+
+    def _learn(self, began: float, first: float, **answered: Any) -> None:
+        if self.flow is not None:
+            self.flow.attempted(ms=(time.monotonic() - began) * 1000, since=first, **answered)
 
     def _write_tables(self, call: Call, tables: Any, job_call: str | None) -> dict[str, Any]:
         """The answer's tables written (rows masked one by one as they go: a store may echo a

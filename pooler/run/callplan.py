@@ -77,6 +77,8 @@ class Prepared:
     number: int = 0
     #: The requests sent for this call so far (its tries).
     attempts: int = 0
+    #: A try of it may have been carried out (it left and its answer was lost, or was no proof).
+    maybe_ran: bool = False
     #: The fencing epoch its gate gave it.
     epoch: int | None = None
     #: Sent again because its probe proved it not carried out (not probed again).
@@ -101,6 +103,9 @@ class Outcome:
     #: Proven not carried out by its step's probe: the runner sends it again, once, under the
     #: key's next round (recorded as it is when the runner cannot).
     send_again: bool = False
+    #: No request of it ever reached the store (connection refused, unknown host, TLS): the
+    #: runner may put it back unsent while the breaker is open.
+    unsent: bool = False
 
 
 def serial_value(params: Any, path: str) -> str | None:

@@ -101,6 +101,14 @@ def listener(reporter: Reporter | None) -> Reporter:
     return reporter
 
 
+def notice(reporter: Reporter, text: str) -> None:
+    """A line for people in the middle of the run (flow control acting, a signal taken), for a
+    reporter that tells such lines (``notice``); the others let it go."""
+    told = getattr(reporter, "notice", None)
+    if told is not None:
+        told(text)
+
+
 class FanOut:
     """Passes every event on to several reporters (the screen and the ``--log`` file)."""
 
@@ -137,5 +145,4 @@ class FanOut:
 
     def notice(self, text: str) -> None:
         for r in self.reporters:
-            if hasattr(r, "notice"):
-                r.notice(text)
+            notice(r, text)

@@ -171,8 +171,10 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
     finally:
         runner.close()
     trip = round((time.monotonic() - started) * 1000)
-    interrupted = getattr(stop, "reason", None) or "stop" if stop.is_set() else None
+    interrupted = getattr(stop, "reason", None) or "stop" if stop.is_set() else runner.down
     try:
+        if runner.flow.worth_keeping(bool(pool.paces())):
+            journal.record_flow(runner.task, runner.flow.doc(runner.lease.id))
         answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
                                                    interrupted=interrupted))
     except JournalError as exc:

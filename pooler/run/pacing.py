@@ -1,40 +1,69 @@
-"""A runner's calls held to their rate limits (``rate``): each waits for its slot in its step's
-bucket, which the journal keeps, so that every runner of a task takes its slots from one bucket.
+"""A runner's calls held back before they start: the task's pause (a busy answer's Retry-After,
+heard by any runner of the task), the rate an adaptive width learnt (run/flow.py), and their
+rate limits (``rate``): each waits for its slot in its step's bucket, which the journal keeps, so
+that every runner of a task takes its slots from one bucket.
 
 The wait is on the runner's own thread, before the call is handed to a worker: the bucket orders
 the calls, and the next one waits its turn behind this one.  A wait the run's stop cuts short
 sends nothing.  The retries of one call (``retry``) take no slot of their own: their backoff
-already spaces them.
+(or the Retry-After they were answered) already spaces them.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 from pooler.journal.work import WorkRow, WorkStore
 from pooler.pool.rate import Pace
 from pooler.run.callplan import Prepared, serial_value
+from pooler.run.flow import Flow
+
+#: The journal's bucket of the task's pause (no step bucket is named so: they are ``pool`` and
+#: ``step N``).
+PAUSE = "pause"
+#: How long (seconds) a runner trusts what it last read of the task's pause: another runner's
+#: pause reaches it this late at most, and a runner with quick calls reads it ten times a second.
+PAUSE_READ = 0.1
 
 
 class Pacer:
     """The waits of one runner's calls."""
 
-    def __init__(self, work: WorkStore, paces: dict[int, Pace], stop: threading.Event) -> None:
+    def __init__(self, work: WorkStore, paces: dict[int, Pace], stop: threading.Event, flow: Flow) -> None:
         self.work = work
         self.paces = paces
         self.stop = stop
-        #: Seconds this runner's calls waited for their slots.
-        self.waited = 0.0
+        self.flow = flow
+        self._read_at = float("-inf")
+        self._paused_until = 0.0
 
     def wait(self, row: WorkRow, got: Prepared) -> bool:
-        """Wait for the call's slot; False when the run stopped meanwhile (the call is not sent).
+        """Wait for the call's turn; False when the run stopped meanwhile (the call is not sent).
         A journal that fails raises ``JournalError``, as any of the runner's journal calls."""
-        pace = self.paces.get(row.num)
+        waited = 0.0
+        for wait in (self._pause, self.flow.spacing, lambda: self._slot(row, got)):
+            seconds = wait()
+            if seconds > 0:
+                waited += seconds
+                if self.stop.wait(seconds):
+                    return False
+        self.flow.started(waited)
+        return True
+
+    def _pause(self) -> float:
+        now = time.monotonic()
+        asked = self.flow.pause_asked()
+        if asked is not None:
+            self.work.hold(PAUSE, asked)
+        if asked is not None or now >= self._read_at + PAUSE_READ:
+            self._read_at = now
+            self._paused_until = now + self.work.held(PAUSE)
+        return max(0.0, self._paused_until - now)
+
+    def _slot(self, row: WorkRow, got: Prepared) -> float:
+        pace = self.paces.get(row.num) if self.paces else None
         if pace is None:
-            return True
+            return 0.0
         value = serial_value(got.params, pace.rate.key) if pace.rate.key else None
-        wait = self.work.pace(pace.bucket_of(value), pace.rate.interval, pace.rate.tolerance)
-        if wait <= 0:
-            return True
-        self.waited += wait
-        return not self.stop.wait(wait)
+        return self.work.pace(pace.bucket_of(value), pace.rate.interval, pace.rate.tolerance)

@@ -6,6 +6,7 @@ they come from and keeps what they did.  See docs/multihost.md."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter
@@ -17,15 +18,18 @@ from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
 from pooler.journal.work import BUSY, Done, LeaseLost, RunnerLease, TaskJournal, WorkRow
 from pooler.pool.budget import Judge, stopping
-from pooler.pool.model import Pool, Step
+from pooler.pool.model import Pool
+from pooler.run.breaking import try_store
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
 from pooler.run.config import RunConfig, pool_base, runner_width
-from pooler.run.events import Reporter
+from pooler.run.events import Reporter, notice
 from pooler.run.expansion import table_calls
+from pooler.run.flow import STORE_DOWN, Flow
 from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.pacing import Pacer
 from pooler.run.probing import gate_again
+from pooler.run.progress import Progress
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
@@ -58,19 +62,23 @@ class Runner:
         self.base = pool_base(pool)
         self.writer = KeepingWriter(config.out)
         self.gated = GatedClient(client, self.lease)
-        self.pacer = Pacer(self.work, pool.paces(), stop)
+        self.client = client
+        self.flow = Flow(self.width, adaptive=opts.adaptive and self.parallel, breaker=pool.breaker,
+                         tell=functools.partial(notice, reporter))
+        self.pacer = Pacer(self.work, pool.paces(), stop, self.flow)
         run_no = journal.run_of(self.task)
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base,
                                 key_task=(journal.shared(self.task) or {}).get("key_scope"),
-                                probing=config.probe)
+                                probing=config.probe, flow=self.flow)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
         self.broken: str | None = None
+        #: Why the breaker stopped the task (the store looked down), or None.
+        self.down: str | None = None
         #: This runner began a run again of the task: it tells the calls earlier runs did.
         self.began = began
-        #: Steps over an earlier step's table whose calls this runner has not counted yet.
-        self._uncounted: set[int] = set()
+        self.progress = Progress(journal, self.task, self.plans, reporter)
         self._pool = ThreadPoolExecutor(self.width, "pooler-call")
         self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
         self._number = 0
@@ -78,7 +86,6 @@ class Runner:
         self._empty = True
         self._tidied = 0.0
         self._pending: list[tuple[WorkRow, Outcome]] = []
-        self._rows_total: dict[int, int] = {}
         #: The ``serialize_on`` path (parallel mode), the resolved values of the calls in flight,
         #: and the calls waiting for theirs.
         self.serial_path = pool.options.serialize_on if self.parallel else None
@@ -86,7 +93,6 @@ class Runner:
         self._values: dict[Future[Any], str] = {}
         self._held: list[tuple[WorkRow, Prepared, int | None, str | None]] = []
         self.by_reference = serial_by_reference(pool, self.plans)
-        self._rows_done: dict[int, int] = {}
         #: The keys this runner landed, with their entry and detail: a call of the same key later
         #: in the run is skipped with them, not sent again.
         self._landed: dict[str, tuple[dict[str, Any], Any]] = {}
@@ -99,14 +105,7 @@ class Runner:
 
     def run(self) -> None:
         self.reporter.pool_started(self.pool, self.task, self.journal.planned_calls(self.task))
-        for num, planned in self.journal.planned(self.task).items():
-            if planned.placeholder:
-                self._uncounted.add(num)
-            elif self.plans[num].over_rows:
-                self._rows_total[num] = planned.rows
-                self.reporter.rows_progress(self.steps[num], 0, planned.rows)
-        if self.began:
-            self._tell_done_before()
+        self.progress.started(self.began)
         while True:
             self._collect(block=False)
             if self.broken is None and self.lease.lost is not None:
@@ -116,7 +115,10 @@ class Runner:
                 self._flush()
                 self._collect(block=True, until_empty=True)
                 return
-            free = self.width - len(self._inflight) - len(self._held)
+            if self.flow.tripped and self.down is None:
+                self._breaker()
+                continue
+            free = min(self.width, self.flow.width) - len(self._inflight) - len(self._held)
             rows: list[WorkRow] = []
             if free > 0:
                 tidy = self._empty or time.monotonic() >= self._tidied + TIDY
@@ -152,29 +154,21 @@ class Runner:
                     self.broken = self._journal_gone(exc)
                     continue
                 if held == 0 and (ready == 0 or halted is not None):
+                    if halted is not None and halted.startswith(STORE_DOWN):
+                        self.down = halted  # another runner's breaker: the task stops for all
                     return
                 self.stop.wait(POLL)
                 continue
             self._collect(block=True)
 
-    def _tell_done_before(self) -> None:
-        """The calls an earlier run of the task did, told as skipped (as the answer tells them):
-        the live view counts every call of the run's total."""
-        for row in self.journal.answer_rows(self.task):
-            num, size, status, entry, earlier = int(row[0]), int(row[3]), row[5], row[6], row[13]
-            if not earlier or status not in (CallStatus.COMPLETED, CallStatus.SKIPPED) or entry is None:
-                continue
-            self._told(self.plans[num].step, {**entry, "status": CallStatus.SKIPPED}, num, size)
-
-    def _counted(self, num: int) -> None:
-        """A step over a table whose calls are planned now (by this runner or another): the
-        run's total and the step's rows, as they are now."""
-        self._uncounted.discard(num)
-        planned = self.journal.planned(self.task).get(num)
-        self.reporter.calls_planned(self.journal.planned_calls(self.task))
-        if planned is not None:
-            self._rows_total[num] = planned.rows
-            self.reporter.rows_progress(self.steps[num], self._rows_done.get(num, 0), planned.rows)
+    def _breaker(self) -> None:
+        """The store looks down: no call starts while it is tried; the task stops if it stays down
+        (the calls not started stay not run)."""
+        self._collect(block=True, until_empty=True)
+        assert self.pool.breaker is not None  # the flow trips only with a breaker
+        self.down = try_store(self.client, self.pool.breaker, self.flow, self.stop, self.task)
+        if self.down is not None:
+            self._quiet(self.work.halt, self.down)
 
     def _claim(self, free: int, tidy: bool) -> list[WorkRow]:
         """Calls to send; a call's outcome waiting to be recorded goes in the same round trip."""
@@ -227,8 +221,8 @@ class Runner:
             if row.kind == "expand":
                 self._expand(row)
                 return
-            if row.num in self._uncounted:
-                self._counted(row.num)
+            if row.num in self.progress.uncounted:
+                self.progress.counted(row.num)
             call = call_of(self.plans[row.num], row)
             got = self.calls.prepare(call, self._refs(row))
             if isinstance(got, Outcome):
@@ -343,6 +337,10 @@ class Runner:
                 if value is not None:
                     self._busy[value] -= 1
                 outcome, kept, left = future.result()
+                if outcome is not None and outcome.unsent and self.flow.holds_back():
+                    # Never reached the store, which looks down: back to ready, for when it is up.
+                    self._quiet(self.work.release, row)
+                    continue
                 if outcome is not None and outcome.send_again and not self.stop.is_set() and not self.broken:
                     epoch = self._quiet(gate_again, self.work, row, got)  # proven not carried out: once more
                     if epoch is not None:
@@ -413,14 +411,7 @@ class Runner:
             # A step of one call is done: its detail is what references read - as received, not
             # as the journal keeps it (masked), so that a secret it echoes reaches the next call.
             self._details[row.num] = outcome.detail if outcome.detail is not None else {}
-        self._told(plan.step, outcome.entry, row.num, row.size)
-
-    def _told(self, step: Step, entry: dict[str, Any], num: int, size: int) -> None:
-        self.reporter.step_finished(step, entry)
-        if self.plans[num].over_rows:
-            # The live view's bar: the rows this runner has done of the step's planned ones.
-            self._rows_done[num] = self._rows_done.get(num, 0) + size
-            self.reporter.rows_progress(step, self._rows_done[num], self._rows_total.get(num))
+        self.progress.told(plan.step, outcome.entry, row.num, row.size)
 
     def _expand(self, row: WorkRow) -> None:
         """A step over an earlier step's table: its calls, from the rows the journal keeps."""
@@ -436,4 +427,4 @@ class Runner:
                            halt=failed.halt, judge=failed.judge)
             return
         if self.work.expand(row, calls):
-            self._counted(row.num)
+            self.progress.counted(row.num)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pooler.journal.records import PlanCounts, TaskRow
+from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
 from pooler.journal.work import TaskJournal
 from pooler.pool.budget import Budgets, budgets_of, tolerate_of
 from pooler.pool.model import Pool
@@ -65,7 +65,18 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     budgets = shared_budgets(shared)
     if budgets.all:
         answer["tolerated"] = budgets.tolerated(journal.budget_counts(task))
+    run = journal.run_of(task)
+    flows = [f for f in journal.flows(task) if f["run"] == run]
+    if flows:
+        answer["flow"] = flow_summary(flows)
     return answer
+
+
+def flow_summary(flows: list[FlowDoc]) -> dict[str, int]:
+    """What flow control did in a run, over its runners: the answer's ``flow``."""
+    return {"throttled_ms": sum(f["throttled_ms"] for f in flows),
+            "highest_width": sum(f["highest"] for f in flows), "final_width": sum(f["final"] for f in flows),
+            "busy": sum(f["busy"] for f in flows), "breaker_trips": sum(f["trips"] for f in flows)}
 
 
 def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:

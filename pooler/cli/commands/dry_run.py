@@ -11,6 +11,7 @@ from pooler.cli.commands.common import Context
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
 from pooler.plural import plural
+from pooler.pool.breaker import DEFAULT_BREAKER, BreakerRule
 from pooler.pool.budget import planned_line
 from pooler.pool.compiler import Plan
 from pooler.pool.plan_document import build_plan
@@ -35,6 +36,19 @@ def planned_rate(entry: dict[str, Any]) -> str:
     """A bucket of the plan document as words."""
     rate = Rate(entry["per_second"], entry["burst"], entry.get("key"))
     return rate_line(entry["bucket"], entry["steps"], rate)
+
+
+def flow_lines(plan: dict[str, Any]) -> list[str]:
+    """The plan's adaptive width and its breaker, where they are not the defaults."""
+    lines = []
+    if plan["adaptive"]:
+        lines.append(f"width: adapts to the store, from 2 up to {plan['max_concurrency']} calls at once")
+    breaker = plan["breaker"]
+    if breaker is None:
+        lines.append("breaker: off - a store that goes down costs every call left as a failure")
+    elif BreakerRule(**breaker) != DEFAULT_BREAKER:
+        lines.append(f"breaker: {BreakerRule(**breaker).text()}")
+    return lines
 
 
 def step_cells(entry: dict[str, Any]) -> list[str]:
@@ -77,6 +91,7 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
             f"order: {order_text(plan)}"]
     if plan["rate"]:
         head.append("rate: " + "; ".join(planned_rate(r) for r in plan["rate"]))
+    head.extend(flow_lines(plan))
     if plan["description"]:
         head.insert(1, f"about: {plan['description']}")
     variables_rows = [(n, str(v["value"]), v["description"]) for n, v in plan["variables"].items()]

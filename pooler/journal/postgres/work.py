@@ -152,6 +152,15 @@ class WorkStore:
                                                 "interval": interval}).fetchone()
         return max(0.0, float(tat) - interval - tolerance - float(now))
 
+    def held(self, bucket: str) -> float:
+        with self._tx() as db:
+            found = db.execute(SQL["held"], (self.task, bucket)).fetchone()
+        return max(0.0, float(found[0])) if found else 0.0
+
+    def hold(self, bucket: str, seconds: float) -> None:
+        with self._tx() as db:
+            db.execute(SQL["hold"], {"task": self.task, "name": bucket, "seconds": seconds})
+
     def _done_args(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
                    doubt: str | None) -> tuple[Any, ...]:
         from psycopg.types.json import Json  # noqa: PLC0415

@@ -231,6 +231,14 @@ class SqliteWorkStore:
                                                  "interval": interval}).fetchone()[0])
         return max(0.0, tat - interval - tolerance - now)
 
+    def held(self, bucket: str) -> float:
+        found = self.journal.query(SQL["held"], (self.task, bucket))
+        return max(0.0, float(found[0][0]) - time.time()) if found else 0.0
+
+    def hold(self, bucket: str, seconds: float) -> None:
+        with self.journal.transaction() as db:
+            db.execute(SQL["hold"], {"task": self.task, "name": bucket, "until": time.time() + seconds})
+
     def _done(self, db: sqlite3.Connection, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
               *, doubt: str | None, now: float) -> bool:
         changed = db.execute(SQL["done_call"], (

@@ -310,6 +310,13 @@ INSERT INTO task_runs (task, run, store, mode, width, serialize_on, steps, again
 VALUES (%s, (SELECT again FROM tasks WHERE id = %s), %s, %s, %s, %s, %s, %s)
 ON CONFLICT (task, run) DO NOTHING;
 
+-- name: record_flow
+-- What one runner's flow control did, kept under the run the task is in.
+INSERT INTO flows (task, run, runner, doc) VALUES (%s, (SELECT runs FROM tasks WHERE id = %s), %s, %s);
+
+-- name: flows_of_task
+SELECT run, doc FROM flows WHERE task = %s ORDER BY run, id;
+
 -- name: report_runs
 SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %s ORDER BY run;
 
@@ -438,6 +445,16 @@ WITH now AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS s)
 INSERT INTO buckets (task, name, tat) SELECT %(task)s, %(name)s, now.s + %(interval)s FROM now
 ON CONFLICT (task, name) DO UPDATE SET tat = greatest(buckets.tat, (SELECT s FROM now)) + %(interval)s
 RETURNING tat, (SELECT s FROM now);
+
+-- name: hold
+-- A bucket held until a time (WorkStore.hold), on the database's clock: its tat, never earlier
+-- than it was.
+WITH now AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS s)
+INSERT INTO buckets (task, name, tat) SELECT %(task)s, %(name)s, now.s + %(seconds)s FROM now
+ON CONFLICT (task, name) DO UPDATE SET tat = greatest(buckets.tat, (SELECT s FROM now) + %(seconds)s);
+
+-- name: held
+SELECT tat - extract(epoch FROM clock_timestamp())::float8 FROM buckets WHERE task = %s AND name = %s;
 
 -- name: budget_counts
 -- What an error budget counts (pool/budget.py), a row a step: its planned calls (not those beyond

@@ -36,6 +36,13 @@ FROM calls WHERE task = ? ORDER BY id;
 INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, steps, again)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: record_flow
+-- What one runner's flow control did, kept under the run the task is in.
+INSERT INTO flows (task, run, runner, doc) VALUES (?, (SELECT runs FROM tasks WHERE id = ?), ?, ?);
+
+-- name: flows_of_task
+SELECT run, doc FROM flows WHERE task = ? ORDER BY run, id;
+
 -- A task's report (history.py)
 
 -- name: report_runs
@@ -465,6 +472,14 @@ WHERE task = :task AND state = 'done' AND status = 'in_doubt' AND :in_doubt = 1
 INSERT INTO buckets (task, name, tat) VALUES (:task, :name, :now + :interval)
 ON CONFLICT (task, name) DO UPDATE SET tat = max(tat, :now) + :interval
 RETURNING tat;
+
+-- name: hold
+-- A bucket held until a time (WorkStore.hold): its tat, never earlier than it was.
+INSERT INTO buckets (task, name, tat) VALUES (:task, :name, :until)
+ON CONFLICT (task, name) DO UPDATE SET tat = max(tat, :until);
+
+-- name: held
+SELECT tat FROM buckets WHERE task = ? AND name = ?;
 
 -- name: budget_counts
 -- What an error budget counts (pool/budget.py), a row a step: its planned calls (not those beyond

@@ -1,0 +1,64 @@
+"""What a runner tells its reporter of the task's progress: the run's total, each step's rows done
+of its planned ones, and, for a run again, the calls earlier runs did (told as skipped, as the
+answer tells them), so that the live view counts every call of the run's total."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pooler.journal.work import TaskJournal
+from pooler.pool.model import Step
+from pooler.run.callplan import StepPlan
+from pooler.run.events import Reporter
+from pooler.statuses import CallStatus
+
+
+class Progress:
+    """The progress one runner tells."""
+
+    def __init__(self, journal: TaskJournal, task: str, plans: dict[int, StepPlan], reporter: Reporter
+                 ) -> None:
+        self.journal = journal
+        self.task = task
+        self.plans = plans
+        self.reporter = reporter
+        #: Steps over an earlier step's table whose calls this runner has not counted yet.
+        self.uncounted: set[int] = set()
+        self._rows_total: dict[int, int] = {}
+        self._rows_done: dict[int, int] = {}
+
+    def started(self, began: bool) -> None:
+        """The run's total and each step's rows as planned now; ``began`` a run again of the task."""
+        for num, planned in self.journal.planned(self.task).items():
+            if planned.placeholder:
+                self.uncounted.add(num)
+            elif self.plans[num].over_rows:
+                self._rows_total[num] = planned.rows
+                self.reporter.rows_progress(self.plans[num].step, 0, planned.rows)
+        if began:
+            self._done_before()
+
+    def _done_before(self) -> None:
+        for row in self.journal.answer_rows(self.task):
+            num, size, status, entry, earlier = int(row[0]), int(row[3]), row[5], row[6], row[13]
+            if not earlier or status not in (CallStatus.COMPLETED, CallStatus.SKIPPED) or entry is None:
+                continue
+            self.told(self.plans[num].step, {**entry, "status": CallStatus.SKIPPED}, num, size)
+
+    def counted(self, num: int) -> None:
+        """A step over a table whose calls are planned now (by this runner or another): the
+        run's total and the step's rows, as they are now."""
+        self.uncounted.discard(num)
+        planned = self.journal.planned(self.task).get(num)
+        self.reporter.calls_planned(self.journal.planned_calls(self.task))
+        if planned is not None:
+            self._rows_total[num] = planned.rows
+            self.reporter.rows_progress(self.plans[num].step, self._rows_done.get(num, 0), planned.rows)
+
+    def told(self, step: Step, entry: dict[str, Any], num: int, size: int) -> None:
+        """A call has its one status."""
+        self.reporter.step_finished(step, entry)
+        if self.plans[num].over_rows:
+            # The live view's bar: the rows this runner has done of the step's planned ones.
+            self._rows_done[num] = self._rows_done.get(num, 0) + size
+            self.reporter.rows_progress(step, self._rows_done[num], self._rows_total.get(num))
