@@ -54,16 +54,6 @@ class FlowDoc(TypedDict):
     trips: int
 
 
-def flows_of(rows: list[tuple[Any, ...]]) -> list[FlowDoc]:
-    """The flow records of a task as a backend reads them (run, doc as text or as JSON)."""
-    out: list[FlowDoc] = []
-    for run, doc in rows:
-        flow: FlowDoc = json.loads(doc) if isinstance(doc, str) else doc
-        flow["run"] = int(run)
-        out.append(flow)
-    return out
-
-
 @dataclass(frozen=True)
 class CallId:
     """Which call a record is about: task, run of the task, step number, row, key and step id."""

@@ -310,13 +310,6 @@ INSERT INTO task_runs (task, run, store, mode, width, serialize_on, steps, again
 VALUES (%s, (SELECT again FROM tasks WHERE id = %s), %s, %s, %s, %s, %s, %s)
 ON CONFLICT (task, run) DO NOTHING;
 
--- name: record_flow
--- What one runner's flow control did, kept under the run the task is in.
-INSERT INTO flows (task, run, runner, doc) VALUES (%s, (SELECT runs FROM tasks WHERE id = %s), %s, %s);
-
--- name: flows_of_task
-SELECT run, doc FROM flows WHERE task = %s ORDER BY run, id;
-
 -- name: report_runs
 SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %s ORDER BY run;
 

@@ -36,13 +36,6 @@ FROM calls WHERE task = ? ORDER BY id;
 INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, steps, again)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
--- name: record_flow
--- What one runner's flow control did, kept under the run the task is in.
-INSERT INTO flows (task, run, runner, doc) VALUES (?, (SELECT runs FROM tasks WHERE id = ?), ?, ?);
-
--- name: flows_of_task
-SELECT run, doc FROM flows WHERE task = ? ORDER BY run, id;
-
 -- A task's report (history.py)
 
 -- name: report_runs
