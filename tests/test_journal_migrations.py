@@ -30,6 +30,7 @@ COLUMNS = {
     "table_rows": ["task", "num", "idx", "name", "prefix", "into_job", "rows"],
     "work_epoch": ["id", "value"],
     "buckets": ["task", "name", "tat"],
+    "flows": ["id", "task", "run", "runner", "doc"],
 }
 
 
@@ -46,8 +47,8 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
-                                            "0007_rate_buckets.sql"]
-    assert SCHEMA_VERSION == 7
+                                            "0007_rate_buckets.sql", "0008_flows.sql"]
+    assert SCHEMA_VERSION == 8
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:

@@ -54,6 +54,13 @@ class FlowDoc(TypedDict):
     trips: int
 
 
+def flow_of(run: int, doc: Any) -> FlowDoc:
+    """A recorded flow document under the run the journal kept it in."""
+    flow: FlowDoc = doc
+    flow["run"] = int(run)
+    return flow
+
+
 @dataclass(frozen=True)
 class CallId:
     """Which call a record is about: task, run of the task, step number, row, key and step id."""

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from pooler.journal.api import CallHistory, RunFacts
-from pooler.journal.records import TaskRow
+from pooler.journal.records import FlowDoc, TaskRow
 from pooler.pool.budget import budget_line
 from pooler.statuses import DOUBTFUL, CallStatus, RecordStatus, final_status
 
@@ -125,6 +125,8 @@ class ReportData:
     #: What the error budgets counted, as words (``5 of 100 calls failed, within the pool's ...``),
     #: and whether each held.
     budgets: list[tuple[str, bool]] = field(default_factory=list)
+    #: What each runner's flow control did, by run (a run without a record is not here).
+    flows: dict[int, list[FlowDoc]] = field(default_factory=dict)
 
 
 def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
@@ -141,10 +143,13 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
         by_run[r.run].append(CallRow(r.id, r.run, r.num, r.row, r.key, r.step_id, r.status, r.in_doubt,
                                      r.lane, r.serial, sent, done))
     _number_attempts(by_run)
+    flows: dict[int, list[FlowDoc]] = defaultdict(list)
+    for flow in journal.flows(task_id):
+        flows[flow["run"]].append(flow)
     steps = _steps(journal, task_id, facts)
     answer = journal.answer(task_id)
     runs: list[RunData] = []
-    for number in sorted(set(by_run) | set(facts), reverse=True):
+    for number in sorted(set(by_run) | set(facts) | set(flows), reverse=True):
         fact = facts.get(number)
         calls = by_run.get(number, [])
         run = RunData(number, (fact and fact.mode) or "sequential", int((fact and fact.width) or 1),
@@ -170,7 +175,7 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     budgets = [(budget_line(row), bool(row["within"]))
                for row in ((answer or {}).get("tolerated") or {}).get("budgets") or []]
     return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
-                      len(failed_all) - len(failed), again, budgets)
+                      len(failed_all) - len(failed), again, budgets, dict(flows))
 
 
 def _number_attempts(by_run: dict[int, list[CallRow]]) -> None:

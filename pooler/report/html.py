@@ -23,6 +23,7 @@ from pooler.errors import JournalError, UsageError
 from pooler.journal.api import CallHistory
 from pooler.redact import Redactor
 from pooler.report.data import clock, load_report
+from pooler.report.flowgraph import PANEL, flow_graph
 from pooler.report.timeline import CELL, LANE, layout
 from pooler.version import __version__
 
@@ -79,6 +80,7 @@ def render_report(journal: CallHistory, task_id: str, redactor: Redactor | None 
     own = {"css": Markup(css), "js": Markup(js)}  # noqa: S704 - the package's own files
     return template.render(
         r=data, timelines={run.run: layout(run, data.steps) for run in data.runs}, step_index=order,
+        flows={run.run: flow_graph(data.flows.get(run.run, [])) for run in data.runs}, panel=PANEL,
         csp=csp, clock=clock, duration=_duration, cell=CELL, lane=LANE, **own,
         version=__version__, generated=time.strftime("%Y-%m-%dT%H:%M:%S"),
         journal=journal.where())

@@ -125,7 +125,7 @@ def layout(run: RunData, steps: dict[int, StepInfo]) -> Timeline | None:
     # show them side by side; a few quick calls (a run of 2 ms) stay bars, each with its details.
     crowded = widths[len(widths) // 2] < 1 and len(calls) > lanes * (WIDTH // CELL)
     t.aggregated = len(calls) > MOST_BARS or crowded
-    t.ticks = _ticks(end - start, scale)
+    t.ticks = ticks_for(end - start, scale)
     _spans(t, run, steps, spans_y)
     if t.aggregated:
         _cells(t, calls)
@@ -137,7 +137,8 @@ def layout(run: RunData, steps: dict[int, StepInfo]) -> Timeline | None:
     return t
 
 
-def _ticks(span: int, scale: float) -> list[tuple[float, str]]:
+def ticks_for(span: int, scale: float) -> list[tuple[float, str]]:
+    """About ten ticks at round steps along ``span`` ms drawn at ``scale`` pixels a ms."""
     step = next((s for s in _TICKS if span / s <= 10), _TICKS[-1])
     return [(i * step * scale, "0" if i == 0 else f"+{_ms(i * step)}") for i in range(span // step + 1)]
 

@@ -9,7 +9,7 @@ from typing import Any
 from pooler.journal.api import CallRecordRow, RunFacts
 from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.schema import SQL
-from pooler.journal.records import TaskRow
+from pooler.journal.records import FlowDoc, TaskRow, flow_of
 
 
 class PgHistory:
@@ -31,6 +31,9 @@ class PgHistory:
         return {int(run): RunFacts(store, mode, width, serial, steps or [], again)
                 for run, store, mode, width, serial, steps, again
                 in self.journal.query(SQL["report_runs"], (task_id,))}
+
+    def flows(self, task_id: str) -> list[FlowDoc]:
+        return [flow_of(run, doc) for run, doc in self.journal.query(SQL["flows"], (task_id,))]
 
     def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
         for r in self.journal.query(SQL["report_calls"], (task_id, task_id)):

@@ -19,7 +19,7 @@ from pooler.journal.dburl import DbText
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.postgres.lease import take
 from pooler.journal.postgres.schema import SQL, check_version, connect
-from pooler.journal.records import PlanCounts, TaskRow
+from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
 from pooler.journal.sqlite.file import alive
 from pooler.journal.work import (
     OverTable,
@@ -362,6 +362,15 @@ class PgJournal:
             task_id, task_id, facts.get("store"), facts.get("mode"), facts.get("width"),
             facts.get("serialize_on"), Json(facts.get("steps") or []),
             Json(list(facts["again"])) if facts.get("again") else None))
+
+    def record_flow(self, task_id: str, flow: FlowDoc) -> None:
+        """One runner's flow control, under the run the task is in (not ``flow["run"]``)."""
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        self.query(SQL["record_flow"], (flow["runner"], Json(flow), task_id))
+
+    def flows(self, task_id: str) -> list[FlowDoc]:
+        return self.history().flows(task_id)
 
     def table_rows(self, task_id: str) -> list[tuple[Any, ...]]:
         return self.query(SQL["table_rows_of_task"], (task_id,))

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pooler.journal.api import CallRecordRow, RunFacts
-from pooler.journal.records import TaskRow
+from pooler.journal.records import FlowDoc, TaskRow, flow_of
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 
@@ -33,6 +33,9 @@ class SqliteHistory:
                                    json.loads(again) if again else None)
                 for run, store, mode, width, serial, steps, again in self.journal.cursor(SQL["report_runs"],
                                                                                          (task_id,))}
+
+    def flows(self, task_id: str) -> list[FlowDoc]:
+        return [flow_of(run, json.loads(doc)) for run, doc in self.journal.cursor(SQL["flows"], (task_id,))]
 
     def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
         for r in self.journal.cursor(SQL["report_calls"], (task_id,)):

@@ -21,7 +21,7 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
-from pooler.journal.records import PlanCounts, TaskRow, dumps, now_text
+from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, dumps, now_text
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.history import SqliteHistory
 from pooler.journal.sqlite.journal import Journal
@@ -268,6 +268,13 @@ class SqliteTaskJournal:
             found = db.execute(SQL["task_again"], (task_id,)).fetchone()
             if found is not None:
                 db.execute(SQL["record_work_run"], run_row(task_id, int(found[0]), facts))
+
+    def record_flow(self, task_id: str, flow: FlowDoc) -> None:
+        """One runner's flow control, under the run the task is in (not ``flow["run"]``)."""
+        self.journal.change(SQL["record_flow"], (task_id, flow["runner"], dumps(flow)))
+
+    def flows(self, task_id: str) -> list[FlowDoc]:
+        return SqliteHistory(self.journal).flows(task_id)
 
     def table_rows(self, task_id: str) -> list[tuple[Any, ...]]:
         """The table rows the task's calls gave, in call order: (num, idx, name, prefix, into, rows),

@@ -1,5 +1,6 @@
-// Click a bar, a cell or a step track: its details stay in the panel below the timeline.
-document.querySelectorAll("svg.tl").forEach(function (svg) {
+// Click a bar, a cell or a step track (or a flow graph's bar or mark): its details stay in the
+// panel below the picture.
+document.querySelectorAll("svg.tl, svg.fl").forEach(function (svg) {
   var panel = document.getElementById(svg.getAttribute("data-panel"));
   svg.addEventListener("click", function (event) {
     var shape = event.target.closest("rect.tip");

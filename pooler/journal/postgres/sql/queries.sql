@@ -310,6 +310,13 @@ INSERT INTO task_runs (task, run, store, mode, width, serialize_on, steps, again
 VALUES (%s, (SELECT again FROM tasks WHERE id = %s), %s, %s, %s, %s, %s, %s)
 ON CONFLICT (task, run) DO NOTHING;
 
+-- name: record_flow
+-- One runner's flow control in the run the task is in (the journal's run, not the doc's).
+INSERT INTO flows (task, run, runner, doc) SELECT id, again, %s, %s FROM tasks WHERE id = %s;
+
+-- name: flows
+SELECT run, doc FROM flows WHERE task = %s ORDER BY run, id;
+
 -- name: report_runs
 SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %s ORDER BY run;
 

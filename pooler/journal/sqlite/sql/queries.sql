@@ -36,6 +36,13 @@ FROM calls WHERE task = ? ORDER BY id;
 INSERT OR REPLACE INTO task_runs (task, run, started_ms, store, mode, width, serialize_on, steps, again)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: record_flow
+-- One runner's flow control in the run the task is in (the journal's run, not the doc's).
+INSERT INTO flows (task, run, runner, doc) SELECT id, again, ?2, ?3 FROM tasks WHERE id = ?1;
+
+-- name: flows
+SELECT run, doc FROM flows WHERE task = ? ORDER BY run, id;
+
 -- A task's report (history.py)
 
 -- name: report_runs
