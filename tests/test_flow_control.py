@@ -265,3 +265,23 @@ def test_an_adaptive_width_grows_on_clean_windows_and_is_cut_once_a_window() -> 
     assert flow.highest == 6
     assert [e["what"] for e in flow.events] == ["pause", "cut"]
     assert flow.events[1]["line"].startswith("throttling to 4 at once: the store is busy; ")
+
+
+def test_a_dry_run_tells_an_adaptive_width_and_a_breaker_other_than_the_default(tmp_path: Path) -> None:
+    pool = echo_pool(tmp_path, 3, "mode: parallel\nmax_concurrency: 12\nadaptive: true\n"
+                                  "breaker: {after: 3, wait: 20}\n")
+    shown = pooler("run", str(pool), "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "width: adapts to the store, from 2 up to 12 calls at once" in lines
+    assert ("breaker: after 3 calls in a row that do not reach the store, tries it for 20 s before it "
+            "stops") in lines
+    off = echo_pool(tmp_path / "off", 3, "breaker: false\n")
+    assert "breaker: off - a store that goes down costs every call left as a failure" in (
+        pooler("run", str(off), "--dry-run").stdout.splitlines())
+    plain = echo_pool(tmp_path / "plain", 3, "")
+    told = pooler("run", str(plain), "--dry-run").stdout
+    assert "breaker:" not in told
+    assert "width:" not in told
+    document = json.loads(pooler("run", str(pool), "--dry-run", "--json").stdout)
+    assert (document["adaptive"], document["breaker"]) == (True, {"after": 3, "wait": 20.0})

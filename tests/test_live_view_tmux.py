@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store
+from helpers import ROOT, Store, start_store
 
 REQUIRE = "POOLER_REQUIRE_TMUX"
 #: The run's end: its summary line (the live view's or a plain one), then the shell's prompt.
@@ -152,3 +152,23 @@ def test_below_80_columns_the_run_is_told_in_plain_lines(terminal: Any, store: S
     assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d call 1/1 step 1 nap MELBIS_AGENT_TEST\.CmdSleep "
                      r"completed", screen, re.M), screen
     assert "━" not in screen
+
+
+def test_the_live_view_says_when_the_run_is_held_back_and_why(terminal: Any, tmp_path: Path) -> None:
+    store = start_store(tmp_path, "--rate-limit", "10")
+    try:
+        (tmp_path / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(40)), encoding="utf-8")
+        pool = tmp_path / "busy.yaml"
+        pool.write_text("mode: parallel\nmax_concurrency: 16\nadaptive: true\npool:\n"
+                        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho,\n"
+                        "     for_each: {file: rows.csv}, params: {n: \"${row.n}\"},\n"
+                        "     retry: {attempts: 10}}\n", encoding="utf-8")
+        screen = terminal(100).run(command(store, tmp_path, pool))
+        # Above the bar, as it happens: the pause the store asked for, and the width cut back.
+        assert re.search(r"^pausing every new call for [\d.]+ s: the store asked to wait \(Retry-After\)$",
+                         screen, re.M), screen
+        assert re.search(r"^throttling to \d+ at once: the store is busy; [\d.]+ calls a second$", screen,
+                         re.M), screen
+        assert re.search(r"^calls .*40/40", screen, re.M), screen
+    finally:
+        store.stop()

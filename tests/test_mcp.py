@@ -390,6 +390,22 @@ def test_a_pool_within_its_error_budget_goes_on_past_a_failure_and_says_so(store
     run(scenario)
 
 
+def test_a_pool_takes_an_adaptive_width_and_a_breaker_and_tells_its_flow(store: Store, out: Path) -> None:
+    echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}
+    pool = {"mode": "parallel", "max_concurrency": 8, "adaptive": True, "breaker": {"after": 3, "wait": 1},
+            "pool": [echo] * 6}
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            result = await session.call_tool("tool_pool", pool)
+        answer = answer_of(result)
+        assert answer["result"] is True
+        # An adaptive width starts at 2 and grows as answers come back clean.
+        assert 2 <= answer["flow"]["highest_width"] <= 8
+        assert answer["flow"]["busy"] == answer["flow"]["breaker_trips"] == 0
+    run(scenario)
+
+
 def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     pool = {"pool": ONE_FAILS}
 
