@@ -46,8 +46,9 @@ def stamp(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(int(at))) + f".{round(at * 1000) % 1000:03d}"
 
 
-def report(kind: str, request: Any, store: Store, tmp_path: Path) -> Elements:
-    """A task of two runs: the first with the two runners' flow records, the second with none."""
+def report(kind: str, request: Any, store: Store, tmp_path: Path,
+           flows: tuple[FlowDoc, ...] = (RUNNER_A, RUNNER_B)) -> Elements:
+    """A task of two runs: the first with the runners' flow records, the second with none."""
     journal = journal_of(kind, request, tmp_path)
     pool = write_pool(tmp_path / "pools", ["pool:"] + [
         f"  - {{unit: MELBIS_AGENT_TEST, command: CmdEcho, key: flow-{n}, params: {{n: {n}}}}}"
@@ -58,8 +59,8 @@ def report(kind: str, request: Any, store: Store, tmp_path: Path) -> Elements:
         if run == 1:
             tasks = open_journal(journal)
             try:
-                tasks.record_flow("t", RUNNER_A)
-                tasks.record_flow("t", RUNNER_B)
+                for flow in flows:
+                    tasks.record_flow("t", flow)
             finally:
                 tasks.close()
     page = tmp_path / "r.html"
@@ -89,6 +90,8 @@ def test_a_run_with_flow_records_shows_its_rate_width_waits_busy_answers_and_eve
     # The second run kept no flow record: it shows none.
     assert [d["id"] for d in page.having("div", "flow")] == ["flow-1"]
     assert page.having("svg", "fl", id="flowgraph-1")
+    assert f"{stamp(S)} to {stamp(S + 4)}: what the run's 2 runners with a flow record did" in " ".join(
+        page.all_text().split())
     summary = page.all_text().split("Flow control", 1)[1].strip().split("\n", 1)[0]
     assert summary == ("throttled for 1.8 s in all, highest width 5, final width 5, 3 busy answers, "
                        "breaker opened 1 time")
@@ -120,3 +123,34 @@ def test_a_run_with_flow_records_shows_its_rate_width_waits_busy_answers_and_eve
         f"{stamp(S + 1.25)}cutrunner-awidth 2 -> 1: a busy answer (429)",
         f"{stamp(S + 1.5)}pauserunner-bRetry-After 2 s: every new call waits",
         f"{stamp(S + 3.5)}breaker openrunner-athe store did not answer 3 times: no call for 5 s"]
+
+
+def test_a_long_run_adds_its_seconds_up_into_columns_the_page_can_hold(store: Store, tmp_path: Path,
+                                                                          request: Any) -> None:
+    # 3,300 seconds over 1,100 pixels: a column of 6 seconds (2 pixels at least).
+    steady: FlowDoc = {"run": 0, "runner": "runner-a",
+                       "seconds": [[S + i, 2, 0, 0, 0, 30, 4] for i in range(3300)], "events": [],
+                       "throttled_ms": 99_000, "highest": 4, "final": 4, "busy": 0, "trips": 0}
+    page = report("sqlite", request, store, tmp_path, (steady,))
+    started = texts(page, "started")
+    assert len(started) == 550
+    assert started[0] == f"{hms(S)} to {hms(S + 5)}: 2 calls started a second"
+    assert texts(page, "waited")[-1] == f"{hms(S + 3294)} to {hms(S + 3299)}: calls waited 30 ms a second"
+    assert "each column 6 seconds (a second on average)" in " ".join(page.all_text().split())
+    assert page.having("table", "flow-events") == []
+    summary = page.all_text().split("Flow control", 1)[1].strip().split("\n", 1)[0]
+    assert summary == ("throttled for 99.0 s in all, highest width 4, final width 4, 0 busy answers, "
+                       "breaker opened 0 times")
+
+
+def test_a_flow_record_of_no_second_shows_its_summary_alone(store: Store, tmp_path: Path,
+                                                            request: Any) -> None:
+    # A runner that never started a call (the store down from the start) has its summary only.
+    idle: FlowDoc = {"run": 0, "runner": "runner-a", "seconds": [], "events": [], "throttled_ms": 0,
+                     "highest": 2, "final": 1, "busy": 0, "trips": 0}
+    page = report("sqlite", request, store, tmp_path, (idle,))
+    assert [d["id"] for d in page.having("div", "flow")] == ["flow-1"]
+    assert page.having("svg", "fl") == []
+    assert page.having("p", "flow-summary", id="flow-summary-1")
+    assert ("throttled for 0.0 s in all, highest width 2, final width 1, 0 busy answers, breaker opened "
+            "0 times") in page.all_text()

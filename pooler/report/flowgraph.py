@@ -59,6 +59,8 @@ class FlowGraph:
     #: Seconds a column (1 unless the run was too long for a column a second).
     per: int
     summary: str
+    #: From the first second to the end of the last, as clock times.
+    span: str = ""
     panels: list[Panel] = field(default_factory=list)
     ticks: list[tuple[float, str]] = field(default_factory=list)
     marks: list[Shape] = field(default_factory=list)
@@ -88,6 +90,7 @@ def flow_graph(flows: list[FlowDoc]) -> FlowGraph | None:
         return graph
     start, end = min(moments), max(moments)
     total = end - start + 1
+    graph.span = f"{clock(start * 1000)} to {clock((end + 1) * 1000)}"
     graph.per = per = max(1, math.ceil(total * COLUMN / WIDTH))
     columns = math.ceil(total / per)
     scale = WIDTH / (columns * per)
