@@ -39,6 +39,9 @@ LIMIT = 30
 WIDTH = 16
 BUSY_TARGET = 0.03
 RATE_TARGET = 0.8
+#: What the results keep of each run: (name in the results, name in the sample).
+KEPT = (("busy", "busy"), ("done", "done"), ("trip_s", "trip"), ("throttled_s", "throttled"),
+        ("highest_width", "highest"), ("final_width", "final"))
 
 
 def write_pool(folder: Path, adaptive: bool) -> Path:
@@ -90,24 +93,24 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
     rows, notes = [], []
     for label in ("adaptive", "fixed"):
         found = samples[label]
-        busy = median([s.extra["busy"] / CALLS for s in found])
-        rate = median([s.extra["done"] / s.extra["trip"] for s in found])
+
+        def of(name: str, found: list[Sample] = found) -> list[float]:
+            return [s.extra[name] for s in found]
+
+        busy = median([b / CALLS for b in of("busy")])
+        rate = median([d / t for d, t in zip(of("done"), of("trip"), strict=True)])
         gated = label == "adaptive"
-        met = busy <= BUSY_TARGET and rate >= RATE_TARGET * LIMIT
+        met = busy <= BUSY_TARGET and rate >= RATE_TARGET * LIMIT and min(of("done")) == CALLS
         rows.append(Row(f"flow control, {label} width", f"{busy:.1%} answered 429, {rate:.1f} calls/s",
                         f"the store's limit {LIMIT}/s", rate / LIMIT,
                         f"≤ {BUSY_TARGET:.0%} 429s, ≥ {RATE_TARGET:.0%} of {LIMIT}/s" if gated else "report",
                         met if gated else None,
-                        {"busy": [s.extra["busy"] for s in found], "trip_s": [s.extra["trip"] for s in found],
-                         "throttled_s": [s.extra["throttled"] for s in found],
-                         "highest_width": [s.extra["highest"] for s in found],
-                         "final_width": [s.extra["final"] for s in found]}))
-        notes.append(f"{label}: {median([s.extra['done'] for s in found]):.0f} of {CALLS} calls completed, "
-                     f"{median([s.extra['busy'] for s in found]):.0f} busy answers, "
-                     f"{fmt_s(median([s.extra['trip'] for s in found]))} by the run's clock, calls held back "
-                     f"{fmt_s(median([s.extra['throttled'] for s in found]))} in all, width at most "
-                     f"{median([s.extra['highest'] for s in found]):.0f}, "
-                     f"{median([s.extra['final'] for s in found]):.0f} at the end")
+                        {name: of(key) for name, key in KEPT}))
+        notes.append(f"{label}: {median(of('done')):.0f} of {CALLS} calls completed, "
+                     f"{median(of('busy')):.0f} busy answers, {fmt_s(median(of('trip')))} by the run's "
+                     "clock, calls held back "
+                     f"{fmt_s(median(of('throttled')))} in all, width at most {median(of('highest')):.0f}, "
+                     f"{median(of('final')):.0f} at the end")
     return rows, notes
 
 
