@@ -51,9 +51,9 @@ def test_a_rate_holds_the_calls_started_to_its_bucket_at_any_width(kind: str, tm
     journal = journal_of(kind, request, tmp_path)
     store = start_store(tmp_path)
     request.addfinalizer(store.stop)
-    run(tmp_path, store, journal, echo_pool(tmp_path / "pools", 100, "rate: {per_second: 20, burst: 5}\n"))
+    run(tmp_path, store, journal, echo_pool(tmp_path / "pools", 200, "rate: {per_second: 20, burst: 5}\n"))
     found = times(store)
-    assert len(found) == 100
+    assert len(found) == 200
     # 20 a second and 5 at once: no second holds more than 25, however wide the pool runs.
     assert busiest_second(found) <= 25
     # And the limit is a rate, not a stall: the calls went at about 20 a second.
@@ -66,11 +66,11 @@ def test_two_runners_of_one_task_share_its_rate(tmp_path: Path, request: Any) ->
     journal = journal_of("postgres", request, tmp_path)
     store = start_store(tmp_path)
     request.addfinalizer(store.stop)
-    pool = echo_pool(tmp_path / "pools", 100, "rate: {per_second: 20, burst: 5}\n")
+    pool = echo_pool(tmp_path / "pools", 200, "rate: {per_second: 20, burst: 5}\n")
     ends = together(pool, store, journal, "t", tmp_path)
     assert [code for code, _, _ in ends] == [0, 0], [err for _, _, err in ends]
     found = times(store)
-    assert len(found) == 100
+    assert len(found) == 200
     # Together, as one: a bucket a runner would have let 50 through in a second.
     assert busiest_second(found) <= 25
 
