@@ -221,3 +221,38 @@ def test_an_answer_that_proves_the_command_did_not_run_lets_the_rerun_send_a_new
 
 def test_the_manual_shows_the_table_of_answer_kinds() -> None:
     assert answer_kinds.table() in (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8")
+
+
+class GoneAfterOneAnswer(BaseHTTPRequestHandler):
+    """A gateway's answer (the command may have run), and then nothing listens any more."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.socket.close()
+        body = b"<html>502 Bad Gateway</html>"
+        self.send_response(502)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+
+def test_a_call_whose_first_try_may_have_run_stays_in_doubt_when_its_retry_cannot_connect(
+        tmp_path: Path) -> None:
+    with serve(GoneAfterOneAnswer) as url:
+        pool = write_pool(tmp_path, [goods(retry={"attempts": 2, "on_in_doubt": True})])
+        done = run(url, tmp_path, pool)
+    assert done.returncode == 1, done.stderr
+    entry = answer_of(done)["steps"][0]
+    # The retry never left, but the first try did and its answer proved nothing: not "failed",
+    # which a redrive would send under a new key round.
+    assert (entry["status"], entry["result"]) == ("in_doubt", False)
+    assert entry["message"].endswith(" An earlier try of the call left and its answer was lost; the call may "
+                                     "or may not have been carried out.")
