@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import requests
-from helpers import ROOT, STORE_TOKEN, Store, pooler
+from helpers import ROOT, STORE_TOKEN, Store, pooler, start_store
 from poolkit import Recorder, make_pool, run, step
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -97,6 +97,10 @@ def test_the_metrics_file_of_a_run_counts_its_calls_by_status_in_prometheus_text
     assert value(got, "pooler_rows_total", status="completed") == 3
     assert value(got, "pooler_calls_in_doubt") == 1
     assert value(got, "pooler_calls_resent_total") == 0
+    # Nothing held the run back.
+    assert value(got, "pooler_calls_throttled_seconds") == 0
+    assert value(got, "pooler_store_busy_answers_total") == 0
+    assert value(got, "pooler_breaker_trips_total") == 0
     assert value(got, "pooler_calls_planned") == 6
     assert value(got, "pooler_run_in_progress") == 0
     assert value(got, "pooler_run_success") == 0
@@ -118,6 +122,26 @@ def test_the_metrics_file_of_a_run_counts_its_calls_by_status_in_prometheus_text
     # Written like every file pooler writes: owner-only, and nothing left beside it.
     assert stat.S_IMODE(metrics.stat().st_mode) == 0o600
     assert sorted(p.name for p in metrics.parent.iterdir()) == ["nightly.prom"]
+
+
+def test_the_metrics_file_tells_what_flow_control_did(tmp_path: Path) -> None:
+    busy_store = start_store(tmp_path, "--rate-limit", "10")
+    try:
+        (tmp_path / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(30)), encoding="utf-8")
+        pool = tmp_path / "busy.yaml"
+        pool.write_text("mode: parallel\nmax_concurrency: 16\nadaptive: true\npool:\n"
+                        "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: rows.csv},\n"
+                        "     params: {n: \"${row.n}\"}, retry: {attempts: 10}}\n", encoding="utf-8")
+        metrics = tmp_path / "busy.prom"
+        done = run_cli(busy_store, tmp_path, pool, "--metrics-file", str(metrics), "--json")
+        assert done.returncode == 0, done.stderr
+        flow = json.loads(done.stdout)["flow"]
+        got = samples_of(metrics.read_text(encoding="utf-8"))
+        assert value(got, "pooler_store_busy_answers_total") == flow["busy"] > 0
+        assert value(got, "pooler_calls_throttled_seconds") == flow["throttled_ms"] / 1000 > 0
+        assert value(got, "pooler_breaker_trips_total") == 0
+    finally:
+        busy_store.stop()
 
 
 def test_a_run_that_fails_keeps_the_last_success_of_the_previous_file(store: Store, tmp_path: Path) -> None:

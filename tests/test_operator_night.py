@@ -185,6 +185,9 @@ def test_prune_removes_old_finished_tasks_and_never_a_running_one(store_factory:
     db = sqlite3.connect(journal)
     try:
         assert db.execute("SELECT DISTINCT task FROM work").fetchall() == [("dead-1",)]
+        # And every other row kept of them: their runs, for the report, and who ran them.
+        for table in ("task_runs", "runs", "runners"):
+            assert {t for (t,) in db.execute(f"SELECT DISTINCT task FROM {table}")} <= {"dead-1"}, table
     finally:
         db.close()
     bad = pooler("runs", "--prune", "--older-than", "a month", "--journal", str(journal))

@@ -201,6 +201,20 @@ def test_a_traced_run_sends_run_step_and_call_spans_that_the_stores_ops_join(
         assert STORE_TOKEN.encode() not in body
 
 
+def test_the_run_span_tells_what_flow_control_did(store: Store, tmp_path: Path) -> None:
+    pool_text = ("mode: parallel\nmax_concurrency: 8\nadaptive: true\npool:\n"
+                 "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: rows.csv}, "
+                 "params: {n: \"${row.n}\"}}\n")
+    with otlp_receiver() as receiver:
+        done = traced_run(store, tmp_path, receiver.url, "--trace", pool_text=pool_text)
+    assert done.returncode == 0, done.stderr
+    flow = answer_of(done)["flow"]
+    run = next(s for s in receiver.spans if s.name == "pooler run")
+    told = {k.removeprefix("pooler.flow."): v for k, v in attrs(run).items() if k.startswith("pooler.flow.")}
+    assert told == flow
+    assert told["highest_width"] >= 2
+
+
 def test_a_collector_that_is_down_costs_the_run_one_warning_line(store: Store, tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

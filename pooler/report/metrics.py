@@ -65,6 +65,10 @@ class MetricsReporter:
         self.buckets = [0] * len(BUCKETS)
         self.answers = 0
         self.answer_seconds = 0.0
+        #: What flow control did (the answer's ``flow``): seconds held back, busy answers, breaker trips.
+        self.throttled = 0.0
+        self.busy = 0
+        self.trips = 0
         self._base: tuple[dict[str, int], dict[str, int], int] = (dict(self.calls), dict(self.rows), 0)
 
     # The run's events (from the executor's threads)
@@ -156,6 +160,10 @@ class MetricsReporter:
         self.calls = {s: calls_base[s] + calls[s] for s in STATUSES}
         self.in_doubt = doubt_base + in_doubt
         self.planned = int(answer.get("total") or self.planned)
+        flow = answer.get("flow") or {}
+        self.throttled += int(flow.get("throttled_ms") or 0) / 1000
+        self.busy += int(flow.get("busy") or 0)
+        self.trips += int(flow.get("breaker_trips") or 0)
         rows = dict(rows_base)
         for entry in answer.get("steps") or []:
             counted = entry.get("rows") if isinstance(entry, dict) else None
@@ -253,6 +261,16 @@ class MetricsReporter:
                         "(tried more than once, or sending a call an earlier run left in doubt).")
         resent.add(self.resent, labels, "_total")
         out.append(resent)
+        gauge("pooler_calls_throttled_seconds", "Seconds the last run's calls waited before they started: "
+              "rate limits, the pauses a busy store asked for, an adaptive width's pace.", self.throttled)
+        for name, text, count in (
+                ("pooler_store_busy_answers", "Busy answers (429, 503 with Retry-After) the last run met.",
+                 self.busy),
+                ("pooler_breaker_trips", ("Times the last run's breaker opened: requests in a row that "
+                                          "could not reach the store."), self.trips)):
+            family = Family(name, "counter", text)
+            family.add(count, labels, "_total")
+            out.append(family)
         hist = Family("pooler_store_answer_seconds", "histogram",
                       "How long the store took to answer each call of the last run, in seconds.")
         for edge, count in zip(BUCKETS, self.buckets, strict=True):

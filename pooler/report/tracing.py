@@ -316,6 +316,9 @@ class TraceReporter:
                             "pooler.not_run": int(answer.get("not_run") or 0)})
         if answer.get("interrupted"):
             run.set_attribute("pooler.interrupted", self._text(answer["interrupted"]))
+        flow = answer.get("flow")
+        if isinstance(flow, dict):
+            run.set_attributes({f"pooler.flow.{name}": int(count) for name, count in flow.items()})
         if answer.get("result"):
             run.set_status(Status(StatusCode.OK))
         elif failed:

@@ -51,7 +51,8 @@ def prune(path: Path, older_than: int, *, now: float | None = None) -> Pruned:
             old = "SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < ?"
             calls = db.execute(f"DELETE FROM calls WHERE task IN ({old})", (cutoff,)).rowcount
             tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            for table in ("plan_rows", "plan_files", "work", "table_rows", "runners", "buckets", "flows"):
+            for table in ("plan_rows", "plan_files", "work", "table_rows", "runners", "buckets", "flows",
+                          "task_runs", "runs"):
                 if table in tables:  # a journal this pooler has not opened yet has no plans
                     db.execute(f"DELETE FROM {table} WHERE task IN ({old})", (cutoff,))
             tasks = db.execute("DELETE FROM tasks WHERE status != 'running' AND finished IS NOT NULL "
