@@ -11,6 +11,7 @@ stand-in store in the test that records the keys it was sent.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -233,6 +234,9 @@ class GoneAfterOneAnswer(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        # A close alone leaves the port listening while the server's thread still polls it, and
+        # the retry would then be accepted and reset (sent, in doubt) rather than refused.
+        self.server.socket.shutdown(socket.SHUT_RDWR)
         self.server.socket.close()
         body = b"<html>502 Bad Gateway</html>"
         self.send_response(502)

@@ -285,3 +285,33 @@ def test_a_dry_run_tells_an_adaptive_width_and_a_breaker_other_than_the_default(
     assert "width:" not in told
     document = json.loads(pooler("run", str(pool), "--dry-run", "--json").stdout)
     assert (document["adaptive"], document["breaker"]) == (True, {"after": 3, "wait": 20.0})
+
+
+@pytest.mark.postgres
+@pytest.mark.process
+def test_two_runners_of_a_task_whose_store_goes_down_both_stop_with_the_rest_not_run(
+        tmp_path: Path, request: Any) -> None:
+    journal = journal_of("postgres", request, tmp_path)
+    store = start_store(tmp_path / "s", process=True)
+    request.addfinalizer(store.stop)
+    pool = breaker_pool(tmp_path / "pools", 300, "{after: 5, wait: 1}")
+    runners = [start_runner(pool, store, journal, "t", tmp_path / f"out{i}") for i in range(2)]
+    wait_for(lambda: len(keys_done(store)) >= 40, running=runners)
+    assert store.proc is not None
+    store.proc.kill()
+    store.proc.communicate()
+    ends = [finish(runner) for runner in runners]
+    assert [code for code, _, _ in ends] == [1, 1], [err for _, _, err in ends]
+    for _, answer, _ in ends:
+        assert answer is not None
+        # Whichever runner gave up first, the task stopped for both, saying why.
+        assert answer["interrupted"].startswith("the store looks down: 5 calls in a row did not reach it")
+        assert answer["failed"] == answer["calls_in_doubt"]
+        assert answer["not_run"] > 0
+    again = start_store(tmp_path / "s", "--port", store.port, db=store.db, root=store.root, process=True)
+    request.addfinalizer(again.stop)
+    token = str(tmp_path / "out0-secret" / "token")
+    proc = pooler("redrive", "t", "--store", again.url, "--token-file", token,
+                  "--journal", journal, "--in-doubt", "retry", "--json", "--out", str(tmp_path / "out0"))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(rows_done(again)) == sorted(str(i) for i in range(300))
