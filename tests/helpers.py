@@ -195,6 +195,17 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.server_close()
 
 
+def busy_pool(folder: Path, rows: int) -> Path:
+    """An adaptive pool of ``rows`` echoes, each tried up to 10 times: against a store run with
+    ``--rate-limit``, it meets busy answers and gets through them."""
+    (folder / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(rows)), encoding="utf-8")
+    pool = folder / "busy.yaml"
+    pool.write_text("mode: parallel\nmax_concurrency: 16\nadaptive: true\npool:\n"
+                    "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: rows.csv},\n"
+                    "     params: {n: \"${row.n}\"}, retry: {attempts: 10}}\n", encoding="utf-8")
+    return pool
+
+
 def send_answer(handler: BaseHTTPRequestHandler, status: int, ctype: str, body: bytes) -> None:
     """A stand-in store's answer: the request's body read, then one whole response."""
     handler.rfile.read(int(handler.headers.get("Content-Length") or 0))

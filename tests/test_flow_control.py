@@ -154,6 +154,19 @@ def rows_done(store: Store) -> list[str]:
     return [op["params"]["n"] for op in store.ops() if op["command"] == "CmdEcho"]
 
 
+def redrive_on_a_store_back(tmp_path: Path, store: Store, journal: str, out: str, request: Any) -> list[str]:
+    """The store started again on its port and data, and ``pooler redrive t`` run to its end:
+    the rows the store then holds."""
+    again = start_store(tmp_path / "s", "--port", store.port, db=store.db, root=store.root, process=True)
+    request.addfinalizer(again.stop)
+    token = str(tmp_path / f"{out}-secret" / "token")
+    proc = pooler("redrive", "t", "--store", again.url, "--token-file", token,
+                  "--journal", journal, "--in-doubt", "retry", "--json", "--out", str(tmp_path / out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"] is True
+    return rows_done(again)
+
+
 @pytest.mark.process
 @pytest.mark.parametrize("kind", JOURNALS)
 def test_a_store_killed_mid_run_stops_the_pool_with_the_rest_not_run_and_a_redrive_finishes_it(
@@ -185,14 +198,8 @@ def test_a_store_killed_mid_run_stops_the_pool_with_the_rest_not_run_and_a_redri
     assert "5 calls in a row did not reach the store: no call starts while it is tried with tool_list" in err
     assert f"pool partial ({answer['interrupted']})" in err
     # Back on the same port and data: the redrive sends what is left, every row carried out once.
-    again = start_store(tmp_path / "s", "--port", store.port, db=store.db, root=store.root, process=True)
-    request.addfinalizer(again.stop)
-    token = str(tmp_path / "out-secret" / "token")
-    proc = pooler("redrive", "t", "--store", again.url, "--token-file", token,
-                  "--journal", journal, "--in-doubt", "retry", "--json", "--out", str(tmp_path / "out"))
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["result"] is True
-    assert sorted(rows_done(again)) == sorted(str(i) for i in range(200))
+    assert sorted(redrive_on_a_store_back(tmp_path, store, journal, "out", request)) == sorted(
+        str(i) for i in range(200))
 
 
 @pytest.mark.process
@@ -308,10 +315,5 @@ def test_two_runners_of_a_task_whose_store_goes_down_both_stop_with_the_rest_not
         assert answer["interrupted"].startswith("the store looks down: 5 calls in a row did not reach it")
         assert answer["failed"] == answer["calls_in_doubt"]
         assert answer["not_run"] > 0
-    again = start_store(tmp_path / "s", "--port", store.port, db=store.db, root=store.root, process=True)
-    request.addfinalizer(again.stop)
-    token = str(tmp_path / "out0-secret" / "token")
-    proc = pooler("redrive", "t", "--store", again.url, "--token-file", token,
-                  "--journal", journal, "--in-doubt", "retry", "--json", "--out", str(tmp_path / "out0"))
-    assert proc.returncode == 0, proc.stderr
-    assert sorted(rows_done(again)) == sorted(str(i) for i in range(300))
+    assert sorted(redrive_on_a_store_back(tmp_path, store, journal, "out0", request)) == sorted(
+        str(i) for i in range(300))

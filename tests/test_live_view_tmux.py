@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, Store, start_store
+from helpers import ROOT, Store, busy_pool, start_store
 
 REQUIRE = "POOLER_REQUIRE_TMUX"
 #: The run's end: its summary line (the live view's or a plain one), then the shell's prompt.
@@ -157,12 +157,7 @@ def test_below_80_columns_the_run_is_told_in_plain_lines(terminal: Any, store: S
 def test_the_live_view_says_when_the_run_is_held_back_and_why(terminal: Any, tmp_path: Path) -> None:
     store = start_store(tmp_path, "--rate-limit", "10")
     try:
-        (tmp_path / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(40)), encoding="utf-8")
-        pool = tmp_path / "busy.yaml"
-        pool.write_text("mode: parallel\nmax_concurrency: 16\nadaptive: true\npool:\n"
-                        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho,\n"
-                        "     for_each: {file: rows.csv}, params: {n: \"${row.n}\"},\n"
-                        "     retry: {attempts: 10}}\n", encoding="utf-8")
+        pool = busy_pool(tmp_path, 40)
         screen = terminal(100).run(command(store, tmp_path, pool))
         # Above the bar, as it happens: the pause the store asked for, and the width cut back.
         assert re.search(r"^pausing every new call for [\d.]+ s: the store asked to wait \(Retry-After\)$",

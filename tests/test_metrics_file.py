@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import requests
-from helpers import ROOT, STORE_TOKEN, Store, pooler, start_store
+from helpers import ROOT, STORE_TOKEN, Store, busy_pool, pooler, start_store
 from poolkit import Recorder, make_pool, run, step
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -127,11 +127,7 @@ def test_the_metrics_file_of_a_run_counts_its_calls_by_status_in_prometheus_text
 def test_the_metrics_file_tells_what_flow_control_did(tmp_path: Path) -> None:
     busy_store = start_store(tmp_path, "--rate-limit", "10")
     try:
-        (tmp_path / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(30)), encoding="utf-8")
-        pool = tmp_path / "busy.yaml"
-        pool.write_text("mode: parallel\nmax_concurrency: 16\nadaptive: true\npool:\n"
-                        "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: rows.csv},\n"
-                        "     params: {n: \"${row.n}\"}, retry: {attempts: 10}}\n", encoding="utf-8")
+        pool = busy_pool(tmp_path, 30)
         metrics = tmp_path / "busy.prom"
         done = run_cli(busy_store, tmp_path, pool, "--metrics-file", str(metrics), "--json")
         assert done.returncode == 0, done.stderr
