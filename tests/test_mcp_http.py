@@ -156,6 +156,7 @@ def test_many_clients_at_once_each_have_their_own_task(store: Store, out: Path) 
 
 def test_progress_and_cancellation_work_as_over_stdio(store: Store, out: Path) -> None:
     sleep = {"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 400}}
+    slow = {"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 1500}}
 
     async def scenario(server: Any) -> None:
         seen: list[tuple[float, str | None]] = []
@@ -173,7 +174,10 @@ def test_progress_and_cancellation_work_as_over_stdio(store: Store, out: Path) -
             first_done = anyio.Event()
             async with anyio.create_task_group() as group:
                 async def call() -> None:
-                    await session.call_tool("tool_pool", {"pool": [sleep] * 6}, progress_callback=on_progress)
+                    # The calls after the first are long: the cancel, sent once the first is told
+                    # done, reaches the server well within the second even on a loaded machine.
+                    await session.call_tool("tool_pool", {"pool": [sleep] + [slow] * 5},
+                                            progress_callback=on_progress)
 
                 group.start_soon(call)
                 await first_done.wait()
