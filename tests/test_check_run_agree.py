@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import STORE_TOKEN, Store, start_store
+from helpers import STORE_TOKEN, Store, environment, start_store
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -113,7 +113,7 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
 
 def cli(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    status = main(list(args), stdout=out, stderr=err, environ={"POOLER_TOKEN": STORE_TOKEN})
+    status = main(list(args), stdout=out, stderr=err, environ=environment({"POOLER_TOKEN": STORE_TOKEN}))
     return status, out.getvalue(), err.getvalue()
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from helpers import ROOT, Store, pooler, start_store
+from helpers import ROOT, Store, environment, pooler, start_store
 from test_bad_pools import EXPECTED
 
 from pooler.cli.main import main
@@ -98,7 +98,7 @@ def test_each_broken_pool_alone(shop: Store, name: str, monkeypatch: pytest.Monk
     monkeypatch.chdir(ROOT)
     out, err = io.StringIO(), io.StringIO()
     status = main(["check", f"tests/pools/{name}", "--against", shop.url], stdout=out, stderr=err,
-                  environ={"POOLER_TOKEN": shop.token})
+                  environ=environment({"POOLER_TOKEN": shop.token}))
     assert (status, err.getvalue()) == (2, "")
     expected = expected_of(name)
     assert headlines(out.getvalue()) == expected

@@ -373,10 +373,28 @@ def test_an_error_after_calls_left_is_a_stopped_pool_not_a_refusal(
     out, err = io.StringIO(), io.StringIO()
     status = main(["run", str(POOLS / "currency.json"), "--store", store.url, "--out", str(tmp_path / "out"),
                    "--journal", str(tmp_path / "j.sqlite")], stdout=out, stderr=err,
-                  environ={"POOLER_TOKEN": store.token})
+                  environ=environment({"POOLER_TOKEN": store.token}))
     assert status == 1
     assert err.getvalue() == (
         "pooler: the journal j.sqlite failed: disk I/O error\n"
         "pooler: the run stopped after 2 calls had been sent; "
         f"'pooler runs --journal {tmp_path / 'j.sqlite'}' lists the task.\n")
     assert len(store.ops()) == 2
+
+
+def test_a_run_keeps_its_journal_and_lock_in_the_home_folder_of_the_environment_it_was_given(
+        store: Store, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    environ = {"HOME": str(home), "POOLER_TOKEN": store.token}
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["run", str(POOLS / "currency.json"), "--store", store.url, "--out", str(tmp_path / "out")],
+                  stdout=out, stderr=err, environ=environ)
+    assert status == 0, err.getvalue()
+    state = home / ".local" / "state" / "pooler"
+    assert (state / "journal.sqlite").is_file()
+    # One lock for the pool file, one for the --out folder.
+    assert [p.suffix for p in (state / "locks").iterdir()] == [".lock", ".lock"]
+    # Without a store, the config it names is the one of that home folder too.
+    status = main(["run", str(POOLS / "currency.json")], stdout=out, stderr=err, environ={"HOME": str(home)})
+    assert status == 2
+    assert f"{home}/.config/pooler/stores.yaml" in err.getvalue()

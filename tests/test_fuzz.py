@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import STORE_TOKEN, Store, start_store
+from helpers import STORE_TOKEN, Store, environment, start_store
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from test_refs import resolve
@@ -309,7 +309,7 @@ def checked_pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]
 
 def cli(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    status = main(list(args), stdout=out, stderr=err, environ={"POOLER_TOKEN": STORE_TOKEN})
+    status = main(list(args), stdout=out, stderr=err, environ=environment({"POOLER_TOKEN": STORE_TOKEN}))
     return status, out.getvalue(), err.getvalue()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import InputError, UsageError, did_you_mean
+from pooler.folders import config_dir
 from pooler.infile import read_token, token_file_warning
 
 UNAUTHENTICATED = (
@@ -60,8 +61,7 @@ def config_path(explicit: str | None, environ: Mapping[str, str]) -> Path:
         return Path(explicit).expanduser()
     if environ.get("POOLER_CONFIG"):
         return Path(environ["POOLER_CONFIG"]).expanduser()
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "pooler" / "stores.yaml"
+    return config_dir(environ) / "stores.yaml"
 
 
 def load_stores(path: Path) -> dict[str, StoreEntry]:

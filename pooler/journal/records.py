@@ -7,7 +7,6 @@ task and of a call are written once.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from pooler import strictjson
+from pooler.folders import state_dir
 from pooler.statuses import FINAL, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
@@ -100,13 +100,9 @@ class TaskRow:
 
 
 def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/pooler/journal.sqlite``, else ``~/.local/state/pooler/journal.sqlite``,
-    read from ``environ`` (the process's environment by default)."""
-    env = os.environ if environ is None else environ
-    state = env.get("XDG_STATE_HOME")
-    home = env.get("HOME")
-    base = Path(state) if state else (Path(home) if home else Path.home()) / ".local" / "state"
-    return base / "pooler" / "journal.sqlite"
+    """``journal.sqlite`` in the state folder (``$XDG_STATE_HOME/pooler``, else
+    ``~/.local/state/pooler``), read from ``environ`` (the process's environment by default)."""
+    return state_dir(environ) / "journal.sqlite"
 
 
 def pool_identity(pool_file: str | Path) -> str:

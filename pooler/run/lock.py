@@ -19,13 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pooler.errors import LockedError
-
-
-def state_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/pooler``, or ``~/.local/state/pooler`` when it is not set."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "pooler"
+from pooler.folders import state_dir
 
 
 def lock_dir(environ: Mapping[str, str] | None = None) -> Path:
