@@ -258,7 +258,10 @@ class CallRunner:
                 reply = self.client.tool_run(step.unit, step.command, ready.params, debug=step.debug,
                                              idempotency_key=idem, encoded=ready.body)
             except StoreError as exc:
-                self._learn(began, first, down=not exc.sent, lost=exc.sent)
+                if not exc.sent:
+                    # A request that left and lost its answer (a reset, a timeout) teaches the flow
+                    # nothing: a store going down breaks the calls in flight so, and so may one up.
+                    self._learn(began, first, down=True)
                 ready.maybe_ran = ready.maybe_ran or exc.sent
                 tripped = self.flow is not None and self.flow.tripped and not exc.sent
                 if tries >= max(retry.attempts, 1) or (exc.sent and not again_in_doubt) or tripped:

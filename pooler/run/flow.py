@@ -148,18 +148,17 @@ class Flow:
     # The workers' threads
 
     def attempted(self, *, ms: float, busy: bool = False, gateway: bool = False, down: bool = False,
-                  lost: bool = False, retry_after: float | None = None, since: float | None = None) -> None:
-        """One request's lesson: an answer that took ``ms``, or none - ``down``: it never reached
-        the store; ``lost``: it left and its answer did not come (a reset, a timeout: a store
-        going down breaks the calls in flight, so that is no sign it is up).  ``since``: when the
-        call's first try began (its retries teach nothing new after a cut it was in flight for)."""
+                  retry_after: float | None = None, since: float | None = None) -> None:
+        """One request's lesson: an answer that took ``ms`` (or none: ``down``, it never reached
+        the store); ``since``: when the call's first try began (its retries teach nothing new
+        after a cut it was in flight for).  A request whose answer was lost is no lesson."""
         with self._lock:
             row = self._second()
             row[2] += busy
             row[3] += gateway
             row[4] += down
-            told = [] if lost else self._count_down(down or gateway)
-            if not down and not lost:
+            told = self._count_down(down or gateway)
+            if not down:
                 told += self._answered(ms, busy=busy, gateway=gateway, retry_after=retry_after, since=since)
         for what, line in told:
             self.event(what, line)
