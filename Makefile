@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # cache every test worker rewrites every module again (seconds of CPU each run).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo docs test test-fast test-slow test-lowest lint fuzz bench clean
+.PHONY: demo docs test test-fast test-slow test-lowest test-python lint fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,11 +51,24 @@ LOWEST := .venv-lowest
 LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_mcp.py tests/test_mcp_http.py \
 	tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py \
 	tests/test_traces.py tests/test_mcp_observe.py tests/test_metrics_file.py
+LOWEST_PYTHON ?= $(PYTHON)
 test-lowest:
-	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST_PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
 	$(LOWEST)/bin/python -m pip install --quiet -c .ci/lowest.txt -e '.[dev]'
 	$(LOWEST)/bin/pytest -q $(LOWEST_TESTS)
+
+# The suite on another CPython pooler claims, in a venv of its own beside .venv: every test that needs
+# no service (PostgreSQL, a browser), e.g. `make test-python PY=python3.10`; MARKS narrows it further.
+PY ?= python3.10
+PYVENV = .venv-$(notdir $(PY))
+MARKS ?= not slow and not postgres and not browser
+test-python:
+	$(PY) -m venv $(PYVENV)
+	$(PYVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PYVENV)/bin/python -m pip install --quiet -e '.[dev]'
+	$(PYVENV)/bin/python --version
+	$(PYVENV)/bin/pytest -q -n $(WORKERS) -m '$(MARKS)'
 
 fuzz: $(STAMP)
 	POOLER_FUZZ_EXAMPLES=20000 $(BIN)/pytest -q tests/test_fuzz.py tests/test_check_run_agree.py tests/test_schema_rules.py
@@ -64,4 +77,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) $(LOWEST) .venv-python3.* .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -219,7 +219,8 @@ def marks_of(root: Node, max_depth: int = MAX_DEPTH) -> dict[JsonPath, Any]:
         elif isinstance(node, MappingNode):
             for key_node, value_node in node.value:
                 member = (*path, str(key_node.value))
-                marks[(*member, KEY)] = key_node.start_mark
+                key_at = (*member, KEY)
+                marks[key_at] = key_node.start_mark
                 stack.append((value_node, member, depth + 1))
     return marks
 

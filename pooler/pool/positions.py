@@ -329,7 +329,8 @@ class _Builder:
                 raise node_error(self.source, duplicate_message(key, first), key_node)
             seen[key] = key_node
             member = (*path, key)
-            self.marks[(*member, KEY)] = key_node.start_mark
+            key_at = (*member, KEY)
+            self.marks[key_at] = key_node.start_mark
             out[key] = self.build(value_node, member, depth + 1)
         for merged in merges:
             self.merge(out, merged, path, depth)

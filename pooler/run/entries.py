@@ -9,18 +9,23 @@ writes).  The single-host run and the shared runner build their entries here ali
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Required, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from pooler.statuses import CallStatus
 
 
-class Entry(TypedDict, total=False):
+class _EntryKeys(TypedDict):
+    """The keys every Entry carries."""
+
+    num: int
+    name: str
+    unit: str
+    command: str
+
+
+class Entry(_EntryKeys, total=False):
     """One call's entry: its step, its place among the rows, its status and key, and its result."""
 
-    num: Required[int]
-    name: Required[str]
-    unit: Required[str]
-    command: Required[str]
     #: A call of a step over rows: its row, or the first and last rows of its chunk.
     row: int
     rows: list[int]
@@ -54,19 +59,24 @@ class RowsCount(TypedDict):
     not_run: int
 
 
-class RowsEntry(TypedDict, total=False):
+class _RowsEntryKeys(TypedDict):
+    """The keys every RowsEntry carries."""
+
+    num: int
+    name: str
+    unit: str
+    command: str
+    status: str
+    key: None
+    result: bool
+    message: str
+    rows: RowsCount
+    calls: int
+
+
+class RowsEntry(_RowsEntryKeys, total=False):
     """The one entry of a step over rows: a summary, with its failed and in-doubt calls in full."""
 
-    num: Required[int]
-    name: Required[str]
-    unit: Required[str]
-    command: Required[str]
-    status: Required[str]
-    key: Required[None]
-    result: Required[bool]
-    message: Required[str]
-    rows: Required[RowsCount]
-    calls: Required[int]
     detail: Any
     result_omitted: bool
     tables: dict[str, Any]
@@ -75,11 +85,16 @@ class RowsEntry(TypedDict, total=False):
     time: dict[str, Any]
 
 
-class InDoubtItem(TypedDict, total=False):
+class _InDoubtItemKeys(TypedDict):
+    """The keys every InDoubtItem carries."""
+
+    num: int
+    name: str
+
+
+class InDoubtItem(_InDoubtItemKeys, total=False):
     """A call found in doubt, and what was done about it: retried, stopped, skipped, or left."""
 
-    num: Required[int]
-    name: Required[str]
     row: int
     rows: list[int]
     key: str | None
@@ -87,21 +102,26 @@ class InDoubtItem(TypedDict, total=False):
     action: str
 
 
-class Answer(TypedDict, total=False):
+class _AnswerKeys(TypedDict):
+    """The keys every Answer carries."""
+
+    result: bool
+    status: str
+    total: int
+    succeeded: int
+    failed: int
+    skipped: int
+    not_run: int
+    calls_in_doubt: int
+    in_doubt: list[InDoubtItem]
+    task: str
+    steps: list[dict[str, Any]]
+
+
+class Answer(_AnswerKeys, total=False):
     """A run's answer: the batch summary's counts (of calls), then the steps' entries."""
 
-    result: Required[bool]
-    status: Required[str]
-    total: Required[int]
-    succeeded: Required[int]
     #: Failed or in doubt.
-    failed: Required[int]
-    skipped: Required[int]
-    not_run: Required[int]
-    calls_in_doubt: Required[int]
-    in_doubt: Required[list[InDoubtItem]]
-    task: Required[str]
-    steps: Required[list[dict[str, Any]]]
     time: dict[str, Any]
     #: Why the pool stopped before its end (SIGINT, SIGTERM, stop).
     interrupted: str
