@@ -48,13 +48,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             importlib.import_module(module).register(sub)
         else:
             sub.add_parser(name, help=text)
-    # Listed for --help only: main() hands "pooler store ..." and "pooler mcp ..." to their own parsers.
+    # Listed for --help only: main() hands "pooler store", "pooler mcp" and "pooler lsp" to their own parsers.
     sub.add_parser("store", help="the bundled reference store ('pooler store serve --help')",
                    description="The bundled reference store: 'pooler store serve' starts it.")
     sub.add_parser("mcp", help="serve tool_list, tool_run and tool_pool to an agent over MCP (stdio)",
                    description="Serve tool_list, tool_run and tool_pool to an MCP client (an agent) over "
                                "stdio: 'pooler mcp --help' for its options.")
+    sub.add_parser("lsp", help="the pool file's language server, for an editor (stdio)",
+                   description="The pool file's language server over stdio: 'pooler lsp --help' for its "
+                               "options, docs/editors.md for the editors.")
     return parser
+
+
+def lsp(argv: list[str], stderr: TextIO) -> int:
+    """``pooler lsp``: the language server, whose pygls and lsprotocol are an optional dependency."""
+    try:
+        # Loaded only here: only this command needs pygls.
+        from pooler.cli.commands.lsp_cmd import main as lsp_main  # noqa: PLC0415
+    except ImportError as exc:
+        stderr.write(f"pooler lsp: needs pygls and lsprotocol ({exc.name} is not installed) - "
+                     "install them with: pip install 'pooler[lsp]'\n")
+        return ExitStatus.REFUSED
+    return int(lsp_main(argv))
 
 
 def mcp(argv: list[str], stderr: TextIO) -> int:
@@ -70,14 +85,16 @@ def mcp(argv: list[str], stderr: TextIO) -> int:
 
 
 def _own_parser(args: list[str], stderr: TextIO) -> int:
-    """``pooler store ...`` and ``pooler mcp ...``, which parse their own options; their argparse
-    exits (``--help``, a bad flag) become the exit status, as main's own do."""
+    """``pooler store ...``, ``pooler mcp ...`` and ``pooler lsp ...``, which parse their own options;
+    their argparse exits (``--help``, a bad flag) become the exit status, as main's own do."""
     try:
         if args[0] == "store":
             # Loaded only here: the client side never needs the server's modules.
             from pooler.store.cli import main as store_main  # noqa: PLC0415
 
             return int(store_main(args[1:]))
+        if args[0] == "lsp":
+            return lsp(args[1:], stderr)
         return mcp(args[1:], stderr)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else ExitStatus.REFUSED)
@@ -102,7 +119,7 @@ def main(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] in (["store"], ["mcp"]):
+    if args[:1] in (["store"], ["mcp"], ["lsp"]):
         return _own_parser(args, stderr or sys.stderr)
     ctx = Context(stdout=stdout or sys.stdout, stderr=stderr or sys.stderr,
                   environ=os.environ if environ is None else environ)

@@ -47,7 +47,8 @@ def parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
 
 
 def own_parser(name: str) -> argparse.ArgumentParser | None:
-    """The parser main() hands ``pooler store ...`` and ``pooler mcp ...`` to, not the --help stub."""
+    """The parser main() hands ``pooler store ...``, ``pooler mcp ...`` and ``pooler lsp ...`` to, not
+    the --help stub."""
     # Imported only here: the reference store and the MCP server keep their parsers to themselves.
     if name == "store":
         from pooler.store.cli import _parser as store_parser  # noqa: PLC0415
@@ -57,6 +58,10 @@ def own_parser(name: str) -> argparse.ArgumentParser | None:
         from pooler.cli.commands.mcp_cmd import build_parser as mcp_parser  # noqa: PLC0415
 
         return mcp_parser()
+    if name == "lsp":
+        from pooler.cli.commands.lsp_cmd import build_parser as lsp_parser  # noqa: PLC0415
+
+        return lsp_parser()
     return None
 
 

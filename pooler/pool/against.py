@@ -83,7 +83,7 @@ def _check_probe(step: Step, units: dict[str, Tool], unit_names: list[str]) -> I
     problems: list[Problem] = []
     command = _check_call(read, units, unit_names, problems)
     yield from problems
-    fields = _detail_fields(command) if command is not None else None
+    fields = detail_fields(command) if command is not None else None
     if command is None or fields is None:
         return
     name = f"{units[read.unit.upper()].get('unit')}.{command.get('name')}"
@@ -183,7 +183,7 @@ def _rows_file(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"file"}
 
 
-def _detail_fields(command: Tool) -> set[str] | None:
+def detail_fields(command: Tool) -> set[str] | None:
     """The detail fields a command declares, when its declaration tells them (a list or an object)."""
     detail = command.get("detail")
     if isinstance(detail, dict):
@@ -202,7 +202,7 @@ def _check_detail_refs(step: Step, known: dict[str, Tool], named: dict[str, Step
         command = known.get(parsed[0].lower())
         if target is None or target.num >= step.num or command is None:
             continue
-        fields = _detail_fields(command)
+        fields = detail_fields(command)
         head = parsed[1].split(".", 1)[0]
         if fields is not None and head not in fields:
             hint = did_you_mean(head, fields)

@@ -11,7 +11,7 @@ plan here, so what one accepts the others accept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from pooler.pool.against import check_against, field_types
 from pooler.pool.checks import check_pool
 from pooler.pool.datafiles import DataFile, RowSink, data_path, locate, read_whole
 from pooler.pool.keyset import Holder, KeySet
+from pooler.pool.loader import load_pool
 from pooler.pool.model import Pool, Step
 from pooler.pool.references import parse_ref
 from pooler.pool.rules import jsonl_files
@@ -114,6 +115,35 @@ def plan_for_check(pool: Pool, inputs: Inputs | None = None, *, tools: list[dict
                    read_data: bool = True) -> Plan:
     """``pooler check``: every check; the rows read only when ``read_data`` (``--data``)."""
     return compile_pool(pool, inputs=inputs, tools=tools, read_data=read_data)
+
+
+@dataclass
+class Checked:
+    """``pooler check``'s pass over one file: its problems, the pool as loaded (None when it could
+    not be read) and, when it passed, its plan."""
+
+    problems: list[Problem]
+    pool: Pool | None = None
+    plan: Plan | None = None
+
+
+def check_file(path: str, inputs: Inputs | None = None, *, tools: list[dict[str, Any]] | None = None,
+               read_data: bool = False, text: str | None = None,
+               loaded: Callable[[Pool], None] | None = None) -> Checked:
+    """Every problem of one pool file, as ``pooler check`` and the language server tell them: the
+    file loaded (``text``: as an editor holds it, unsaved) and compiled by ``plan_for_check``.
+    ``loaded`` sees the pool before it is compiled (check masks its secret variables there)."""
+    try:
+        pool = load_pool(path, partial=True, text=text)
+    except PoolerError as exc:
+        return Checked(list(exc.problems()))
+    if loaded is not None:
+        loaded(pool)
+    try:
+        plan = plan_for_check(pool, inputs, tools=tools, read_data=read_data)
+    except PoolerError as exc:
+        return Checked(list(exc.problems()), pool)
+    return Checked([], pool, plan)
 
 
 def plan_for_run(pool: Pool, inputs: Inputs, *, sample: int | None = None, data_files: bool = True,

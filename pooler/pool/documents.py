@@ -199,7 +199,11 @@ def _check_depth(value: Any, source: Source, max_depth: int) -> None:
 def read_document(path: Path, display: str, *, as_json: bool | None = None,
                   max_bytes: int = MAX_BYTES) -> Document:
     """Read a file once and parse it; a ``.json`` name means JSON, else the text tells."""
-    text = read_text(path, display, max_bytes=max_bytes)
+    return parse_document(read_text(path, display, max_bytes=max_bytes), path, display, as_json=as_json)
+
+
+def parse_document(text: str, path: Path, display: str, *, as_json: bool | None = None) -> Document:
+    """A file's text parsed as ``read_document`` parses it (also the text an editor holds, unsaved)."""
     if as_json is None and path.suffix.lower() == ".json":
         as_json = True
     return parse_text(text, display, as_json=as_json)

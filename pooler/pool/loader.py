@@ -17,7 +17,7 @@ from typing import Any
 from pooler.errors import CheckFailed, InputError, Problem, in_order
 from pooler.pool.breaker import breaker_of
 from pooler.pool.budget import tolerate_of
-from pooler.pool.documents import MAX_BYTES, Document, parse_text, read_document, read_text
+from pooler.pool.documents import MAX_BYTES, Document, parse_document, parse_text, read_document, read_text
 from pooler.pool.marks import LazyPositions
 from pooler.pool.model import (
     ForEach,
@@ -40,7 +40,8 @@ OPTION_NAMES: tuple[str, ...] = (
 )
 
 
-def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES, partial: bool = False) -> Pool:
+def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES, partial: bool = False,
+              text: str | None = None) -> Pool:
     """Load a pool file.  ``InputError`` when it cannot be read or parsed, ``CheckFailed`` with every
     structural problem (the schema's and the seed's refusals) when it is not a pool.
 
@@ -48,9 +49,15 @@ def load_pool(path: str | Path, *, max_bytes: int = MAX_BYTES, partial: bool = F
     problems: they ride in ``Pool.problems``, the steps they leave unreadable stand in by name only
     (``Pool.broken``), and ``compile_pool`` tells them together with the meaning problems of the
     rest, so one check shows everything that is wrong.
+
+    ``text`` is the file's text when it is not to be read from disk (an editor's unsaved buffer);
+    the files it names are still read from disk.
     """
     file = str(path)
-    doc = read_document(Path(path), file, max_bytes=max_bytes)
+    if text is None:
+        doc = read_document(Path(path), file, max_bytes=max_bytes)
+    else:
+        doc = parse_document(text, Path(path), file)
     return _Loader(file, Path(path).parent, max_bytes).load(doc.value, doc.source, partial=partial)
 
 

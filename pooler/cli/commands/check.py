@@ -19,12 +19,12 @@ from pooler.cli.commands.common import (
     variable_inputs,
 )
 from pooler.cli.commands.dry_run import planned_rate
-from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
+from pooler.errors import Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
 from pooler.pool.budget import planned_line
-from pooler.pool.compiler import Inputs, plan_for_check
+from pooler.pool.compiler import Inputs
+from pooler.pool.compiler import check_file as check_pool_file
 from pooler.pool.declared import is_declarations, load_declarations
-from pooler.pool.loader import load_pool
 from pooler.pool.model import Pool
 from pooler.pool.plan_document import build_plan
 from pooler.redact import Redactor
@@ -74,17 +74,16 @@ def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None
             ) -> tuple[list[Problem], Pool | None, list[str]]:
     """``check_file``'s problems, the pool as loaded (None when it could not be read), and what a
     valid pool's error budgets allow, in calls."""
-    try:
-        pool = load_pool(Path(path), partial=True)
-    except PoolerError as exc:
-        return list(exc.problems()), None, []
-    if inputs is not None and redactor is not None:
-        mask_variables(pool, inputs, redactor)
-    try:
-        plan = plan_for_check(pool, inputs, tools=tools, read_data=data)
-    except PoolerError as exc:
-        return list(exc.problems()), pool, []
-    doc = build_plan(plan) if pool.budgets().all or pool.paces() else {"tolerate": [], "rate": []}
+
+    def masked(pool: Pool) -> None:
+        if inputs is not None and redactor is not None:
+            mask_variables(pool, inputs, redactor)
+
+    found = check_pool_file(path, inputs, tools=tools, read_data=data, loaded=masked)
+    if found.plan is None:
+        return found.problems, found.pool, []
+    pool = found.pool or found.plan.pool
+    doc = build_plan(found.plan) if pool.budgets().all or pool.paces() else {"tolerate": [], "rate": []}
     told = [planned_line(row) for row in doc["tolerate"]] + [planned_rate(row) for row in doc["rate"]]
     return [], pool, [f"{path}: {line}" for line in told]
 

@@ -1,0 +1,50 @@
+"""``pooler lsp``: its flags, how a registry's tools are fetched, and the server started on stdio.
+
+The server (pooler/lsp/) is a library: this command hands it the one way the command line gets a
+store's declarations (``check --against``'s), so a pool in the editor is checked as check checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from pooler.cli.commands.check import fetch_tools
+from pooler.cli.commands.common import Context, add_store_options
+from pooler.exits import ExitStatus
+from pooler.lsp.server import build
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pooler lsp",
+        description="The pool file's language server, over stdio, for an editor to start: every problem "
+                    "'pooler check' finds, as you type, with its did-you-mean as a quick fix; completion "
+                    "and hover of keys, units, commands and fields (from the registry), earlier steps "
+                    "and their detail, data file columns and variables; go to a referenced step or a "
+                    "named file. The registry is --against, or the client's initializationOptions "
+                    "{\"against\": ...}, or a '# pooler: against=...' line in the pool file. "
+                    "docs/editors.md shows how to set it up in VS Code, Neovim, Helix and Emacs.",
+    )
+    add_store_options(parser, store_flag="--against")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Serve until the client says exit (or closes stdin)."""
+    args = build_parser().parse_args(argv)
+    # stdout is the protocol's wire: every word for people goes to stderr, which editors log.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler lsp: %(message)s")
+    ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
+
+    def fetch(source: str) -> list[dict[str, Any]]:
+        return fetch_tools(argparse.Namespace(**{**vars(args), "store": source}), ctx)
+
+    try:
+        build(fetch, args.store).start_io()
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.OK
