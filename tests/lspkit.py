@@ -8,7 +8,6 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,10 +24,11 @@ def uri_of(path: Path) -> str:
 class Client:
     """``pooler lsp`` as a child process, and what it said."""
 
-    def __init__(self, *args: str, cwd: Path = ROOT, init: dict[str, Any] | None = None) -> None:
+    def __init__(self, *args: str, cwd: Path = ROOT, init: dict[str, Any] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "pooler", "lsp", *args], cwd=cwd,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=environment())
+                                     env=environment(env))
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
         self.answers: dict[int, dict[str, Any]] = {}
         self.notes: list[dict[str, Any]] = []
@@ -137,6 +137,3 @@ class Client:
                 if stream is not None:
                     stream.close()
 
-
-def since(start: float) -> float:
-    return time.monotonic() - start

@@ -54,12 +54,18 @@ class PoolServer(LanguageServer):
         self.told: set[str] = set()
 
     # What the checks are made against.
-    def source_of(self, text: str) -> str | None:
-        return against_in(text) or self.against
+    def source_of(self, text: str, path: str) -> str | None:
+        """The registry a document names for itself (a file or folder relative to the document's
+        own folder), else the server's."""
+        named = against_in(text)
+        if named is None:
+            return self.against
+        beside = Path(path).parent / Path(named).expanduser()
+        return str(beside) if "://" not in named and beside.exists() else named
 
-    def declarations(self, text: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    def declarations(self, text: str, path: str) -> tuple[list[dict[str, Any]] | None, str | None]:
         """The tools a document is checked against, and a message when its registry cannot be had."""
-        source = self.source_of(text)
+        source = self.source_of(text, path)
         got = self.registries.tools(source)
         if isinstance(got, PoolerError):
             return None, f"pooler lsp: the registry {source} cannot be read: {got.message}"
@@ -106,7 +112,7 @@ class PoolServer(LanguageServer):
         self.publish(uri, report)
 
     def check_text(self, path: str, text: str) -> tuple[Report, str | None]:
-        tools, note = self.declarations(text)
+        tools, note = self.declarations(text, path)
         return check_document(path, text, tools, self.open_text), note
 
     def open_text(self, path: str) -> str | None:
@@ -166,7 +172,7 @@ class PoolServer(LanguageServer):
         return lines, at.line, at.character
 
     def decl_of(self, uri: str) -> Declarations:
-        tools, _ = self.declarations(self.workspace.get_text_document(uri).source)
+        tools, _ = self.declarations(self.workspace.get_text_document(uri).source, to_fs_path(uri) or "")
         return Declarations(tools)
 
 

@@ -67,8 +67,13 @@ def _node_spans(root: Node, lines: list[str]) -> dict[tuple[int, int], tuple[int
     end of its first line (a squiggle over a hundred lines of steps would say nothing)."""
     found: dict[tuple[int, int], tuple[int, int]] = {}
     stack: list[Node] = [root]
+    seen: set[int] = set()
     while stack:
         node = stack.pop()
+        # An alias is the node it names, met again: walked once (a billion laughs stays small).
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         start = (node.start_mark.line, node.start_mark.column)
         if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
             end = (node.end_mark.line, node.end_mark.column)

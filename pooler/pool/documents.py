@@ -79,12 +79,16 @@ def read_text(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> str:
         line, column = _line_col(raw[: exc.start].decode("utf-8"), None)
         raise InputError(f"{display} is not utf-8 text - save it in utf-8.", file=display,
                          line=line, column=column) from None
+    _no_zero_byte(text, display)
+    return text
+
+
+def _no_zero_byte(text: str, display: str) -> None:
     zero = text.find("\x00")
     if zero >= 0:
         line, column = _line_col(text, zero)
         raise InputError(f"{display} is not utf-8 text - save it in utf-8.", file=display,
                          line=line, column=column)
-    return text
 
 
 def _size(limit: int) -> str:
@@ -203,7 +207,10 @@ def read_document(path: Path, display: str, *, as_json: bool | None = None,
 
 
 def parse_document(text: str, path: Path, display: str, *, as_json: bool | None = None) -> Document:
-    """A file's text parsed as ``read_document`` parses it (also the text an editor holds, unsaved)."""
+    """A file's text parsed as ``read_document`` parses it (also the text an editor holds, unsaved,
+    which is refused as the file would be)."""
+    _no_zero_byte(text, display)
+    text = text.removeprefix("\ufeff")
     if as_json is None and path.suffix.lower() == ".json":
         as_json = True
     return parse_text(text, display, as_json=as_json)

@@ -1,0 +1,204 @@
+"""``pooler lsp`` driven as an editor drives it: a process spoken to over stdio in JSON-RPC.
+
+The diagnostics of every broken pool are ``pooler check --json``'s problems, text and place; the
+completion, hover and definition answers come from the pool itself and from the reference store's
+declarations (a store on a thread, ``--against`` its URL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, Store, pooler, start_store
+from lspkit import Client, uri_of
+
+pytestmark = pytest.mark.process
+
+POOLS = ROOT / "tests" / "pools"
+#: Files whose bytes are not utf-8: an editor holds other text than the file, so check's words on
+#: the bytes are not the server's on the buffer.
+NOT_TEXT = {"bad-not-utf8.yaml"}
+BROKEN = sorted(p.name for p in POOLS.glob("bad-*") if p.name not in NOT_TEXT)
+
+
+def place(problem: dict[str, Any]) -> tuple[str, int, int]:
+    """A problem of ``check --json`` as the server places it: 0-based, the file's start when the
+    problem has no line, the line's start when it has no column."""
+    line = problem["line"] - 1 if problem["line"] else 0
+    return problem["message"], line, (problem["column"] - 1 if problem["column"] else 0)
+
+
+def placed(diagnostic: dict[str, Any]) -> tuple[str, int, int]:
+    start = diagnostic["range"]["start"]
+    return diagnostic["message"], start["line"], start["character"]
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    store = start_store(tmp_path_factory.mktemp("shop"))
+    yield store
+    store.stop()
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory: pytest.TempPathFactory, shop: Store) -> Path:
+    path = tmp_path_factory.mktemp("token") / "shop.token"
+    path.write_text(shop.token, encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def server() -> Iterator[Client]:
+    client = Client()
+    yield client
+    assert client.close() == 0
+
+
+@pytest.fixture
+def against(shop: Store, token_file: Path) -> Iterator[Client]:
+    client = Client("--against", shop.url, "--token-file", str(token_file))
+    yield client
+    assert client.close() == 0
+
+
+def test_every_broken_pool_gets_exactly_checks_problems_at_their_places(server: Client) -> None:
+    proc = pooler("check", "--json", *(f"tests/pools/{name}" for name in BROKEN))
+    assert proc.returncode == 2
+    files = {f["file"]: f["problems"] for f in json.loads(proc.stdout)["files"]}
+    for name in BROKEN:
+        pool = POOLS / name
+        problems = files[f"tests/pools/{name}"]
+        mark = server.mark()
+        uri = server.open(pool)
+        own = [d for d in server.diagnostics(uri, after=mark) if "relatedInformation" not in d]
+        assert [placed(d) for d in own] == [place(p) for p in problems
+                                            if p["file"] in (None, f"tests/pools/{name}")], name
+        assert all(d["severity"] == 1 for d in own), name
+        for other in {p["file"] for p in problems} - {None, f"tests/pools/{name}"}:
+            told = server.diagnostics(uri_of(ROOT / other), after=mark)
+            assert [placed(d) for d in told] == [place(p) for p in problems if p["file"] == other], name
+
+
+def test_a_problem_covers_its_key_or_value_and_its_guess_is_a_quick_fix(server: Client) -> None:
+    uri = server.open(POOLS / "bad-schema-and-meaning.yaml")
+    found = {d["message"].split(" - ")[0]: d["range"] for d in server.diagnostics(uri)}
+    # mode: paralel - the value; sekret - the key; "${shopp}" - the template inside its string.
+    assert found["Unknown mode [paralel]"] == {"start": {"line": 1, "character": 6},
+                                               "end": {"line": 1, "character": 13}}
+    assert found["Unknown key [sekret] in variable shop"]["end"] == {"line": 3, "character": 30}
+    assert found["${shopp} in params.name of step 2 names no variable"] == {
+        "start": {"line": 12, "character": 35}, "end": {"line": 12, "character": 43}}
+    actions = server.request("textDocument/codeAction", {
+        "textDocument": {"uri": uri}, "context": {"diagnostics": []},
+        "range": {"start": {"line": 12, "character": 0}, "end": {"line": 12, "character": 44}}})
+    assert [(a["title"], a["edit"]["changes"][uri]) for a in actions] == [
+        ("Change shopp to shop", [{"range": {"start": {"line": 12, "character": 37},
+                                             "end": {"line": 12, "character": 42}}, "newText": "shop"}])]
+
+
+def test_a_file_changed_in_the_editor_is_checked_again(server: Client, tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    text = "pool:\n  - name: cur\n    unit: U\n    command: C\n    params: {a: \"@curr.id\"}\n"
+    pool.write_text(text, encoding="utf-8")
+    uri = server.open(pool)
+    assert [d["message"].split(" - ")[0] for d in server.diagnostics(uri)] == ["@curr.id names no step"]
+    mark = server.mark()
+    server.change(uri, text.replace("@curr.id", "@cur.id"))
+    assert [d["message"] for d in server.diagnostics(uri, after=mark)] == [
+        "@cur.id refers to its own step - a step's detail exists only after it ran; refer to an earlier "
+        "step."]
+    mark = server.mark()
+    server.change(uri, "pool:\n  - name: cur\n    unit: U\n    command: C\n    params: {a: b}\n")
+    assert server.diagnostics(uri, after=mark) == []
+
+
+def test_a_half_typed_file_gets_its_parse_error_and_the_server_goes_on(server: Client,
+                                                                         tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n  - name: cur\n", encoding="utf-8")
+    uri = server.open(pool, "pool:\n  - name: cur\n    unit: [MELBIS\n    command:")
+    (found,) = server.diagnostics(uri)
+    assert found["message"].startswith("not valid YAML: ")
+    assert found["range"]["start"]["line"] == 3
+    hover = server.request("textDocument/hover", server.at(uri, 1, 10))
+    assert hover is None or "contents" in hover
+    assert server.proc.poll() is None
+
+
+def test_completion_after_unit_lists_the_stores_units(against: Client, shop: Store,
+                                                      tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n  - name: cur\n    unit: \n", encoding="utf-8")
+    uri = against.open(pool)
+    against.diagnostics(uri)
+    items = against.request("textDocument/completion", against.at(uri, 2, 10))["items"]
+    listed = shop.call("MELBIS_AGENT_CURRENCY", "CmdList")  # the store is up, and its units are these:
+    assert listed.status_code == 200
+    assert {"MELBIS_AGENT_CURRENCY", "MELBIS_AGENT_STORE", "MELBIS_AGENT_ORDER"} <= {i["label"] for i in items}
+
+
+def test_completion_of_a_command_and_its_fields_comes_from_the_declarations(against: Client,
+                                                                            tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n  - name: cur\n    unit: MELBIS_AGENT_CURRENCY\n    command: CmdAdd\n"
+                    "    params:\n      \n", encoding="utf-8")
+    uri = against.open(pool)
+    against.diagnostics(uri)
+    commands = against.request("textDocument/completion", against.at(uri, 3, 13))["items"]
+    assert {"CmdAdd", "CmdList", "CmdUpdate"} <= {i["label"] for i in commands}
+    fields = {i["label"]: i["detail"] for i in against.request("textDocument/completion",
+                                                                against.at(uri, 5, 6))["items"]}
+    assert fields == {"skey": "str, optional", "name": "str, required", "multiplex": "float, optional",
+                      "division": "bool, optional", "pos": "int, optional"}
+
+
+def test_completion_after_an_at_lists_the_earlier_steps(server: Client, tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    text = ("pool:\n  - name: cur\n    unit: U\n    command: C\n  - name: kettle\n    unit: U\n"
+            "    command: C\n    params: {a: \"@\"}\n  - name: last\n    unit: U\n    command: C\n")
+    pool.write_text(text, encoding="utf-8")
+    uri = server.open(pool)
+    server.diagnostics(uri)
+    items = server.request("textDocument/completion", server.at(uri, 7, 18))["items"]
+    assert [(i["label"], i["detail"]) for i in items] == [("cur", "step 1: U.C")]
+
+
+def test_hover_on_a_field_shows_its_declared_type(against: Client, tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n  - name: cur\n    unit: MELBIS_AGENT_CURRENCY\n    command: CmdAdd\n"
+                    "    params:\n      skey: EUR\n      multiplex: 44.2\n", encoding="utf-8")
+    uri = against.open(pool)
+    against.diagnostics(uri)
+    hover = against.request("textDocument/hover", against.at(uri, 6, 8))
+    assert "multiplex (float, optional" in hover["contents"]["value"]
+
+
+def test_definition_of_a_reference_lands_on_its_steps_name(server: Client, tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool:\n  - unit: U\n    command: C\n  - name: cur\n    unit: U\n    command: C\n"
+                    "  - unit: U\n    command: C\n    params: {id: \"@cur.id\"}\n", encoding="utf-8")
+    uri = server.open(pool)
+    server.diagnostics(uri)
+    found = server.request("textDocument/definition", server.at(uri, 8, 21))
+    assert found == {"uri": uri, "range": {"start": {"line": 3, "character": 10},
+                                           "end": {"line": 3, "character": 13}}}
+
+
+def test_a_registry_named_in_the_file_is_what_its_steps_are_checked_against(server: Client,
+                                                                            tmp_path: Path) -> None:
+    saved = tmp_path / "shop-tools.json"
+    saved.write_text(json.dumps({"result": True, "tools": [json.loads(
+        (ROOT / "pooler" / "store" / "tools" / "melbis_agent_currency.json").read_text(encoding="utf-8"))]}),
+        encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("# pooler: against=shop-tools.json\npool:\n  - unit: MELBIS_AGENT_CURRENCY\n"
+                    "    command: CmdAd\n", encoding="utf-8")
+    uri = server.open(pool)
+    (found,) = server.diagnostics(uri)
+    assert found["message"].startswith(
+        "Unknown command [CmdAd] of MELBIS_AGENT_CURRENCY - did you mean CmdAdd?")
