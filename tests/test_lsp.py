@@ -8,13 +8,17 @@ declarations (a store on a thread, ``--against`` its URL).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from helpers import ROOT, Store, pooler, start_store
+from helpers import ROOT, Store, environment, pooler, start_store
 from lspkit import Client, uri_of
 
 pytestmark = pytest.mark.process
@@ -204,3 +208,32 @@ def test_a_registry_named_in_the_file_is_what_its_steps_are_checked_against(serv
     (found,) = server.diagnostics(uri)
     assert found["message"].startswith(
         "Unknown command [CmdAd] of MELBIS_AGENT_CURRENCY - did you mean CmdAdd?")
+
+
+def neovim() -> str:
+    """Neovim's path; a test that needs it skips where it is missing, unless POOLER_REQUIRE_NEOVIM=1."""
+    found = shutil.which("nvim")
+    if found is None:
+        if os.environ.get("POOLER_REQUIRE_NEOVIM") == "1":
+            pytest.fail("nvim is not installed, and POOLER_REQUIRE_NEOVIM=1 asks for the Neovim test")
+        pytest.skip("Neovim (nvim) is not installed: the real editor's test is skipped")
+    return found
+
+
+def test_neovim_shows_checks_problems_from_pooler_lsp(tmp_path: Path) -> None:
+    nvim = neovim()
+    name = "bad-schema-and-meaning.yaml"
+    out = tmp_path / "diagnostics.json"
+    env = environment({"POOLER_NVIM_OUT": str(out), "POOLER_NVIM_POOL": f"tests/pools/{name}",
+                       "POOLER_NVIM_PYTHON": sys.executable, "HOME": str(tmp_path),
+                       "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+                       "XDG_DATA_HOME": str(tmp_path / "data")})
+    subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n",
+                    "-c", f"luafile {ROOT / 'tests' / 'editors' / 'nvim_diagnostics.lua'}"],
+                   cwd=ROOT, env=env, timeout=300, check=True, capture_output=True)
+    shown = json.loads(out.read_text(encoding="utf-8"))
+    assert shown["ok"] is True
+    proc = pooler("check", "--json", f"tests/pools/{name}")
+    (checked,) = json.loads(proc.stdout)["files"]
+    assert sorted((d["message"], d["lnum"], d["col"], d["severity"]) for d in shown["diagnostics"]) == sorted(
+        (*place(p), 1) for p in checked["problems"])

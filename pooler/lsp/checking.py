@@ -13,13 +13,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pooler.errors import Problem
 from pooler.lsp.fixes import Fix, fix_of
 from pooler.lsp.spans import Span, Spans
-from pooler.pool.compiler import check_file
-from pooler.pool.model import Pool
+
+if TYPE_CHECKING:
+    from pooler.pool.model import Pool
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,10 @@ def check_document(path: str, text: str, tools: list[dict[str, Any]] | None,
                    text_of: Callable[[str], str | None] = lambda _: None) -> Report:
     """Every problem of the pool at ``path`` whose text is ``text``; ``text_of`` gives the text an
     editor holds of another file (by absolute path), else it is read from disk."""
+    # Imported here: the server answers initialize before the pool's checks are loaded (they are
+    # loaded on a worker thread meanwhile: server.LATER).
+    from pooler.pool.compiler import check_file  # noqa: PLC0415
+
     shown = display_path(path)
     found = check_file(shown, tools=tools, text=text)
     own = absolute(path)

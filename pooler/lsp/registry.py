@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pooler.errors import PoolerError
-from pooler.pool.against import detail_fields
 
 Tool = dict[str, Any]
 Fetch = Callable[[str], list[Tool]]
@@ -77,6 +76,9 @@ class Declarations:
 
     def detail(self, unit: str, command: str) -> list[str]:
         """The detail fields the command declares (none when its declaration does not tell)."""
+        # Imported here: the server answers initialize before the pool's checks are loaded.
+        from pooler.pool.against import detail_fields  # noqa: PLC0415
+
         found = self.command(unit, command)
         return sorted(detail_fields(found) or ()) if found is not None else []
 

@@ -8,9 +8,10 @@ open pool is checked again.  The check runs on a worker thread, so the server ke
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -18,18 +19,20 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from pooler.errors import PoolerError
 from pooler.lsp.checking import Finding, Report, absolute, check_document
-from pooler.lsp.complete import complete
-from pooler.lsp.context import spot_at
-from pooler.lsp.navigate import definition, hover
 from pooler.lsp.registry import Declarations, Fetch, Registries, against_in
 from pooler.lsp.spans import Span
-from pooler.pool.model import Pool
 from pooler.version import __version__
+
+if TYPE_CHECKING:
+    from pooler.pool.model import Pool
 
 log = logging.getLogger("pooler.lsp")
 
 #: Seconds after the last change before a document is checked again.
 DEBOUNCE = 0.3
+#: What the features run on (YAML, the schema, the pool's checks), imported on a worker thread once
+#: initialize is answered, and by each feature where it is used: the answer does not wait for them.
+LATER = ("pooler.pool.compiler", "pooler.lsp.complete", "pooler.lsp.navigate")
 _KINDS = {
     "key": lsp.CompletionItemKind.Property, "field": lsp.CompletionItemKind.Field,
     "unit": lsp.CompletionItemKind.Module, "command": lsp.CompletionItemKind.Method,
@@ -188,6 +191,8 @@ def build(fetch: Fetch | None = None, against: str | None = None, debounce: floa
 
     @server.feature(lsp.INITIALIZED)
     def initialized(ls: PoolServer, _: lsp.InitializedParams) -> None:
+        for module in LATER:
+            ls.thread_pool.submit(importlib.import_module, module)
         watch = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
         if watch and watch.dynamic_registration:
             ls.client_register_capability(lsp.RegistrationParams([lsp.Registration(
@@ -229,6 +234,9 @@ def build(fetch: Fetch | None = None, against: str | None = None, debounce: floa
     @server.feature(lsp.TEXT_DOCUMENT_COMPLETION,
                     lsp.CompletionOptions(trigger_characters=["@", ".", "{", ":", " ", '"']))
     def completion(ls: PoolServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+        from pooler.lsp.complete import complete  # noqa: PLC0415 - see LATER
+        from pooler.lsp.context import spot_at  # noqa: PLC0415
+
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
         spot = spot_at(lines, line, char)
         if spot is None:
@@ -243,6 +251,8 @@ def build(fetch: Fetch | None = None, against: str | None = None, debounce: floa
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     def on_hover(ls: PoolServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        from pooler.lsp.navigate import hover  # noqa: PLC0415 - see LATER
+
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
         uri = params.text_document.uri
         text = hover(lines, line, char, ls.pools.get(uri), ls.decl_of(uri))
@@ -250,6 +260,8 @@ def build(fetch: Fetch | None = None, against: str | None = None, debounce: floa
 
     @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
     def on_definition(ls: PoolServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+        from pooler.lsp.navigate import definition  # noqa: PLC0415 - see LATER
+
         lines, line, char = ls.cursor(params.text_document.uri, params.position)
         target = definition(lines, line, char, ls.pools.get(params.text_document.uri))
         if target is None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
-from pooler.pool.positions import compose_quietly
+if TYPE_CHECKING:
+    from yaml.nodes import Node
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class Spans:
 
     def starts(self) -> dict[tuple[int, int], tuple[int, int]]:
         if self._starts is None:
+            # Imported here: the server answers initialize before the YAML parser is loaded.
+            from pooler.pool.positions import compose_quietly  # noqa: PLC0415
+
             root = compose_quietly(self._text)
             self._starts = _node_spans(root, self.lines) if root is not None else {}
         return self._starts
@@ -65,6 +68,8 @@ class Spans:
 def _node_spans(root: Node, lines: list[str]) -> dict[tuple[int, int], tuple[int, int]]:
     """A node's start -> its end: scalars whole, flow collections whole, a block collection to the
     end of its first line (a squiggle over a hundred lines of steps would say nothing)."""
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # noqa: PLC0415 - see Spans.starts
+
     found: dict[tuple[int, int], tuple[int, int]] = {}
     stack: list[Node] = [root]
     seen: set[int] = set()

@@ -12,7 +12,6 @@ import os
 import sys
 from typing import Any
 
-from pooler.cli.commands.check import fetch_tools
 from pooler.cli.commands.common import Context, add_store_options
 from pooler.exits import ExitStatus
 from pooler.lsp.server import build
@@ -41,6 +40,10 @@ def main(argv: list[str]) -> int:
     ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
 
     def fetch(source: str) -> list[dict[str, Any]]:
+        # Loaded when a registry is first asked for, not before the server answers initialize:
+        # check's module brings the terminal's rendering, a fifth of a second.
+        from pooler.cli.commands.check import fetch_tools  # noqa: PLC0415
+
         return fetch_tools(argparse.Namespace(**{**vars(args), "store": source}), ctx)
 
     try:
