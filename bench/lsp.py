@@ -111,9 +111,9 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
         t = secs(timed)
         rows.append(Row(f"pooler lsp: {label}", fmt_run(timed), f"limit {fmt_s(limit)}", t / limit,
                         f"≤ {limit:g} s", t <= limit, series(timed)))
-    notes = ["The CPU time beside each is the server's own (from /proc): on a busy machine the wall time "
-             "stretches far beyond it, and an idle machine's wall time is about the CPU time. Most of "
-             "initialize's is importing lsprotocol's types (pygls's protocol classes)."]
+    notes = [("The CPU time beside each is the server's own (from /proc): on a busy machine the wall time "
+              "stretches far beyond it, and an idle machine's wall time is about the CPU time. Most of "
+              "initialize's is importing lsprotocol's types (pygls's protocol classes).")]
     return rows, notes
 
 

@@ -16,6 +16,7 @@ import big_tables
 import check_speed
 import flow
 import journal_cost
+import lsp
 import monitoring_cost
 import overhead
 import plan_cost
@@ -35,6 +36,7 @@ CASES: dict[str, Case] = {
     "monitoring": monitoring_cost.case,
     "startup": startup.case,
     "check": check_speed.case,
+    "lsp": lsp.case,
     "tables": big_tables.case,
     "imports": big_imports.case,
     "plan": plan_cost.case,

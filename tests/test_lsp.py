@@ -237,3 +237,45 @@ def test_neovim_shows_checks_problems_from_pooler_lsp(tmp_path: Path) -> None:
     (checked,) = json.loads(proc.stdout)["files"]
     assert sorted((d["message"], d["lnum"], d["col"], d["severity"]) for d in shown["diagnostics"]) == sorted(
         (*place(p), 1) for p in checked["problems"])
+
+
+def test_a_saved_change_to_a_file_the_pool_reads_checks_the_pool_again(server: Client,
+                                                                         tmp_path: Path) -> None:
+    steps = tmp_path / "steps.json"
+    steps.write_text('[{"name": "cur", "unit": "U", "command": "C"}]', encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool_source: steps.json\n", encoding="utf-8")
+    uri = server.open(pool)
+    assert server.diagnostics(uri) == []
+    steps_uri = server.open(steps)
+    mark = server.mark()
+    steps.write_text('[{"name": "cur", "unit": "U", "comand": "C"}]', encoding="utf-8")
+    server.notify("textDocument/didSave", {"textDocument": {"uri": steps_uri}})
+    told = server.diagnostics(steps_uri, after=mark)
+    assert [d["message"] for d in told] == [
+        ("Step 1 needs unit and command - command is missing; `pooler tools` lists the store's tools "
+         "and their commands."), "Unknown key [comand] in step 1 - did you mean command?"]
+    # In the pool, at the line that names the file, each with where it is.
+    in_pool = server.diagnostics(uri, after=mark)
+    assert [(d["range"]["start"]["line"], d["relatedInformation"][0]["location"]["uri"]) for d in in_pool] \
+        == [(0, steps_uri)] * 2
+
+
+def test_completion_and_hover_of_a_rows_column_come_from_the_data_file(server: Client,
+                                                                        tmp_path: Path) -> None:
+    (tmp_path / "goods.csv").write_text("sku,name\nA-1,Kettle\nB-2,Teapot\n", encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    text = ("vars:\n  shop: Main\npool:\n  - unit: U\n    command: C\n    for_each: {file: goods.csv}\n"
+            "    params: {sku: \"${row.sku}\", name: \"${row.\"}\n")
+    pool.write_text(text, encoding="utf-8")
+    uri = server.open(pool)
+    server.diagnostics(uri)
+    params, each = text.splitlines()[6], text.splitlines()[5]
+    columns = server.request("textDocument/completion", server.at(uri, 6, params.index('${row."') + 6))
+    assert [i["label"] for i in columns["items"]] == ["sku", "name"]
+    variables = server.request("textDocument/completion", server.at(uri, 6, params.index('${row."') + 2))
+    assert [i["label"] for i in variables["items"]] == ["shop", "row"]
+    hover = server.request("textDocument/hover", server.at(uri, 6, params.index("${row.sku}") + 3))
+    assert hover["contents"]["value"] == "**column `sku`** of `goods.csv`\n\nfirst values: 'A-1', 'B-2'"
+    found = server.request("textDocument/definition", server.at(uri, 5, each.index("goods.csv") + 1))
+    assert found["uri"] == uri_of(tmp_path / "goods.csv")

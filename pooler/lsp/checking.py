@@ -10,7 +10,7 @@ once more in the pool at the line that names the file, since that is where its a
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,8 @@ class Report:
     files: dict[str, list[Finding]] = field(default_factory=dict)
     #: The problems themselves, as ``pooler check --json`` gives them.
     problems: list[Problem] = field(default_factory=list)
+    #: The files the pool reads (absolute paths): a change to one is a reason to check it again.
+    reads: set[str] = field(default_factory=set)
 
 
 def absolute(path: str | Path) -> str:
@@ -60,10 +62,9 @@ def display_path(path: str | Path, cwd: Path | None = None) -> str:
         return str(full)
 
 
-def check_document(path: str, text: str, tools: list[dict[str, Any]] | None,
-                   text_of: Callable[[str], str | None] = lambda _: None) -> Report:
-    """Every problem of the pool at ``path`` whose text is ``text``; ``text_of`` gives the text an
-    editor holds of another file (by absolute path), else it is read from disk."""
+def check_document(path: str, text: str, tools: list[dict[str, Any]] | None) -> Report:
+    """Every problem of the pool at ``path`` whose text is ``text`` (the files it reads are read
+    from disk, as check reads them)."""
     # Imported here: the server answers initialize before the pool's checks are loaded (they are
     # loaded on a worker thread meanwhile: server.LATER).
     from pooler.pool.compiler import check_file  # noqa: PLC0415
@@ -71,12 +72,12 @@ def check_document(path: str, text: str, tools: list[dict[str, Any]] | None,
     shown = display_path(path)
     found = check_file(shown, tools=tools, text=text)
     own = absolute(path)
-    report = Report(found.pool, {own: []}, found.problems)
+    report = Report(found.pool, {own: []}, found.problems, _reads(found.pool, text, path))
     spans = {own: Spans(text)}
     for problem in found.problems:
         where = absolute(problem.file) if problem.file else own
         if where not in spans:
-            spans[where] = Spans(text_of(where) or _read(where))
+            spans[where] = Spans(_read(where))
         span = spans[where].at(problem.line, problem.column)
         fix = fix_of(problem, spans[where].lines)
         report.files.setdefault(where, []).append(Finding(span, problem.message, fix))
@@ -84,6 +85,23 @@ def check_document(path: str, text: str, tools: list[dict[str, Any]] | None,
             naming = _naming_span(spans[own], Path(where).name)
             report.files[own].append(Finding(naming, problem.headline(), told_in=(where, span)))
     return report
+
+
+_PARAMS_SOURCE = re.compile(r"""params_source["']?\s*:\s*["']?([^"',}\s]+)""")
+
+
+def _reads(pool: Pool | None, text: str, path: str) -> set[str]:
+    """The files a pool reads: its ``pool_source``, its steps' ``params_source`` and data files."""
+    if pool is None:
+        return set()
+    folder = Path(path).parent
+    found = {absolute(s.source.file) for s in pool.steps
+             if s.source is not None and s.source.file != pool.file}
+    sources = [text] + [_read(f) for f in found]
+    found.update(absolute(folder / name) for source in sources for name in _PARAMS_SOURCE.findall(source))
+    found.update(absolute(pool.data_folder() / s.for_each.file) for s in pool.steps
+                 if s.for_each is not None and isinstance(s.for_each.file, str))
+    return found
 
 
 def _read(path: str) -> str:

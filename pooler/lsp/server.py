@@ -53,6 +53,8 @@ class PoolServer(LanguageServer):
         self.fixes: dict[str, list[Finding]] = {}
         #: The other files each pool's last check published problems in.
         self.elsewhere: dict[str, set[str]] = {}
+        #: The files each pool reads (``pool_source``, ``params_source``, data files).
+        self.reads: dict[str, set[str]] = {}
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.told: set[str] = set()
 
@@ -80,10 +82,7 @@ class PoolServer(LanguageServer):
         if text.lstrip().startswith("["):
             return False
         path = to_fs_path(uri) or ""
-        return not any(path in read for read in self.elsewhere.values()) and not any(
-            pool is not None and any(s.source is not None and s.source.file != pool.file
-                                     and absolute(s.source.file) == path for s in pool.steps)
-            for pool in self.pools.values())
+        return not any(path in read for other, read in self.reads.items() if other != uri)
 
     def schedule(self, uri: str, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -91,10 +90,6 @@ class PoolServer(LanguageServer):
         if old is not None:
             old.cancel()
         self.timers[uri] = loop.call_later(delay, lambda: asyncio.ensure_future(self.check_now(uri)))
-
-    def schedule_all(self, delay: float) -> None:
-        for uri in list(self.pools):
-            self.schedule(uri, delay)
 
     async def check_now(self, uri: str) -> None:
         self.timers.pop(uri, None)
@@ -116,20 +111,19 @@ class PoolServer(LanguageServer):
 
     def check_text(self, path: str, text: str) -> tuple[Report, str | None]:
         tools, note = self.declarations(text, path)
-        return check_document(path, text, tools, self.open_text), note
-
-    def open_text(self, path: str) -> str | None:
-        uri = from_fs_path(path)
-        doc = self.workspace.text_documents.get(uri) if uri else None
-        return doc.source if doc is not None else None
+        return check_document(path, text, tools), note
 
     def publish(self, uri: str, report: Report) -> None:
-        self.pools[uri] = report.pool
+        if report.pool is not None or self.pools.get(uri) is None:
+            # A text that cannot be read keeps the last pool that could: completion, hover and
+            # definition go on from it while the file is being typed.
+            self.pools[uri] = report.pool
         own = to_fs_path(uri) or ""
         others = {path for path in report.files if path != own}
         for gone in self.elsewhere.get(uri, set()) - others:
             self.send(from_fs_path(gone) or gone, [])
         self.elsewhere[uri] = others
+        self.reads[uri] = report.reads
         for path, findings in report.files.items():
             target = uri if path == own else (from_fs_path(path) or path)
             if target == uri:
@@ -152,13 +146,15 @@ class PoolServer(LanguageServer):
 
     # Positions: the server counts characters, the client its own units (UTF-16 by default).
     def lines_of(self, uri: str) -> list[str]:
-        text = self.open_text(to_fs_path(uri) or "")
-        if text is None:
-            try:
-                text = Path(to_fs_path(uri) or "").read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                text = ""
-        return text.splitlines()
+        """A document's lines: the editor's text where it holds the document, else the file's."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is not None:
+            text: str = doc.source
+            return text.splitlines()
+        try:
+            return Path(to_fs_path(uri) or "").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
 
     def to_client(self, uri: str, span: Span) -> lsp.Range:
         codec, lines = self.workspace.position_codec, self.lines_of(uri)
@@ -209,27 +205,31 @@ def build(fetch: Fetch | None = None, against: str | None = None, debounce: floa
         uri = params.text_document.uri
         ls.pools.setdefault(uri, None)
         ls.schedule(uri, ls.debounce)
-        # A file a pool reads changed in the editor: the pools that read it are checked again.
-        for pool_uri, read in ls.elsewhere.items():
-            if (to_fs_path(uri) or "") in read and pool_uri != uri:
-                ls.schedule(pool_uri, ls.debounce)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: PoolServer, _: lsp.DidSaveTextDocumentParams) -> None:
-        ls.schedule_all(ls.debounce)
+    def did_save(ls: PoolServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        # The files a pool reads are read from disk: saved, the pools that read them see the change.
+        saved = to_fs_path(params.text_document.uri) or ""
+        for uri, read in ls.reads.items():
+            if saved in read:
+                ls.schedule(uri, ls.debounce)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: PoolServer, params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.pools.pop(uri, None)
         ls.fixes.pop(uri, None)
+        ls.reads.pop(uri, None)
         for path in ls.elsewhere.pop(uri, set()):
             ls.send(from_fs_path(path) or path, [])
         ls.send(uri, [])
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def watched(ls: PoolServer, _: lsp.DidChangeWatchedFilesParams) -> None:
-        ls.schedule_all(ls.debounce)
+    def watched(ls: PoolServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+        changed = {to_fs_path(change.uri) or "" for change in params.changes}
+        for uri, read in ls.reads.items():
+            if changed & read:
+                ls.schedule(uri, ls.debounce)
 
     @server.feature(lsp.TEXT_DOCUMENT_COMPLETION,
                     lsp.CompletionOptions(trigger_characters=["@", ".", "{", ":", " ", '"']))
