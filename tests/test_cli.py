@@ -42,7 +42,7 @@ def test_exit_statuses_are_pinned() -> None:
 def test_every_command_is_listed_and_has_a_description() -> None:
     found = subcommands()
     assert set(found) == {"run", "redrive", "check", "call", "tools", "runs", "show", "journal", "gather",
-                          "store", "mcp"}
+                          "store", "mcp", "lsp"}
     for name, sub in found.items():
         assert sub.description, name
         assert len(sub.description) > 30, name
@@ -62,7 +62,7 @@ def test_every_command_has_help(name: str) -> None:
     assert "--traceback" in proc.stdout
 
 
-def test_the_store_and_mcp_commands_have_help_too() -> None:
+def test_the_store_mcp_and_lsp_commands_have_help_too() -> None:
     proc = pooler("store", "serve", "--help")
     assert proc.returncode == 0
     assert "--latency-ms" in proc.stdout
@@ -71,6 +71,10 @@ def test_the_store_and_mcp_commands_have_help_too() -> None:
     assert served.returncode == 0
     assert served.stdout.startswith("usage: pooler mcp ")
     assert "Serve tool_list, tool_run and tool_pool" in served.stdout
+    editor = pooler("lsp", "--help")
+    assert editor.returncode == 0
+    assert editor.stdout.startswith("usage: pooler lsp ")
+    assert "--against STORE|DIR|FILE" in editor.stdout
 
 
 def test_run_help_lists_every_pinned_option() -> None:

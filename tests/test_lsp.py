@@ -279,3 +279,33 @@ def test_completion_and_hover_of_a_rows_column_come_from_the_data_file(server: C
     assert hover["contents"]["value"] == "**column `sku`** of `goods.csv`\n\nfirst values: 'A-1', 'B-2'"
     found = server.request("textDocument/definition", server.at(uri, 5, each.index("goods.csv") + 1))
     assert found["uri"] == uri_of(tmp_path / "goods.csv")
+
+
+@pytest.mark.parametrize("name", ["bad-schema-and-meaning.yaml", "bad-ref-no-field.yaml",
+                                  "bad-row-in-chunk.yaml", "bad-field-no-chunk.yaml"])
+def test_with_a_registry_the_diagnostics_are_check_againsts_problems(against: Client, shop: Store,
+                                                                     token_file: Path, name: str) -> None:
+    proc = pooler("check", "--json", f"tests/pools/{name}", "--against", shop.url,
+                  "--token-file", str(token_file))
+    (checked,) = json.loads(proc.stdout)["files"]
+    # Each holds a problem only the store's declarations show.
+    assert any("the command [" in p["message"].lower() for p in checked["problems"])
+    uri = against.open(POOLS / name)
+    assert [placed(d) for d in against.diagnostics(uri)] == [place(p) for p in checked["problems"]]
+
+
+def test_completion_after_a_step_and_a_dot_lists_its_declared_detail(against: Client,
+                                                                       tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    text = ("pool:\n  - name: kettle\n    unit: MELBIS_AGENT_STORE\n    command: CmdAdd\n"
+            "    params: {sku: K-1, name: Kettle}\n  - unit: MELBIS_AGENT_STORE\n    command: CmdGet\n"
+            "    params: {sku: \"@kettle.\"}\n")
+    pool.write_text(text, encoding="utf-8")
+    uri = against.open(pool)
+    against.diagnostics(uri)
+    line = text.splitlines()[7]
+    found = against.request("textDocument/completion", against.at(uri, 7, line.index("@kettle.") + 8))
+    assert [(i["label"], i["detail"]) for i in found["items"]] == [
+        ("id", "detail of MELBIS_AGENT_STORE.CmdAdd"), ("row", "detail of MELBIS_AGENT_STORE.CmdAdd")]
+    hover = against.request("textDocument/hover", against.at(uri, 7, line.index("@kettle.") + 2))
+    assert hover["contents"]["value"].startswith("**step 1 `kettle`**: MELBIS_AGENT_STORE.CmdAdd")
