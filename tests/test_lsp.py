@@ -309,3 +309,24 @@ def test_completion_after_a_step_and_a_dot_lists_its_declared_detail(against: Cl
         ("id", "detail of MELBIS_AGENT_STORE.CmdAdd"), ("row", "detail of MELBIS_AGENT_STORE.CmdAdd")]
     hover = against.request("textDocument/hover", against.at(uri, 7, line.index("@kettle.") + 2))
     assert hover["contents"]["value"].startswith("**step 1 `kettle`**: MELBIS_AGENT_STORE.CmdAdd")
+
+
+def test_a_json_pool_completes_by_its_brackets(against: Client, tmp_path: Path) -> None:
+    pool = tmp_path / "pool.json"
+    text = ('{"pool": [\n  {"name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",\n'
+            '   "params": {"skey": "EUR", "name": "Euro"}},\n'
+            '  {"unit": "MELBIS_AGENT_CURRENCY", "command": "CmdUpdate",\n'
+            '   "params": {"id": "@", "": 1},\n   "": 1}\n]}\n')
+    pool.write_text(text, encoding="utf-8")
+    uri = against.open(pool)
+    against.diagnostics(uri)
+    lines = text.splitlines()
+
+    def labels(line: int, char: int) -> list[str]:
+        found = against.request("textDocument/completion", against.at(uri, line, char))
+        return [i["label"] for i in found["items"]]
+
+    assert {"CmdAdd", "CmdUpdate"} <= set(labels(3, lines[3].index('"CmdUpdate"') + 1))
+    assert labels(4, lines[4].index('"@"') + 2) == ["cur"]
+    assert "multiplex" in labels(4, lines[4].index('"": 1') + 1)
+    assert {"retry", "for_each", "probe"} <= set(labels(5, 4))

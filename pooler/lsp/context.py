@@ -2,7 +2,8 @@
 the mapping it writes a key of, the key whose value it writes, a reference or a template it is in.
 
 The mapping's path comes from the indentation of the lines above (YAML's block style); flow
-mappings on the cursor's line (``params: {name: Euro, |``) are read too.  Which step the cursor is in
+mappings on the cursor's line (``params: {name: Euro, |``) are read too, and a JSON file's path
+from its brackets.  Which step the cursor is in
 comes from the positions of the last loaded pool (``steps.py``), which JSON files have as well.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 #: A line's key: its indentation, an optional ``- `` and the key (bare or quoted).
 _KEY_LINE = re.compile(r"""^(?P<indent>\s*)(?P<dash>-\s+)?["']?(?P<key>[\w$.\-]+)["']?\s*:(?:\s|$)""")
@@ -50,6 +52,8 @@ def spot_at(lines: list[str], line: int, char: int) -> Spot | None:
     ref = _REF.search(prefix)
     if ref:
         return Spot("ref", ref.group(1))
+    if "\n".join(lines).lstrip().startswith("{"):
+        return json_spot("\n".join([*lines[:line], prefix]))
     # A closed template holds braces of its own: blanked, they do not open or close a mapping.
     flow = _FLOW_KEY.search(re.sub(r"\$\{[^}]*\}", lambda m: "_" * len(m.group()), prefix))
     if flow is not None:
@@ -123,6 +127,44 @@ def _item_index(lines: list[str], row: int) -> int:
         elif indent == col:
             break
     return index
+
+
+def json_spot(before: str) -> Spot | None:
+    """The spot at the end of ``before``, the text of a JSON file up to the cursor: the path of
+    the object or list the cursor is in, from its brackets (strings skipped)."""
+    stack: list[list[Any]] = []  # [kind, key or index, after the key's colon]
+    text, in_string, escaped, last = "", False, False, ""
+    for char in before:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string, last = False, text
+            else:
+                text += char
+            continue
+        if char == '"':
+            in_string, text = True, ""
+        elif char in "{[":
+            stack.append(["obj", None, False] if char == "{" else ["arr", 0, False])
+        elif char in "}]" and stack:
+            stack.pop()
+        elif char == ":" and stack and stack[-1][0] == "obj":
+            stack[-1][1], stack[-1][2] = last, True
+        elif char == "," and stack:
+            if stack[-1][0] == "arr":
+                stack[-1][1] += 1
+            else:
+                stack[-1][1], stack[-1][2] = None, False
+    if not stack or stack[-1][0] != "obj":
+        return None
+    path = tuple(entry[1] for entry in stack[:-1])
+    word = text if in_string else ""
+    if stack[-1][2]:
+        return Spot("value", word, path=path, key=str(stack[-1][1]))
+    return Spot("key", word, path=path)
 
 
 def word_at(text: str, char: int) -> tuple[str, int]:
