@@ -181,7 +181,14 @@ def test_hover_on_a_field_shows_its_declared_type(against: Client, tmp_path: Pat
     uri = against.open(pool)
     against.diagnostics(uri)
     hover = against.request("textDocument/hover", against.at(uri, 6, 8))
-    assert "multiplex (float, optional" in hover["contents"]["value"]
+    assert hover["contents"]["value"].startswith(
+        "**field of MELBIS_AGENT_CURRENCY.CmdAdd**\n\nmultiplex (float, optional, default 1)")
+    unit = against.request("textDocument/hover", against.at(uri, 2, 14))["contents"]["value"]
+    assert unit.startswith("**MELBIS_AGENT_CURRENCY**: ")
+    assert "commands: CmdList, CmdAdd, CmdUpdate" in unit
+    command = against.request("textDocument/hover", against.at(uri, 3, 15))["contents"]["value"]
+    assert command.startswith("**MELBIS_AGENT_CURRENCY.CmdAdd**: Adds a currency")
+    assert "- name (str, required)" in command
 
 
 def test_definition_of_a_reference_lands_on_its_steps_name(server: Client, tmp_path: Path) -> None:
@@ -193,6 +200,16 @@ def test_definition_of_a_reference_lands_on_its_steps_name(server: Client, tmp_p
     found = server.request("textDocument/definition", server.at(uri, 8, 21))
     assert found == {"uri": uri, "range": {"start": {"line": 3, "character": 10},
                                            "end": {"line": 3, "character": 13}}}
+
+
+def test_definition_of_a_pool_source_is_its_file(server: Client, tmp_path: Path) -> None:
+    (tmp_path / "steps.json").write_text('[{"name": "cur", "unit": "U", "command": "C"}]', encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("pool_source: steps.json\n", encoding="utf-8")
+    uri = server.open(pool)
+    server.diagnostics(uri)
+    found = server.request("textDocument/definition", server.at(uri, 0, 16))
+    assert found["uri"] == uri_of(tmp_path / "steps.json")
 
 
 def test_a_registry_named_in_the_file_is_what_its_steps_are_checked_against(server: Client,

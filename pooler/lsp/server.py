@@ -101,7 +101,14 @@ class PoolServer(LanguageServer):
         if path is None or not self.is_pool(uri, text):
             return
         loop = asyncio.get_running_loop()
-        report, note = await loop.run_in_executor(self.thread_pool, self.check_text, path, text)
+        try:
+            report, note = await loop.run_in_executor(self.thread_pool, self.check_text, path, text)
+        except Exception as exc:  # a bug must not end the editor's server: it is logged and told
+            log.exception("checking %s failed", path)
+            self.window_log_message(lsp.LogMessageParams(
+                lsp.MessageType.Error, f"pooler lsp: internal error while checking {path}: "
+                                       f"{type(exc).__name__}: {exc}"))
+            return
         if note and note not in self.told:
             self.told.add(note)
             self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, note))
