@@ -347,3 +347,20 @@ def test_a_json_pool_completes_by_its_brackets(against: Client, tmp_path: Path) 
     assert labels(4, lines[4].index('"@"') + 2) == ["cur"]
     assert "multiplex" in labels(4, lines[4].index('"": 1') + 1)
     assert {"retry", "for_each", "probe"} <= set(labels(5, 4))
+
+
+def test_a_registry_given_as_initialization_options_completes_units(tmp_path: Path) -> None:
+    saved = tmp_path / "shop-tools.json"
+    saved.write_text(json.dumps([json.loads(
+        (ROOT / "pooler" / "store" / "tools" / "melbis_agent_order.json").read_text(encoding="utf-8"))]),
+        encoding="utf-8")
+    client = Client(init={"against": str(saved)})
+    try:
+        pool = tmp_path / "pool.yaml"
+        pool.write_text("pool:\n  - unit: \n", encoding="utf-8")
+        uri = client.open(pool)
+        client.diagnostics(uri)
+        items = client.request("textDocument/completion", client.at(uri, 1, 10))["items"]
+        assert [i["label"] for i in items] == ["MELBIS_AGENT_ORDER"]
+    finally:
+        assert client.close() == 0
