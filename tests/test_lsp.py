@@ -364,3 +364,21 @@ def test_a_registry_given_as_initialization_options_completes_units(tmp_path: Pa
         assert [i["label"] for i in items] == ["MELBIS_AGENT_ORDER"]
     finally:
         assert client.close() == 0
+
+
+def test_hover_on_a_key_shows_the_schemas_words_and_in_params_the_fields(against: Client,
+                                                                        tmp_path: Path) -> None:
+    pool = tmp_path / "pool.yaml"
+    text = ("pool:\n  - name: cur\n    unit: MELBIS_AGENT_CURRENCY\n    command: CmdAdd\n"
+            "    retry: {attempts: 3}\n    params: {name: Euro, skey: EUR}\n")
+    pool.write_text(text, encoding="utf-8")
+    uri = against.open(pool)
+    against.diagnostics(uri)
+
+    def shown(line: int, char: int) -> str:
+        return str(against.request("textDocument/hover", against.at(uri, line, char))["contents"]["value"])
+
+    assert shown(4, 14) == "**attempts**: How many times the call is tried in all: 1 to 10."
+    # name is a step's key too; in params it is the command's field.
+    assert shown(5, 14) == "**field of MELBIS_AGENT_CURRENCY.CmdAdd**\n\nname (str, required): The name for people."
+    assert shown(1, 6).startswith("**name**: The word later steps use to refer to this one")

@@ -54,8 +54,7 @@ def spot_at(lines: list[str], line: int, char: int) -> Spot | None:
         return Spot("ref", ref.group(1))
     if "\n".join(lines).lstrip().startswith("{"):
         return json_spot("\n".join([*lines[:line], prefix]))
-    # A closed template holds braces of its own: blanked, they do not open or close a mapping.
-    flow = _FLOW_KEY.search(re.sub(r"\$\{[^}]*\}", lambda m: "_" * len(m.group()), prefix))
+    flow = _FLOW_KEY.search(_blanked(prefix))
     if flow is not None:
         inside = re.split(r",", flow.group("inside"))[-1]
         path = (*_line_path(lines, line, text), flow.group("key"))
@@ -74,6 +73,23 @@ def spot_at(lines: list[str], line: int, char: int) -> Spot | None:
     if value is not None:
         return Spot("value", value.group("word"), path=_line_path(lines, line, text), key=value.group("key"))
     return None
+
+
+def _blanked(text: str) -> str:
+    """A closed template holds braces of its own: blanked, they do not open or close a mapping."""
+    return re.sub(r"\$\{[^}]*\}", lambda m: "_" * len(m.group()), text)
+
+
+def key_path(lines: list[str], row: int, char: int) -> tuple[str | int, ...]:
+    """The path of the mapping a key starting at ``char`` on line ``row`` belongs to."""
+    if "\n".join(lines).lstrip().startswith("{"):
+        found = json_spot("\n".join([*lines[:row], lines[row][:char]]))
+        return found.path if found is not None else ()
+    text = lines[row] if 0 <= row < len(lines) else ""
+    flow = _FLOW_KEY.search(_blanked(text[:char]))
+    if flow is not None:
+        return (*_line_path(lines, row, text), flow.group("key"))
+    return _line_path(lines, row, text)
 
 
 def _line_path(lines: list[str], row: int, text: str) -> tuple[str | int, ...]:

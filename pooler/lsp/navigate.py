@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pooler.lsp.context import path_at, word_at
+from pooler.lsp.context import key_path, word_at
 from pooler.lsp.keys import description_of
 from pooler.lsp.registry import Declarations, field_text
 from pooler.lsp.steps import data_file, data_path_of, first_values, step_at
@@ -33,7 +33,7 @@ def hover(lines: list[str], line: int, char: int, pool: Pool | None, decl: Decla
     token, start = word_at(text, char)
     if not token:
         return None
-    step = step_at(pool, line, _path_of_line(lines, line))
+    step = step_at(pool, line, key_path(lines, line, start))
     if token.startswith("@") and not token.startswith("@@") and pool is not None:
         return _ref(token, pool, decl)
     if token.startswith("${row.") and token.endswith("}"):
@@ -47,16 +47,11 @@ def hover(lines: list[str], line: int, char: int, pool: Pool | None, decl: Decla
         return f"**variable {var.name}**: {told}{env}\n\n{var.description}".rstrip()
     after = text[start + len(token):]
     if re.match(r"""["']?\s*:""", after):
-        return _key(token, lines, line, step, decl)
+        return _key(token, key_path(lines, line, start), step, decl)
     key = _KEY_OF_VALUE.search(text[:start])
     if key is not None and step is not None:
         return _value(key.group(1), token, step, decl)
     return None
-
-
-def _path_of_line(lines: list[str], line: int) -> tuple[str | int, ...]:
-    text = lines[line] if 0 <= line < len(lines) else ""
-    return path_at(lines, line, len(text) - len(text.lstrip()) + 1)
 
 
 def _ref(token: str, pool: Pool, decl: Declarations) -> str | None:
@@ -83,13 +78,13 @@ def _column(column: str, pool: Pool | None, step: Step | None) -> str | None:
     return f"**column `{column}`** of `{data.path.name}`\n\nfirst values: {values or 'none (no rows)'}"
 
 
-def _key(key: str, lines: list[str], line: int, step: Step | None, decl: Declarations) -> str | None:
-    path = _path_of_line(lines, line)
-    in_params = path[-1:] == ("params",) or description_of(("pool", 0), key) is None
-    param = decl.field(step.unit, step.command, key) if step is not None and in_params else None
-    if param is not None and step is not None:
+def _key(key: str, path: tuple[str | int, ...], step: Step | None, decl: Declarations) -> str | None:
+    if path[-1:] == ("params",):
+        param = decl.field(step.unit, step.command, key) if step is not None else None
+        if param is None or step is None:
+            return None
         return f"**field of {step.unit}.{step.command}**\n\n{field_text(param)}"
-    told = description_of(path, key) or description_of(("pool", 0) if step is not None else (), key)
+    told = description_of(path, key)
     return f"**{key}**: {told}" if told else None
 
 
