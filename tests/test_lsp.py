@@ -380,5 +380,6 @@ def test_hover_on_a_key_shows_the_schemas_words_and_in_params_the_fields(against
 
     assert shown(4, 14) == "**attempts**: How many times the call is tried in all: 1 to 10."
     # name is a step's key too; in params it is the command's field.
-    assert shown(5, 14) == "**field of MELBIS_AGENT_CURRENCY.CmdAdd**\n\nname (str, required): The name for people."
+    assert shown(5, 14) == ("**field of MELBIS_AGENT_CURRENCY.CmdAdd**\n\n"
+                            "name (str, required): The name for people.")
     assert shown(1, 6).startswith("**name**: The word later steps use to refer to this one")
