@@ -135,19 +135,20 @@ class PoolServer(LanguageServer):
             target = uri if path == own else (from_fs_path(path) or path)
             if target == uri:
                 self.fixes[uri] = findings
-            self.send(target, [self.diagnostic(f, target) for f in findings])
+            lines = self.lines_of(target)
+            self.send(target, [self.diagnostic(f, lines) for f in findings])
 
     def send(self, uri: str, diagnostics: list[lsp.Diagnostic]) -> None:
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, diagnostics))
 
-    def diagnostic(self, finding: Finding, uri: str) -> lsp.Diagnostic:
+    def diagnostic(self, finding: Finding, lines: list[str]) -> lsp.Diagnostic:
         related = None
         if finding.told_in is not None:
             where, span = finding.told_in
             target = from_fs_path(where) or where
             related = [lsp.DiagnosticRelatedInformation(
-                lsp.Location(target, self.to_client(target, span)), finding.message)]
-        return lsp.Diagnostic(self.to_client(uri, finding.span), finding.message,
+                lsp.Location(target, self.to_client(self.lines_of(target), span)), finding.message)]
+        return lsp.Diagnostic(self.to_client(lines, finding.span), finding.message,
                               severity=lsp.DiagnosticSeverity.Error, source="pooler check",
                               related_information=related)
 
@@ -163,8 +164,8 @@ class PoolServer(LanguageServer):
         except OSError:
             return []
 
-    def to_client(self, uri: str, span: Span) -> lsp.Range:
-        codec, lines = self.workspace.position_codec, self.lines_of(uri)
+    def to_client(self, lines: list[str], span: Span) -> lsp.Range:
+        codec = self.workspace.position_codec
         start = codec.position_to_client_units(lines, lsp.Position(span.line, span.char)) \
             if span.line < len(lines) else lsp.Position(span.line, span.char)
         end = codec.position_to_client_units(lines, lsp.Position(span.end_line, span.end_char)) \
@@ -274,25 +275,26 @@ def build(fetch: Fetch | None = None, against: str | None = None, debounce: floa
         if target is None:
             return None
         uri = from_fs_path(absolute(target.file)) or target.file
-        return lsp.Location(uri, ls.to_client(uri, Span(target.line, target.char, target.line, target.end)))
+        span = Span(target.line, target.char, target.line, target.end)
+        return lsp.Location(uri, ls.to_client(ls.lines_of(uri), span))
 
     @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION,
                     lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
     def code_action(ls: PoolServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
         uri = params.text_document.uri
-        wanted = params.range
+        wanted, lines = params.range, ls.lines_of(uri)
         actions = []
         for finding in ls.fixes.get(uri, []):
             fix = finding.fix
             if fix is None:
                 continue
-            diag_range = ls.to_client(uri, finding.span)
+            diag_range = ls.to_client(lines, finding.span)
             if diag_range.end.line < wanted.start.line or diag_range.start.line > wanted.end.line:
                 continue
-            edit = lsp.TextEdit(ls.to_client(uri, Span(fix.line, fix.char, fix.line, fix.end)), fix.right)
+            edit = lsp.TextEdit(ls.to_client(lines, Span(fix.line, fix.char, fix.line, fix.end)), fix.right)
             actions.append(lsp.CodeAction(
                 f"Change {fix.wrong} to {fix.right}", kind=lsp.CodeActionKind.QuickFix,
-                diagnostics=[ls.diagnostic(finding, uri)], is_preferred=True,
+                diagnostics=[ls.diagnostic(finding, lines)], is_preferred=True,
                 edit=lsp.WorkspaceEdit(changes={uri: [edit]})))
         return actions
 
