@@ -383,3 +383,19 @@ def test_hover_on_a_key_shows_the_schemas_words_and_in_params_the_fields(against
     assert shown(5, 14) == ("**field of MELBIS_AGENT_CURRENCY.CmdAdd**\n\n"
                             "name (str, required): The name for people.")
     assert shown(1, 6).startswith("**name**: The word later steps use to refer to this one")
+
+
+def test_a_registry_out_of_reach_is_told_once_and_the_pool_is_checked_without_it(tmp_path: Path) -> None:
+    client = Client("--against", "http://127.0.0.1:9", "--timeout", "5")
+    try:
+        pool = tmp_path / "pool.yaml"
+        pool.write_text("pool:\n  - unit: U\n    command: C\n    parms: {}\n", encoding="utf-8")
+        uri = client.open(pool)
+        assert [d["message"] for d in client.diagnostics(uri)] == [
+            "Unknown key [parms] in step 1 - did you mean params?"]
+        told = [n["params"] for n in client.notes if n["method"] == "window/showMessage"]
+        assert len(told) == 1
+        assert told[0]["type"] == 2
+        assert told[0]["message"].startswith("pooler lsp: the registry http://127.0.0.1:9 cannot be read: ")
+    finally:
+        assert client.close() == 0
