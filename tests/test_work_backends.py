@@ -24,6 +24,7 @@ from helpers import ROOT, environment
 from sharedkit import journal_of, wait_for
 
 from pooler.errors import JournalError
+from pooler.journal.liveness import host
 from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.tasks import SqliteTaskJournal
@@ -819,3 +820,20 @@ def test_a_rate_bucket_is_one_for_every_runner_of_the_task_and_one_a_name(backen
     assert a.pace("step 2 warehouse=W1", interval, 0.0) == pytest.approx(0.0, abs=0.04)
     la.close()
     lb.close()
+
+
+def test_a_runner_of_this_machine_whose_process_is_gone_is_dead_before_its_lease_ends_on_either_journal(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0)])
+    lease = backend.journal.lease("t", 60, None)
+    # Both journals name the runner's machine alike: the host since its boot, and the process.
+    assert backend.sql("SELECT host, pid FROM runners WHERE id = ?", lease.id) == [(host(), os.getpid())]
+    assert backend.journal.live_runners("t") == 1
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    backend.sql("UPDATE runners SET pid = ? WHERE id = ?", gone.pid, lease.id)
+    assert backend.journal.live_runners("t") == 0
+    # The same process on a machine by another name (or this one before a boot) is left to its lease.
+    backend.sql("UPDATE runners SET host = ? WHERE id = ?", "elsewhere", lease.id)
+    assert backend.journal.live_runners("t") == 1
+    lease.close()

@@ -24,7 +24,7 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.errors import JournalError
-from pooler.journal.sqlite.file import alive, host
+from pooler.journal.liveness import alive, host
 from pooler.pool.model import Pool
 from pooler.run.workplan import fingerprint
 from pooler.statuses import PlanState
