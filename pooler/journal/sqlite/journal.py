@@ -127,7 +127,7 @@ class Journal:
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
 
-    def change(self, sql: str, args: tuple[Any, ...]) -> int:
+    def change(self, sql: str, args: tuple[Any, ...] | dict[str, Any]) -> int:
         """One statement, committed on its own: the rows it changed."""
         with self._lock:
             try:

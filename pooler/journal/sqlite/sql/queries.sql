@@ -487,3 +487,17 @@ SELECT tat FROM buckets WHERE task = ? AND name = ?;
 SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond'),
        count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'in_doubt')
 FROM work WHERE task = ? GROUP BY num;
+
+-- name: plan_add
+INSERT INTO plans (id, task, created, expires, digest, arguments, state) VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: plan_get
+SELECT id, task, expires, digest, arguments, state, host, pid, answer FROM plans WHERE id = ?;
+
+-- name: plan_claim
+-- Of two commits of one plan that race, exactly one takes it, and only before it expires.
+UPDATE plans SET state = :committed, committed = :now, host = :host, pid = :pid
+WHERE id = :id AND state = :planned AND expires > :now;
+
+-- name: plan_state
+UPDATE plans SET state = ?, answer = coalesce(?, answer) WHERE id = ?;
