@@ -232,6 +232,7 @@ class Runner:
                 self._record(row, self._repeat(got), sent=False)
                 return
             got.doubted = row.doubted
+            got.left_at = self.unsent.left.pop((row.num, row.idx), None)
             # The key's round is the work row's: a call that failed goes out again under the next.
             got.ids = replace(got.ids, round=row.round)
             value = serial_value(got.params, self.serial_path) if self.serial_path else None
