@@ -68,15 +68,17 @@ class Journal:
                 f"cannot open the journal {target}: {exc} - give another file with --journal."
             ) from exc
         self._lock = threading.Lock()
-        #: The file the connection has open (device, inode): a journal deleted or replaced under the
-        #: run is told at its next write, not written on into a file no one can open again.
+        #: The file the connection has open (device, inode), by its absolute path (the working folder
+        #: may change): a journal deleted or replaced under the run is told at its next write, not
+        #: written on into a file no one can open again.
+        self._where = self.path.absolute() if self.path is not None else None
         self._file = self._identity()
 
     def _identity(self) -> tuple[int, int] | None:
-        if self.path is None:
+        if self._where is None:
             return None
         try:
-            found = self.path.stat()
+            found = self._where.stat()
         except OSError:
             return None
         return found.st_dev, found.st_ino
