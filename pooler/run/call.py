@@ -32,7 +32,7 @@ from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_s
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.flow import Flow
 from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id
-from pooler.run.probing import Verdict, probe_params, send_probe, settled_text, weigh
+from pooler.run.probing import SETTLE, Verdict, probe_params, send_probe, settled_text, weigh
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
 
@@ -144,7 +144,9 @@ class CallRunner:
             return Verdict(UNSETTLED, message=f"its params could not be filled: {exc.message}")
         step = call.plan.step
         assert step.probe is not None
-        return weigh(send_probe(self.client, step, params), ready, step.probe.command)
+        # A store is given at least as long as this run waits for an answer.
+        settle = max(SETTLE, float(self.client.read_timeout))
+        return weigh(send_probe(self.client, step, params), ready, step.probe.command, settle)
 
     def _not_landed(self, ready: Prepared, verdict: Verdict) -> Outcome:
         """Proven not carried out by its probe: failed as a refusal is (a later run sends it under

@@ -80,19 +80,19 @@ def send_probe(client: ToolRunClient, step: Step, params: dict[str, Any]) -> Ver
         reply.release()
 
 
-def weigh(verdict: Verdict, ready: Prepared, command: str) -> Verdict:
+def weigh(verdict: Verdict, ready: Prepared, command: str, settle: float = SETTLE) -> Verdict:
     """What a probe's answer proves of ``ready``: its "not landed" only when no request of the call
     can still be running at the store, else nothing (the call stays in doubt).  In the run, the
     store's own answer to every try that left ended its work on them (``Kind.over``); a call an
-    earlier run left in doubt, only once its request left ``SETTLE`` seconds ago."""
+    earlier run left in doubt, only once its request left ``settle`` seconds ago."""
     if verdict.said != NOT_LANDED:
         return verdict
     if ready.doubted:
         if ready.left_at is None:
             why = "when the call's request left is not known, and it may still be running at the store"
-        elif (age := time.monotonic() - ready.left_at) < SETTLE:
+        elif (age := time.monotonic() - ready.left_at) < settle:
             why = (f"the call's request left {age:.0f} s ago and may still be running at the store; a probe "
-                   f"{SETTLE / 60:.0f} minutes after it left settles it")
+                   f"{settle / 60:.0f} minutes after it left settles it")
         else:
             return verdict
     elif ready.lost:
