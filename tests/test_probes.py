@@ -324,7 +324,7 @@ def test_a_probe_reading_while_a_timed_out_call_still_runs_at_the_store_leaves_i
     request.addfinalizer(store.stop)
     slow = SlowAdd(store)
     write_pool(tmp_path, rows=1)
-    code, answer = night(tmp_path, store, journal, "--timeout", "2")
+    code, answer = night(tmp_path, store, journal, "--timeout", "5")
     assert code == 1
     assert (answer["calls_in_doubt"], answer["probes"]) == (1, {"landed": 0, "not_landed": 0, "unsettled": 1})
     [left] = answer["steps"][0]["failures"]
