@@ -37,6 +37,9 @@ class Kind:
     fate: Fate
     #: Waited for and sent again within the run (bounded by the step's ``retry.attempts``).
     wait: bool = False
+    #: The store's own answer came (or no request began): its work on the request was over.  False
+    #: when the answer was lost or came from a gateway, and the store may still be carrying it out.
+    over: bool = True
 
     @property
     def status(self) -> str:
@@ -60,7 +63,7 @@ NOT_SENT = Kind("not sent", "no connection: refused, unknown host, TLS failed, c
 CRASHED = Kind("crashed", "HTTP 500 (or a 5xx not named here): the store's error text",
                Fate.IN_DOUBT)
 GATEWAY = Kind("gateway", "HTTP 502, 504, or 503 without `Retry-After`: a gateway's answer",
-               Fate.IN_DOUBT)
+               Fate.IN_DOUBT, over=False)
 NO_RESULT = Kind("no result", "the envelope whose `data` has no `result` true or false",
                  Fate.IN_DOUBT)
 UNREADABLE = Kind("unreadable", "a body that is not JSON (HTML, text, cut JSON), or JSON that is "
@@ -71,9 +74,9 @@ TOO_BIG = Kind("too big", "an answer over the client's cap (256 MB)", Fate.IN_DO
 CUT_OFF = Kind("cut off", "an answer shorter than its Content-Length, or broken off while read",
                Fate.IN_DOUBT)
 RESET = Kind("reset", "the connection closed after the request left, before any answer",
-             Fate.IN_DOUBT)
+             Fate.IN_DOUBT, over=False)
 TIMEOUT = Kind("timeout", "no whole answer within `--timeout` (a total deadline per call)",
-               Fate.IN_DOUBT)
+               Fate.IN_DOUBT, over=False)
 
 KINDS = (DONE, REFUSED, DENIED, BUSY, NOT_SENT, CRASHED, GATEWAY, NO_RESULT, UNREADABLE, TOO_DEEP,
          TOO_BIG, CUT_OFF, RESET, TIMEOUT)
@@ -108,10 +111,13 @@ def by_envelope(ok: object, result: object) -> Kind:
 
 def table() -> str:
     """The table as docs/semantics.md shows it (kept in step with it by a test)."""
-    lines = ["| kind | the answer | what it proves | a keyed call is sent again |", "|---|---|---|---|"]
+    lines = ["| kind | the answer | what it proves | a keyed call is sent again | the store's work on it |",
+             "|---|---|---|---|---|"]
     for kind in KINDS:
         again = ("under a new key round" if kind.proven_not_run
                  else "never (it was done)" if kind.fate is Fate.CARRIED_OUT
                  else "only with the same Idempotency-Key")
-        lines.append(f"| {kind.name} | {kind.answers} | {kind.fate.value} (`{kind.status}`) | {again} |")
+        work = "over" if kind.over else "may go on"
+        lines.append(f"| {kind.name} | {kind.answers} | {kind.fate.value} (`{kind.status}`) | {again} "
+                     f"| {work} |")
     return "\n".join(lines)

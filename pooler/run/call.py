@@ -32,7 +32,7 @@ from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_s
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.flow import Flow
 from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id
-from pooler.run.probing import Verdict, probe_params, send_probe, settled_text
+from pooler.run.probing import SETTLE, Verdict, probe_params, send_probe, settled_text, weigh
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
 
@@ -142,7 +142,11 @@ class CallRunner:
             params = probe_params(call.plan.probe, call.data, call.last is not None, self._vars)
         except PoolerError as exc:
             return Verdict(UNSETTLED, message=f"its params could not be filled: {exc.message}")
-        return send_probe(self.client, call.plan.step, params)
+        step = call.plan.step
+        assert step.probe is not None
+        # A store is given at least as long as this run waits for an answer.
+        settle = max(SETTLE, float(self.client.read_timeout))
+        return weigh(send_probe(self.client, step, params), ready, step.probe.command, settle)
 
     def _not_landed(self, ready: Prepared, verdict: Verdict) -> Outcome:
         """Proven not carried out by its probe: failed as a refusal is (a later run sends it under
@@ -248,7 +252,7 @@ class CallRunner:
             idem = idempotency_header(self.key_task or self.task, ready.key, ready.ids.round)
         tries = 0
         retried = False
-        ready.maybe_ran = False
+        ready.maybe_ran = ready.lost = False
         first = time.monotonic()
         while True:
             tries += 1
@@ -263,6 +267,7 @@ class CallRunner:
                     # nothing: a store going down breaks the calls in flight so, and so may one up.
                     self._learn(began, first, down=True)
                 ready.maybe_ran = ready.maybe_ran or exc.sent
+                ready.lost = ready.lost or (exc.sent and not (exc.kind or kinds.RESET).over)
                 tripped = self.flow is not None and self.flow.tripped and not exc.sent
                 if tries >= max(retry.attempts, 1) or (exc.sent and not again_in_doubt) or tripped:
                     # With the breaker open, a call that never left is not tried again: the
@@ -274,6 +279,7 @@ class CallRunner:
                 continue
             kind = reply.kind
             ready.maybe_ran = ready.maybe_ran or kind.fate is kinds.Fate.IN_DOUBT
+            ready.lost = ready.lost or not kind.over
             asked = None if reply.retry_after is None else min(reply.retry_after, MAX_RETRY_AFTER)
             self._learn(began, first, busy=kind is kinds.BUSY, gateway=kind is kinds.GATEWAY,
                         retry_after=asked)

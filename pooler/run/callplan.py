@@ -79,6 +79,12 @@ class Prepared:
     attempts: int = 0
     #: A try of it may have been carried out (it left and its answer was lost, or was no proof).
     maybe_ran: bool = False
+    #: A try of it left and the store's end of it was never seen (its answer lost, or a gateway's):
+    #: the store may still be carrying it out.
+    lost: bool = False
+    #: When (``time.monotonic``) the request of the call an earlier run left in doubt left, as the
+    #: journal told it; None: not known.
+    left_at: float | None = None
     #: The fencing epoch its gate gave it.
     epoch: int | None = None
     #: Sent again because its probe proved it not carried out (not probed again).

@@ -52,6 +52,7 @@ from pooler.redact import short_warning
 from pooler.run.config import RunConfig, StopSignal
 from pooler.run.events import FanOut
 from pooler.run.executor import RunnerConfig, RunnerStopped, new_task_id, run_plan
+from pooler.run.journals import told_history
 from pooler.run.lock import OutLock, PoolLock, lock_dir
 from pooler.statuses import TaskStatus
 
@@ -235,7 +236,7 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                 document["task"] = sent.task
                 ctx.emit_json(document)
             return ExitStatus.FAILED
-        write_run_files(args, ctx, journal.history(), answer, args.pool)
+        write_run_files(args, ctx, told_history(journal), answer, args.pool)
     return answered(args, ctx, answer, interrupts)
 
 

@@ -175,9 +175,10 @@ SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sen
 UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' AND runner = ANY(%s);
 
 -- name: in_doubt_to_rule
--- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false).
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false), with no
+-- epoch and the seconds since their request left.
 SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
-       step_id, state = 'sent'
+       step_id, NULL::bigint, extract(epoch FROM clock_timestamp() - sent_at)::float8, state = 'sent'
 FROM work WHERE task = %s AND (state = 'doubt' OR state = 'sent' AND runner = ANY(%s))
 ORDER BY num, idx;
 

@@ -282,12 +282,13 @@ UPDATE work SET state = 'ready', runner = NULL
 WHERE task = ? AND state = 'claimed' AND state <> 'done' AND runner IN (SELECT value FROM json_each(?));
 
 -- name: in_doubt_to_rule
--- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false); the
--- caller puts them in file order (an ORDER BY here would make SQLite walk every call of the task).
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false), with the
+-- seconds since their request left (?3: now, in milliseconds); the caller puts them in file order
+-- (an ORDER BY here would make SQLite walk every call of the task).
 SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
-       state = 'sent'
-FROM work WHERE task = ? AND state IN ('doubt', 'sent') AND state <> 'done'
-  AND (state = 'doubt' OR runner IN (SELECT value FROM json_each(?)));
+       (?3 - sent_ms) / 1000.0, state = 'sent'
+FROM work WHERE task = ?1 AND state IN ('doubt', 'sent') AND state <> 'done'
+  AND (state = 'doubt' OR runner IN (SELECT value FROM json_each(?2)));
 
 -- name: send_again
 -- A call in doubt sent again under its same key and round, naming the call it repeats.
