@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler, start_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from junit_schema import jenkins_junit
 from sharedkit import journal_of, query, run_here, together, token_file
 
+from pooler.pool.budget import Counts, Tolerate, allowance, budgets_of
 from pooler.store.faults import FaultPlan, Rule
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
@@ -173,27 +176,27 @@ def test_check_and_a_dry_run_tell_the_budgets_in_calls(tmp_path: Path) -> None:
     checked = pooler("check", str(pool), "--data")
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, (
         f"{pool}: step 1 goes on after up to 1 of its 100 calls failed\n"
-        f"{pool}: the pool goes on after up to 1 of its 1 calls failed (tolerate failed: 2.5%)\n"
+        f"{pool}: the pool goes on after up to 0 of its 1 calls failed (tolerate failed: 2.5%)\n"
         f"{pool}: the pool goes on after up to 3 of its 101 calls in doubt\n"
         "1 file valid\n"))
     unread = pooler("check", str(pool))
     # Without --data the rows are not counted: the budgets of a step over them are told as written.
     assert (unread.returncode, unread.stdout + unread.stderr) == (0, (
         f"{pool}: step 1 goes on after up to 1 of its calls failed\n"
-        f"{pool}: the pool goes on after up to 1 of its 1 calls failed (tolerate failed: 2.5%)\n"
+        f"{pool}: the pool goes on after up to 0 of its 1 calls failed (tolerate failed: 2.5%)\n"
         f"{pool}: the pool goes on after up to 3 of its calls in doubt\n"
         "1 file valid\n"))
     dry = pooler("run", str(pool), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.splitlines()[1] == (
         "order: sequential: one call at a time, in step order; stops at the first failure no budget "
-        "counts; step 1 goes on after up to 1 of its 100 calls failed; the pool goes on after up to 1 "
+        "counts; step 1 goes on after up to 1 of its 100 calls failed; the pool goes on after up to 0 "
         "of its 1 calls failed (tolerate failed: 2.5%); the pool goes on after up to 3 of its 101 calls "
         "in doubt")
     plan = json.loads(pooler("run", str(pool), "--dry-run", "--json").stdout)
     assert plan["tolerate"] == [
         {"kind": "failed", "step": 1, "tolerate": 1, "allowed": 1, "planned": 100},
-        {"kind": "failed", "step": None, "tolerate": "2.5%", "allowed": 1, "planned": 1},
+        {"kind": "failed", "step": None, "tolerate": "2.5%", "allowed": 0, "planned": 1},
         {"kind": "in_doubt", "step": None, "tolerate": 3, "allowed": 3, "planned": 101}]
 
 
@@ -213,3 +216,82 @@ def test_two_runners_of_a_shared_task_count_against_one_budget(tmp_path: Path, r
     assert adds(store) < ROWS
     # Each tells the count as the journal had it when it ended.
     assert all(" of 100 calls failed, over the pool's budget of 20;" in err for _, _, err in ends)
+
+
+def one_call_pool(folder: Path, head: str, step: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    pool = folder / "pool.yaml"
+    pool.write_text(head + "pool:\n" + step)
+    return pool
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_percent_budget_does_not_tolerate_the_one_call_of_a_pool_failing(
+        kind: str, tmp_path: Path, request: Any, shop: Store) -> None:
+    journal, store = journal_of(kind, request, tmp_path), shop
+    pool = one_call_pool(tmp_path / "pools", "tolerate: {failed: 1%}\n",
+                         "  - {name: bad, unit: MELBIS_AGENT_TEST, command: CmdFail}\n")
+    junit = tmp_path / "night.xml"
+    code, answer, err = run(tmp_path, store, journal, pool, "--junit", str(junit))
+    assert code == 1, err
+    assert answer["tolerated"]["budgets"] == [
+        {"kind": "failed", "step": None, "tolerate": "1%", "calls": 1, "allowed": 0, "planned": 1,
+         "within": False}]
+    assert "1 of 1 calls failed, over the pool's budget of 0 (tolerate failed: 1%)" in err
+    suite = jenkins_junit(junit).find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "1"
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_percent_budget_does_not_let_a_sampled_chunked_import_pass_when_every_call_failed(
+        kind: str, tmp_path: Path, request: Any, shop: Store) -> None:
+    journal, store = journal_of(kind, request, tmp_path), shop
+    folder = tmp_path / "pools"
+    folder.mkdir()
+    # Headers the import does not know: every chunk is refused ("Row 1 of goods has no sku.").
+    (folder / "goods.csv").write_text("n,article,title\n" + "".join(f"{i},A{i},T{i}\n" for i in range(40)))
+    pool = one_call_pool(folder, "tolerate: {failed: 20%}\nstop_on_error: false\n", (
+        "  - name: import\n"
+        "    unit: MELBIS_AGENT_IMPORT_GOODS\n"
+        "    command: CmdAdd\n"
+        "    for_each: {file: goods.csv, chunk: 10, field: goods}\n"
+        "    key: g-${row.n}\n"))
+    code, answer, err = run(tmp_path, store, journal, pool, "--sample", "5")
+    assert code == 1, err
+    assert answer["tolerated"]["budgets"] == [
+        {"kind": "failed", "step": None, "tolerate": "20%", "calls": 1, "allowed": 0, "planned": 1,
+         "within": False}]
+    assert "1 of 1 calls failed, over the pool's budget of 0 (tolerate failed: 20%)" in err
+
+
+@settings(max_examples=400, deadline=None)
+@given(planned=st.integers(min_value=1, max_value=10**7),
+       percent=st.decimals(min_value=0, max_value=100, places=3, allow_nan=False).filter(lambda p: p < 100),
+       failed_step=st.booleans())
+def test_a_percent_budget_under_100_never_tolerates_every_call_of_a_step_failing(
+        planned: int, percent: Any, failed_step: bool) -> None:
+    text = f"{percent.normalize():f}%"
+    written = allowance(text)
+    assert written is not None, text
+    own = Tolerate({"failed": written})
+    # The step's own budget, or the pool's over that one step: either is judged by one rule.
+    budgets = budgets_of(None, [(1, own)]) if failed_step else budgets_of(own, [(1, None)])
+    counts = {1: Counts(planned=planned, failed=planned)}
+    assert budgets.tolerated(counts)["within"] is False
+    judge = budgets.judge_for(1, "failed")
+    assert judge is not None
+    assert judge(counts) is not None
+    # And the plan tells the same number of calls as the run judges by.
+    assert written.of(planned) < planned
+
+
+def test_a_percent_budget_rounds_down_to_calls_and_100_percent_is_every_call() -> None:
+    def of(text: str, planned: int) -> int:
+        written = allowance(text)
+        assert written is not None
+        return written.of(planned)
+
+    assert [of("2%", 1203), of("1%", 1), of("20%", 5), of("2.5%", 1), of("10%", 100), of("0.5%", 399)] == [
+        24, 0, 1, 0, 10, 1]
+    assert [of("100%", 1), of("100%", 1203), of("100.0%", 7)] == [1, 1203, 7]

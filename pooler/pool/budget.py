@@ -3,9 +3,11 @@ while a pool goes on, and the one judgement of a count against them.
 
 A step's budget of a kind counts that step's calls and wins over the pool's; the pool's counts the
 calls of the steps without one of their own.  A budget in percent is of the planned calls of what
-it counts, rounded up to calls.  The same judgement stops a running pool (``over``), sets a run's
-exit status and fills the answer's ``tolerated`` (``tolerated``): the journal's counts go in, so
-every runner of a task, and ``pooler show`` later, judge alike.
+it counts, rounded down to calls: so a percent under 100 never lets every call it counts fail
+(1 % of one call is none), and only ``100%`` says that every call may.  The same judgement stops a
+running pool (``over``), sets a run's exit status and fills the answer's ``tolerated``
+(``tolerated``): the journal's counts go in, so every runner of a task, and ``pooler show`` later,
+judge alike.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from pooler.statuses import TROUBLE, CallStatus
@@ -30,7 +33,8 @@ class Allowance:
 
     text: str
     calls: int | None = None
-    percent: float | None = None
+    #: Exact, as written (``2.5`` of ``2.5%``): a float's 9.999... must not round 10 % of 100 down to 9.
+    percent: Fraction | None = None
 
     @property
     def value(self) -> int | str:
@@ -38,10 +42,11 @@ class Allowance:
         return self.calls if self.calls is not None else self.text
 
     def of(self, planned: int) -> int:
-        """The calls allowed of ``planned`` calls."""
+        """The calls allowed of ``planned`` calls: a percent rounds down, so that under 100 % it never
+        allows them all (rounded up, 1 % of a single call allowed that call to fail)."""
         if self.calls is not None:
             return self.calls
-        return math.ceil((self.percent or 0.0) * planned / 100 - 1e-9)
+        return math.floor((self.percent or 0) * planned / 100)
 
 
 def allowance(value: Any) -> Allowance | None:
@@ -49,7 +54,7 @@ def allowance(value: Any) -> Allowance | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return Allowance(str(value), calls=value)
     if isinstance(value, str) and _PERCENT.match(value):
-        return Allowance(value, percent=float(value[:-1]))
+        return Allowance(value, percent=Fraction(value[:-1]))
     if isinstance(value, str) and value.isascii() and value.isdigit():
         # As text, as an MCP client sends it (its input schema gives each field one type).
         return Allowance(value, calls=int(value))
