@@ -25,7 +25,14 @@ from pooler.cli.commands.common import (
 )
 from pooler.cli.commands.dry_run import show_plan
 from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
-from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log, run_again
+from pooler.cli.commands.run_common import (
+    Interrupts,
+    SentCounter,
+    answered,
+    logged_refusal,
+    open_log,
+    run_again,
+)
 from pooler.cli.commands.run_files import (
     add_run_files,
     check_run_files,
@@ -198,10 +205,11 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
     where = shown(spec) if shared else str(Path(spec).absolute())
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
-    with make_client(args, ctx, masking=False, need_token=True) as client, \
+    with open_log(args.log) as log, make_client(args, ctx, masking=False, need_token=True) as client, \
+            logged_refusal(log, ctx.redactor), \
             (contextlib.nullcontext() if shared else PoolLock(Path(args.pool), locks)), \
             (contextlib.nullcontext() if shared else OutLock(Path(args.out), locks)), \
-            closing(open_journal(spec)) as journal, open_log(args.log) as log, \
+            closing(open_journal(spec)) as journal, \
             Monitoring(args, ctx, client, plan.pool.file, tracing, runner=shared) as monitoring:
         lease = check_shared_options(args, plan.pool, client.read_timeout)
         task = task_of(args, ctx, plan.pool, journal, shared=shared)

@@ -8,16 +8,18 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
-from pooler.cli.commands.common import Context
-from pooler.errors import UsageError
+from pooler.cli.commands.common import Context, render_error
+from pooler.cli.render import PlainReporter
+from pooler.errors import LockedError, UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.budget import within_budget
 from pooler.pool.model import Pool, Step
+from pooler.redact import Redactor
 from pooler.run.config import StopSignal
 from pooler.run.events import NullReporter
 
@@ -71,6 +73,18 @@ class open_log:  # noqa: N801 - used as a context manager, named like open()
     def __exit__(self, *exc: object) -> None:
         if self.file is not None:
             self.file.close()
+
+
+@contextlib.contextmanager
+def logged_refusal(log: TextIO | None, redactor: Redactor) -> Iterator[None]:
+    """A start the run lock refuses (exit 3) is told in the ``--log`` file too, as the screen tells
+    it: a cron log then shows the nights that did not start, not only those that did."""
+    try:
+        yield
+    except LockedError as error:
+        if log is not None:
+            PlainReporter(log, redactor).notice(render_error(error))
+        raise
 
 
 class Interrupts:
