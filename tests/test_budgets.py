@@ -6,6 +6,7 @@ reference store, counting what it carried out."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,14 @@ def test_a_percent_budget_rounds_down_to_calls_and_100_percent_is_every_call() -
     assert [of("2%", 1203), of("1%", 1), of("20%", 5), of("2.5%", 1), of("10%", 100), of("0.5%", 399)] == [
         24, 0, 1, 0, 10, 1]
     assert [of("100%", 1), of("100%", 1203), of("100.0%", 7)] == [1, 1203, 7]
+
+
+def test_a_run_within_its_budget_with_nothing_failed_does_not_tell_a_redrive(
+        tmp_path: Path, shop: Store) -> None:
+    pool = goods_pool(tmp_path / "pools", None, "tolerate: {failed: 10%}\n")
+    code, answer, err = run(tmp_path, shop, str(tmp_path / "j.db"), pool)
+    assert code == 0, err
+    assert answer["tolerated"]["within"] is True
+    summary = err.splitlines()[-1]
+    assert re.fullmatch(r"\S+ pool completed: 100 calls: 100 succeeded, 0 failed, 0 skipped, 0 in doubt, "
+                        r"0 not run in \d+ ms", summary), summary

@@ -114,7 +114,10 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     if told:
         text += "; " + "; ".join(told)
     if within_budget(answer) and answer.get("task"):
-        text += f"; `pooler redrive {answer['task']}` sends them again"
+        # Within its budget nothing is left not run: a redrive would send the failed calls (those
+        # in doubt among them), and only when there are some is it worth telling.
+        if int(answer.get("failed") or 0):
+            text += f"; `pooler redrive {answer['task']}` sends them again"
     elif pool is not None:
         hint = resume_hint(answer, pool)
         if hint:
