@@ -81,7 +81,7 @@ def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_l
 def sent_again(result: dict[str, Any]) -> str:
     """What a person must know about a call sent again after an earlier answer was lost."""
     return (f"sent again: the call {result['sent_again']} was in doubt; a store that ignores "
-            "Idempotency-Key has carried it out twice")
+            "Idempotency-Key may have carried it out twice")
 
 
 
