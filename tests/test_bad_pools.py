@@ -320,8 +320,8 @@ EXPECTED: list[tuple[str, list[str]]] = [
     ('bad-tolerate.yaml', [
         ('tests/pools/bad-tolerate.yaml:1:20: tolerate.failed must be a number of calls (25) or a '
          'percent of the planned calls (2%), not the text "2x".'),
-        ('tests/pools/bad-tolerate.yaml:1:34: tolerate.in_doubt must be a number of calls (25) or a '
-         'percent of the planned calls (2%), not the text "101%".'),
+        ('tests/pools/bad-tolerate.yaml:1:34: tolerate.in_doubt must be at most 100% of the planned '
+         'calls - 101% is over 100%.'),
         ('tests/pools/bad-tolerate.yaml:5:24: tolerate.failed of step 1 must be a number of calls (25) '
          'or a percent of the planned calls (2%), not -1.'),
         ('tests/pools/bad-tolerate.yaml:5:28: Unknown key [in_dobt] in tolerate of step 1 - did you mean '

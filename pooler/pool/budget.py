@@ -224,7 +224,13 @@ def within_budget(answer: Mapping[str, Any]) -> bool:
     return bool(tolerated.get("within")) and not answer.get("not_run") and not answer.get("interrupted")
 
 
-def allowance_message(what: str, shown: str) -> str:
-    """The refusal of a budget the file writes wrong."""
+_OVER = re.compile(r"^[0-9]+(\.[0-9]+)?%$")
+
+
+def allowance_message(what: str, value: Any, shown: str) -> str:
+    """The refusal of a budget the file writes wrong (``shown``: the value as a message quotes it)."""
+    if isinstance(value, str) and _OVER.match(value) and float(value[:-1]) > 100:
+        # A percent, but of more calls than there are.
+        return f"{what} must be at most 100% of the planned calls - {value} is over 100%."
     return (f"{what} must be a number of calls (25) or a percent of the planned calls (2%), "
             f"not {shown}.")
