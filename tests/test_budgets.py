@@ -190,8 +190,8 @@ def test_check_and_a_dry_run_tell_the_budgets_in_calls(tmp_path: Path) -> None:
     dry = pooler("run", str(pool), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.splitlines()[1] == (
-        "order: sequential: one call at a time, in step order; stops at the first failure no budget "
-        "counts; step 1 goes on after up to 1 of its 100 calls failed; the pool goes on after up to 0 "
+        "order: sequential: one call at a time, in step order; stops at the first failure that no "
+        "budget counts; step 1 goes on after up to 1 of its 100 calls failed; the pool goes on after up to 0 "
         "of its 1 calls failed (tolerate failed: 2.5%); the pool goes on after up to 3 of its 101 calls "
         "in doubt")
     plan = json.loads(pooler("run", str(pool), "--dry-run", "--json").stdout)
