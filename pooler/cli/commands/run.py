@@ -40,7 +40,7 @@ from pooler.cli.commands.run_files import (
 )
 from pooler.cli.commands.run_runner import add_shared_options, check_shared_options, runner_stopped, told_gone
 from pooler.cli.outcome import outcome_document
-from pooler.cli.preflight import check_out
+from pooler.cli.preflight import check_out, make_folders_in_out
 from pooler.cli.render import make_reporter
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.errors import CheckFailed, PoolerError, UsageError
@@ -194,8 +194,9 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
     share_malloc_arenas()
     variables = plan.variables
     assert variables is not None
-    check_run_files(args)
     check_out(Path(args.out))
+    make_folders_in_out(Path(args.out), (args.report, args.junit, args.metrics_file))
+    check_run_files(args)
     tracing = start_tracing(args, ctx)
     spec = journal_spec(args.journal, ctx.environ)
     # Runners of a task shared across hosts share it on purpose; on one host, one run of a pool
