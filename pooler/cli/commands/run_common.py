@@ -8,14 +8,14 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
 from pooler.cli.commands.common import Context, render_error
 from pooler.cli.render import PlainReporter
-from pooler.errors import LockedError, UsageError
+from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.budget import within_budget
 from pooler.pool.model import Pool, Step
@@ -75,16 +75,13 @@ class open_log:  # noqa: N801 - used as a context manager, named like open()
             self.file.close()
 
 
-@contextlib.contextmanager
-def logged_refusal(log: TextIO | None, redactor: Redactor) -> Iterator[None]:
-    """A start the run lock refuses (exit 3) is told in the ``--log`` file too, as the screen tells
-    it: a cron log then shows the nights that did not start, not only those that did."""
-    try:
-        yield
-    except LockedError as error:
-        if log is not None:
+def log_refusal(path: str | None, redactor: Redactor, error: PoolerError) -> None:
+    """A start refused (the run lock's exit 3) told in the ``--log`` file, if there is one, as the
+    screen tells it: a cron log then shows the nights that did not start, not only those that did."""
+    if path is not None:
+        with open_log(path) as log:
+            assert log is not None
             PlainReporter(log, redactor).notice(render_error(error))
-        raise
 
 
 class Interrupts:
