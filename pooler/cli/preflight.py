@@ -1,4 +1,5 @@
-"""Checks made before a run's first call, so a run never stops half-way on what it could have seen.
+"""Checks made before a run's first call, so a run never stops half-way on what it could have seen;
+the folders inside ``--out`` its files need, made then.
 
 A run that imported 250 goods and only then found it could not write their tables has counted a
 call failed that the store carried out; the folder is checked first instead.
