@@ -239,3 +239,26 @@ def test_a_redrive_the_run_lock_refuses_tells_only_the_refusal_and_no_plan(
                         r"started \S+\); this run sent nothing\.\n", lost.stderr), lost.stderr
     assert json.loads(lost.stdout)["status"] == "locked"
     assert adds(store) == before
+
+
+@pytest.mark.process
+def test_two_redrives_of_a_sqlite_task_started_together_send_each_call_once_and_the_loser_tells_no_plan(
+        tmp_path: Path, request: Any) -> None:
+    store, journal, _ = faulty_night(tmp_path, request, "sqlite")
+    before = adds(store)
+    cmd = [sys.executable, "-m", "pooler", "redrive", "t", *store_args(tmp_path, store), "--journal", journal,
+           "--out", str(tmp_path / "out")]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=environment()) for _ in range(2)]
+    results = sorted((p.returncode, out, err) for p in procs for out, err in [p.communicate(timeout=120)])
+    assert results[0][0] == 0, results
+    code, out, err = results[1]
+    if code == 3:
+        # It lost the lock: the refusal alone, no plan.
+        assert (out, re.fullmatch(r"pooler: another run of \S+ is running \(pid \d+, started \S+\); this run "
+                                  r"sent nothing\.\n", err) is not None) == ("", True), err
+    else:
+        # It came after the other had ended: nothing left.
+        assert (code, out.endswith(" - nothing to redrive, nothing sent\n")) == (0, True), (out, err)
+    assert goods(store) == Counter(f"G{i}" for i in range(ROWS))
+    assert adds(store) - before == Counter([f"G{BAD_ROW}"])
