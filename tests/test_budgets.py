@@ -258,6 +258,13 @@ def test_a_percent_budget_does_not_let_a_sampled_chunked_import_pass_when_every_
         "    command: CmdAdd\n"
         "    for_each: {file: goods.csv, chunk: 10, field: goods}\n"
         "    key: g-${row.n}\n"))
+    # The dry run of the sample, and the check of the whole file, count by the run's rule.
+    dry = json.loads(pooler("run", str(pool), "--dry-run", "--sample", "5", "--json").stdout)
+    assert dry["tolerate"] == [
+        {"kind": "failed", "step": None, "tolerate": "20%", "allowed": 0, "planned": 1}]
+    checked = pooler("check", str(pool), "--data")
+    assert checked.stdout.splitlines()[0] == (
+        f"{pool}: the pool goes on after up to 0 of its 4 calls failed (tolerate failed: 20%)")
     code, answer, err = run(tmp_path, store, journal, pool, "--sample", "5")
     assert code == 1, err
     assert answer["tolerated"]["budgets"] == [
