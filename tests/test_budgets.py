@@ -314,3 +314,34 @@ def test_a_run_within_its_budget_with_nothing_failed_does_not_tell_a_redrive(
     summary = err.splitlines()[-1]
     assert re.fullmatch(r"\S+ pool completed: 100 calls: 100 succeeded, 0 failed, 0 skipped, 0 in doubt, "
                         r"0 not run in \d+ ms", summary), summary
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(min_value=1, max_value=10**5), min_size=2, max_size=6),
+       percent=st.decimals(min_value=0, max_value=100, places=2, allow_nan=False).filter(lambda p: p < 100),
+       data=st.data())
+def test_a_pools_percent_budget_never_tolerates_every_call_of_one_of_its_steps_failing(
+        sizes: list[int], percent: Any, data: Any) -> None:
+    written = allowance(f"{percent.normalize():f}%")
+    assert written is not None
+    failing = data.draw(st.integers(min_value=1, max_value=len(sizes)))
+    counts = {n: Counts(planned=size, failed=size if n == failing else 0) for n, size in enumerate(sizes, 1)}
+    budgets = budgets_of(Tolerate({"failed": written}), [(n, None) for n in counts])
+    assert budgets.tolerated(counts)["within"] is False
+    judge = budgets.judge_for(failing, "failed")
+    assert judge is not None
+    assert judge(counts) is not None
+
+
+def test_a_step_of_which_every_call_failed_is_over_the_pools_percent_budget(
+        tmp_path: Path, shop: Store) -> None:
+    pool = goods_pool(tmp_path / "pools", None, "tolerate: {failed: 10%}\nstop_on_error: false\n",
+                      step="  - {name: bad, unit: MELBIS_AGENT_TEST, command: CmdFail}\n")
+    code, answer, err = run(tmp_path, shop, str(tmp_path / "j.db"), pool)
+    assert code == 1, err
+    assert adds(shop) == ROWS
+    assert answer["tolerated"]["budgets"] == [
+        {"kind": "failed", "step": None, "tolerate": "10%", "calls": 1, "allowed": 10, "planned": 101,
+         "within": False, "every_call_of_step": 2}]
+    assert ("1 of 101 calls failed, over the pool's budget of 10 (tolerate failed: 10%): every call of "
+            "step 2 failed") in err

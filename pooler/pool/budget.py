@@ -4,7 +4,8 @@ while a pool goes on, and the one judgement of a count against them.
 A step's budget of a kind counts that step's calls and wins over the pool's; the pool's counts the
 calls of the steps without one of their own.  A budget in percent is of the planned calls of what
 it counts, rounded down to calls: so a percent under 100 never lets every call it counts fail
-(1 % of one call is none), and only ``100%`` says that every call may.  The same judgement stops a
+(1 % of one call is none), nor every call of one of its steps, and only ``100%`` says that every
+call may.  The same judgement stops a
 running pool (``over``), sets a run's exit status and fills the answer's ``tolerated``
 (``tolerated``): the journal's counts go in, so every runner of a task, and ``pooler show`` later,
 judge alike.
@@ -114,11 +115,27 @@ class Budget:
         found = sum(getattr(counts[n], self.kind) for n in self.steps if n in counts)
         return found, self.allow.of(planned), planned
 
+    def whole_step(self, counts: Mapping[int, Counts]) -> int | None:
+        """A step it counts of which every planned call is of its kind, when it is a percent under
+        100: a share of the calls may fail, never a whole step (the pool's 2 % of 1,001 calls does
+        not let the one call of a last step fail)."""
+        if self.allow.percent is None or self.allow.percent >= 100:
+            return None
+        return next((n for n in self.steps
+                     if n in counts and 0 < counts[n].planned <= getattr(counts[n], self.kind)), None)
+
+    def over(self, counts: Mapping[int, Counts]) -> bool:
+        found, allowed, _ = self.judge(counts)
+        return found > allowed or self.whole_step(counts) is not None
+
     def row(self, counts: Mapping[int, Counts]) -> dict[str, Any]:
         """What the answer's ``tolerated`` says of this budget."""
         found, allowed, planned = self.judge(counts)
-        return {"kind": self.kind, "step": self.step, "tolerate": self.allow.value, "calls": found,
-                "allowed": allowed, "planned": planned, "within": found <= allowed}
+        row = {"kind": self.kind, "step": self.step, "tolerate": self.allow.value, "calls": found,
+               "allowed": allowed, "planned": planned, "within": found <= allowed}
+        # Within the count, but a whole step: the row says which step puts it over.
+        whole = self.whole_step(counts) if found <= allowed else None
+        return row if whole is None else {**row, "within": False, "every_call_of_step": whole}
 
     def line(self, counts: Mapping[int, Counts]) -> str:
         return budget_line(self.row(counts))
@@ -142,8 +159,7 @@ class Budgets:
             return None
 
         def judge(counts: Mapping[int, Counts]) -> str | None:
-            found, allowed, _ = budget.judge(counts)
-            return f"step {num} {status}: {budget.line(counts)}" if found > allowed else None
+            return f"step {num} {status}: {budget.line(counts)}" if budget.over(counts) else None
 
         return judge
 
@@ -193,8 +209,10 @@ def budget_line(row: Mapping[str, Any]) -> str:
     (tolerate failed: 10%)``."""
     verb = "ended in doubt" if row["kind"] == CallStatus.IN_DOUBT else "failed"
     within = "within" if row["within"] else "over"
+    step = row.get("every_call_of_step")
+    whole = f": every call of step {step} {verb}" if step else ""
     return (f"{row['calls']:,} of {row['planned']:,} calls {verb}, {within} {_where(row)}'s budget of "
-            f"{row['allowed']:,}{_given(row)}")
+            f"{row['allowed']:,}{_given(row)}{whole}")
 
 
 def _where(row: Mapping[str, Any]) -> str:
