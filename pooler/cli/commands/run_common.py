@@ -78,10 +78,12 @@ class open_log:  # noqa: N801 - used as a context manager, named like open()
 def log_refusal(path: str | None, redactor: Redactor, error: PoolerError) -> None:
     """A start refused (the run lock's exit 3) told in the ``--log`` file, if there is one, as the
     screen tells it: a cron log then shows the nights that did not start, not only those that did."""
-    if path is not None:
-        with open_log(path) as log:
-            assert log is not None
-            PlainReporter(log, redactor).notice(render_error(error))
+    if path is None:
+        return
+    # A log that cannot be written does not hide the refusal itself (exit 3, on stderr).
+    with contextlib.suppress(UsageError, OSError), open_log(path) as log:
+        assert log is not None
+        PlainReporter(log, redactor).notice(render_error(error))
 
 
 class Interrupts:
