@@ -44,7 +44,7 @@ class Allowance:
 
     def of(self, planned: int) -> int:
         """The calls allowed of ``planned`` calls: a percent rounds down, so that under 100 % it never
-        allows them all (rounded up, 1 % of a single call allowed that call to fail)."""
+        allows them all: 1 % of a single call allows none."""
         if self.calls is not None:
             return self.calls
         return math.floor((self.percent or 0) * planned / 100)
