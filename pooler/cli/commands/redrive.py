@@ -25,6 +25,7 @@ from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres, shown
 from pooler.journal.opening import open_journal
 from pooler.journal.work import Redrive
+from pooler.pool.model import Pool
 from pooler.run.redrive import (
     parse_only,
     parse_rows,
@@ -90,18 +91,17 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     # The task's own pool, its rows and its sample: a redrive sends what the plan holds.
     args.pool, args.sample = found.get("pool_file") or args.task, found.get("sample")
     if args.dry_run:
-        return redrive_or_tell(args, ctx, spec, found, redrive, locked=False)
+        return redrive_or_tell(args, ctx, spec, found, pool=pool, redrive=redrive, locked=False)
     # The locks first: a redrive that loses the race to another tells the refusal only, not a plan
     # read while the other sends it.
     with run_locks(args, ctx, shared=is_postgres(spec)):
-        return redrive_or_tell(args, ctx, spec, found, redrive, locked=True)
+        return redrive_or_tell(args, ctx, spec, found, pool=pool, redrive=redrive, locked=True)
 
 
-def redrive_or_tell(args: argparse.Namespace, ctx: Context, spec: str, found: dict[str, Any],
-                    redrive: Redrive, *, locked: bool) -> int:
+def redrive_or_tell(args: argparse.Namespace, ctx: Context, spec: str, found: dict[str, Any], *, pool: Pool,
+                    redrive: Redrive, locked: bool) -> int:
     """The redrive's plan read from the journal and told; then, unless it is a dry run or sends
-    nothing, the run of it."""
-    pool = stored_pool(found, args.task)
+    nothing, the run of it (``locked``: under the run locks the caller holds)."""
     with closing(open_journal(spec)) as journal:
         plan = redrive_plan(journal, args.task, redrive, probed_steps(pool, args.in_doubt))
     changed = pool_changed(found)
