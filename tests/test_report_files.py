@@ -11,6 +11,7 @@ from typing import Any
 from browser import Elements
 from helpers import Store, answer_of, pooler
 from junit_schema import jenkins_junit
+from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
