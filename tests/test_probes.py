@@ -148,9 +148,10 @@ def test_a_call_whose_probe_fails_stays_in_doubt_and_is_not_sent_again(
     assert answer["probes"] == {"landed": 0, "not_landed": 0, "unsettled": 1}
     [left] = answer["steps"][0]["failures"]
     assert (left["row"], left["status"], left["probe"]) == (1, "in_doubt", "unsettled")
-    assert left["message"].endswith(" Its probe settled nothing (the probe CmdGet answered "
-                                    "MELBIS_AGENT_STORE\\CmdGet failed: the store broke down (injected "
-                                    "fault: crash)): the call stays in doubt.")
+    assert left["message"] == (
+        f"the store at {store.url}/ closed the connection before answering; the call may or may not have "
+        "been carried out. Its probe settled nothing (the probe CmdGet answered MELBIS_AGENT_STORE\\CmdGet "
+        "failed: the store broke down (injected fault: crash)): the call stays in doubt.")
     assert adds(store) == Counter(f"G{i}" for i in range(ROWS))
 
 

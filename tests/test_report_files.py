@@ -13,6 +13,7 @@ import pytest
 from browser import Elements
 from helpers import Store, answer_of, pooler
 from junit_schema import jenkins_junit
+from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
 from sharedkit import journal_of, start_runner, wait_for, write_pool
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
@@ -100,6 +101,30 @@ def test_a_report_into_a_missing_folder_is_refused_before_anything_is_sent(store
         assert proc.stderr.splitlines() == [refusal,
                                             "pooler: refused before the first step; nothing was sent."]
     assert store.ops() == []
+
+
+def test_files_in_folders_inside_out_not_made_yet_are_written_there_and_outside_out_refused(
+        store: Store, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    files = {"--report": out / "reports" / "x.html", "--junit": out / "ci" / "night.xml",
+             "--metrics-file": out / "metrics" / "night.prom"}
+    args = [a for flag, path in files.items() for a in (flag, str(path))]
+    # --out does not exist yet either: pooler makes it, and the folders in it the files need.
+    proc = pooler("run", "pools/demo.yaml", "--store", store.url, "--out", str(out),
+                  "--journal", str(tmp_path / "journal.sqlite"), *args, env={"POOLER_TOKEN": store.token})
+    assert proc.returncode == 0, proc.stderr
+    assert all(path.is_file() for path in files.values()), proc.stderr
+    assert "<html" in files["--report"].read_text(encoding="utf-8")
+    # A folder named through --out that climbs out of it is elsewhere: refused, nothing made.
+    beside = out / ".." / "beside" / "x.html"
+    proc = pooler("run", "pools/demo.yaml", "--store", store.url, "--out", str(out),
+                  "--journal", str(tmp_path / "journal.sqlite"), "--report", str(beside),
+                  env={"POOLER_TOKEN": store.token})
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == (
+        f"pooler: --report {beside}: the folder {beside.absolute().parent} does not exist - create it, or "
+        "name a file in a folder that exists")
+    assert not (tmp_path / "beside").exists()
 
 
 def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path: Path) -> None:

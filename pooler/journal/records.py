@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from pooler import strictjson
 from pooler.folders import state_dir
+from pooler.plural import plural
 from pooler.statuses import FINAL, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
@@ -165,7 +166,7 @@ _WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}
 
 @dataclass(frozen=True)
 class PlanCounts:
-    """Rows (or calls, for steps not over rows) of a task's plan, by status."""
+    """The calls of a task's plan, by status (a chunk is one call, however many rows it carries)."""
 
     planned: int
     completed: int
@@ -175,7 +176,8 @@ class PlanCounts:
     not_run: int
 
     def text(self) -> str:
-        """``20,000 planned: 1,984 completed, 1 in doubt, 18,015 not run`` (zero counts left out)."""
+        """``20,000 calls planned: 1,984 completed, 1 in doubt, 18,015 not run`` (zero counts left
+        out)."""
         parts = [f"{getattr(self, name):,} {_WORDS.get(name, name)}" for name in PLAN_ORDER
                  if getattr(self, name)]
-        return f"{self.planned:,} planned: {', '.join(parts) or 'nothing yet'}"
+        return f"{plural(self.planned, 'call')} planned: {', '.join(parts) or 'nothing yet'}"

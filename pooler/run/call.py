@@ -176,12 +176,12 @@ class CallRunner:
                            step_id=step_id, in_doubt=found_before, doubted=ready.doubted)
         if outcome is None:
             left = not_sent(call.head(), CallStatus.IN_DOUBT, ready.key,
-                            f"The call {step_id} was sent by an earlier run and its answer never came back."
-                            f"{settled_text(verdict, step_id)}", step_id=step_id)
+                            settled_text(verdict, step_id, f"The call {step_id} was sent by an earlier run "
+                                         "and its answer never came back."), step_id=step_id)
             outcome = Outcome(call, CallStatus.IN_DOUBT, dict(left), step_id=step_id, in_doubt=found_before,
                               doubted=ready.doubted)
         else:
-            outcome.entry["message"] = f"{outcome.entry.get('message', '')}{settled_text(verdict, step_id)}"
+            outcome.entry["message"] = settled_text(verdict, step_id, str(outcome.entry.get("message") or ""))
         outcome.entry["probe"] = UNSETTLED
         outcome.entry = self.redactor.value(outcome.entry)
         return outcome

@@ -102,12 +102,18 @@ def weigh(verdict: Verdict, ready: Prepared, command: str, settle: float = SETTL
     return Verdict(UNSETTLED, message=f"the probe {command} found it not landed, but {why}")
 
 
-def settled_text(verdict: Verdict, step_id: str | None) -> str:
-    """The message of a call its probe found landed, or the words added to one it left in doubt."""
+def settled_text(verdict: Verdict, step_id: str | None, before: str = "") -> str:
+    """The message of a call its probe found landed; or, of one it left in doubt, the message
+    ``before`` it followed by the probe's sentence."""
     if verdict.said == LANDED:
         sent = f"the call {step_id}" if step_id else "the call"
         return f"Settled by its probe: {sent} was in doubt, and it landed ({verdict.message})."
-    return f" Its probe settled nothing ({verdict.message}): the call stays in doubt."
+    # The message before may be a client's, which ends without a full stop: the probe's is a sentence
+    # of its own.
+    before = before.rstrip()
+    if before and not before.endswith((".", "!", "?")):
+        before += "."
+    return f"{before} Its probe settled nothing ({verdict.message}): the call stays in doubt.".lstrip()
 
 
 def gate_again(work: WorkStore, row: WorkRow, got: Prepared) -> int | None:

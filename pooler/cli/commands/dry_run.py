@@ -28,7 +28,7 @@ def order_text(plan: dict[str, Any]) -> str:
             text += f"; calls with equal params.{plan['serialize_on']} go one at a time"
     stop = "stops at the first failure" if plan["stop_on_error"] else "goes on after a failure"
     if plan.get("tolerate"):
-        stop = f"{stop} no budget counts; " + "; ".join(planned_line(r) for r in plan["tolerate"])
+        stop = f"{stop} that no budget counts; " + "; ".join(planned_line(r) for r in plan["tolerate"])
     return f"{text}; {stop}"
 
 

@@ -137,8 +137,8 @@ class PgJournal:
         return live, dead
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
-        """The task counted against its work rows: rows of a step over rows (calls of the others)
-        by status; a call sent whose answer is not recorded is in doubt, one never sent not run."""
+        """The task's calls counted against its plan, by status; a call sent whose answer is not
+        recorded is in doubt, one never sent not run."""
         rows = self.query(SQL["plan_counts"], (task_id,))
         if not rows or rows[0][0] is None:
             return None
