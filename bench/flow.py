@@ -16,7 +16,8 @@ and the share of its limit the run reached: the calls it carried out after its f
 burst (the bucket's L calls, answered at once) over what the limit allows from the first call to
 the last.  The changing limit adds: when the run settled after the halving (the first second from
 which two seconds in a row met no busy answer, by the run's own record of its seconds), the share
-of the halved limit reached in the halved phase, and the share of L reached in the last phase.
+of the halved limit reached in the halved phase after it settled, how long after the rise two
+seconds carried 85 % of L again, and the share of L reached from the rise on.
 Targets, for the adaptive run: at most 3 % busy and at least 85 % of the limit at 0, 20 and 200
 ms, every call completed; settled within 10 s of the halving.
 """
@@ -153,8 +154,11 @@ def phases(limits: list[tuple[float, float]], times: list[float], first: float, 
     halved_span = max(1.0, risen_at - halved_at - settled)
     after = [t for t in times if t >= first + risen_at]
     risen_span = max(1.0, (after[-1] - first - risen_at) if after else 0.0)
+    # Climbed back: the first 2 s after the rise that carried 85 % of the risen limit.
+    climbed = next((t - first - risen_at for n, t in enumerate(after)
+                    if sum(1 for u in after[n:] if u < t + 2) >= RATE_TARGET * risen * 2), float("nan"))
     return {"settled": settled, "halved_share": in_halved / (halved * halved_span),
-            "risen_share": len(after) / (risen * risen_span)}
+            "risen_share": len(after) / (risen * risen_span), "climbed": climbed}
 
 
 def case(settings: Settings) -> tuple[list[Row], list[str]]:
@@ -202,7 +206,8 @@ def judged(found: list[Sample], label: str, what: str, calls: int, schedule: boo
         target = f"settled ≤ {SETTLE_TARGET:g} s after the halving"
         if of("span") > RISEN:
             measured += (f"; settled {of('settled'):.1f} s after the halving, then {of('halved_share'):.0%} "
-                         f"of {LIMIT // 2}/s; {of('risen_share'):.0%} of {LIMIT}/s once it rose")
+                         f"of {LIMIT // 2}/s; back at {RATE_TARGET:.0%} of {LIMIT}/s {of('climbed'):.1f} s "
+                         f"after it rose, {of('risen_share'):.0%} of it from the rise on")
         else:
             # Calls that ran out of tries end the run early: there is no halving to follow.
             met = False
