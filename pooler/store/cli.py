@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--registry", action="append", default=[], type=Path, metavar="DIR",
                        help="a folder of tool declarations (*.json) to add; a call of one of them answers "
                             "'Module not found!'. A declaration of a unit the store has replaces its own.")
-    serve.add_argument("--latency-ms", type=int, default=0, metavar="N", help="add N ms to every call")
+    serve.add_argument("--latency-ms", type=int, default=0, metavar="N",
+                       help="every tool_run (and tool_list) takes N ms more; a call over "
+                            "--rate-limit is answered at once")
     serve.add_argument("--rate-limit", default=None, metavar="N[,M@S...]",
                        help="carry out at most N calls a second (a token bucket of N): a call over it is "
                             "answered 429 with Retry-After, the seconds until the next is taken; "
