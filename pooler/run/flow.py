@@ -11,9 +11,9 @@ are using, and a store that goes away costs one clear stop, not thousands of fai
   - *a rate* calls start at, learnt from busy answers, because a store's rate limit is about calls
     a second, which a width alone does not bound when calls are quick.  Until the first busy
     answer there is none.  A busy answer sets it to ``RATE_BACKOFF`` of what the store carried in
-    the last second (at the first one, since the run's first answer, as a bucket's burst has
-    filled the last second); busy answers that go on within ``RATE_SETTLES`` of the last cut cut
-    deeper each time, so that a limit that halves is followed within a second or two.  While
+    the last second (at the first one, over up to ``BURST_WINDOW`` seconds, as a bucket's burst
+    may have filled the last second); busy answers that go on within ``RATE_SETTLES`` of the last
+    cut cut deeper each time, so that a limit that halves is followed within a second or two.  While
     answers are clean it rises by ``RATE_STEP`` of itself a second, faster the longer they stay
     clean (``RATE_HASTENS``): just under the limit it creeps (a store's bucket fills again, and
     the next busy answer is seconds away), and a limit that rose is found again within seconds;
@@ -58,6 +58,9 @@ RATE_STEP = 0.05
 RATE_HASTENS = 5.0
 #: Cuts of the learnt rate within this many seconds of each other are one episode: each cuts deeper.
 RATE_SETTLES = 1.0
+#: The first busy answer's rate is what the store carried over at most this many seconds, not the
+#: last one alone: the burst a store's bucket answers at once weighs less.
+BURST_WINDOW = 5.0
 #: The learnt rate grows to at most this many times what the store carried in the last second.
 RATE_AHEAD = 2.0
 #: Clean answers remembered for the recent latency.
@@ -101,8 +104,9 @@ class Flow:
         self._asked: float | None = None
         self._next_start = 0.0
         self.learnt: float | None = None
+        #: When the clean answers of the last second, and of the last ``BURST_WINDOW`` seconds, came.
         self._landed: deque[float] = deque()
-        self._cleans = 0
+        self._landed_long: deque[float] = deque()
         self._first_clean: float | None = None
         self.throttled_ms = 0
         self.busy = 0
@@ -202,11 +206,13 @@ class Flow:
                 self._asked = self._paused_until
         elif not gateway:
             self._landed.append(now)
-            self._cleans += 1
+            self._landed_long.append(now)
             if self._first_clean is None:
                 self._first_clean = now
         while self._landed and self._landed[0] < now - 1.0:
             self._landed.popleft()
+        while self._landed_long and self._landed_long[0] < now - BURST_WINDOW:
+            self._landed_long.popleft()
         if self.adaptive:
             if not busy and not gateway:
                 self._took.append(ms / 1000)
@@ -254,8 +260,9 @@ class Flow:
             achieved = float(max(len(self._landed), 1))
             if self.learnt is None and self._first_clean is not None:
                 # The first busy answer of the run: a store's bucket holds a burst, which the last
-                # second may have emptied; since the first answer, the burst weighs less.
-                achieved = max(1.0, min(achieved, self._cleans / max(1.0, now - self._first_clean)))
+                # second may have emptied; over a few seconds, the burst weighs less.
+                span = min(BURST_WINDOW, max(1.0, now - self._first_clean))
+                achieved = max(1.0, min(achieved, len(self._landed_long) / span))
             self._deeper = self._deeper + 1 if now < self._rate_cut_at + RATE_SETTLES else 1
             self._rate_cut_at = now
             self.learnt = max(1.0, min(self.learnt or achieved, achieved) * RATE_BACKOFF ** self._deeper)
