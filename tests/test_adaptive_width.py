@@ -143,3 +143,22 @@ def test_an_adaptive_run_against_a_rate_limited_store_uses_most_of_its_limit_wha
         assert (len(found) - 30) / (found[-1] - found[0]) >= 0.7 * 30
     finally:
         store.stop()
+
+
+def test_an_adaptive_run_follows_a_store_whose_limit_halves_mid_run_with_few_busy_answers(
+        tmp_path: Path) -> None:
+    # 30 calls a second, 15 from 3 s after the first call: about 100 calls before, 200 after.
+    store = start_store(tmp_path / "s", "--rate-limit", "30,15@3", "--latency-ms", "20")
+    try:
+        pool = echo_pool(tmp_path / "p", 300, "mode: parallel\nmax_concurrency: 16\nadaptive: true\n",
+                         "    retry: {attempts: 8}\n")
+        code, answer, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
+        assert code == 0, err
+        assert answer["succeeded"] == 300
+        busy = turned_away(store)
+        assert answer["flow"]["busy"] == busy <= 0.08 * 300
+        # The store said so in its busy answers: the halved limit was met, and followed.
+        assert any("rate limit of 15 calls a second" in line for line in store.log)
+        assert "calls a second" in err
+    finally:
+        store.stop()
