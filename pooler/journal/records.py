@@ -30,7 +30,7 @@ class FlowEvent(TypedDict):
     line: str
 
 
-#: What a flow event tells: the width cut (a busy or gateway answer, answers slowed down), every
+#: What a flow event tells: the width cut (a busy or gateway answer), every
 #: new call paused (a Retry-After), the breaker opened, the store answering again, the store down.
 FLOW_EVENTS = ("cut", "pause", "breaker open", "store back", "store down")
 

@@ -229,8 +229,9 @@ TOOL_POOL = types.Tool(
             "rate": _RATE,
             "adaptive": {"type": "boolean",
                          "description": "With mode parallel: start at 2 calls in flight and grow toward "
-                                        "max_concurrency while the store answers quickly and cleanly; cut "
-                                        "back on 429s, gateway answers and slower answers (default false)."},
+                                        "max_concurrency while the store answers cleanly; cut back on 429s "
+                                        "and gateway answers, never on latency alone, and pace calls at the "
+                                        "rate the 429s taught (default false)."},
             "breaker": {
                 "type": "object", "additionalProperties": False,
                 "properties": {

@@ -96,8 +96,8 @@ class Options:
     serialize_on: str | None = None
     stop_on_error: bool = True
     include_results: bool = True
-    #: The width grows from 2 toward max_concurrency while answers stay quick and clean, and is cut
-    #: back on busy and gateway answers and slower ones (run/flow.py).
+    #: The width grows from 2 toward max_concurrency while answers come back clean, and is cut
+    #: back on busy and gateway answers, never on latency alone; busy answers set a pace (run/flow.py).
     adaptive: bool = False
 
 
