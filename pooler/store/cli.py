@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--rate-limit", type=float, default=None, metavar="N",
                        help="carry out at most N calls a second (a token bucket of N): a call over it is "
                             "answered 429 with Retry-After, the seconds until the next is taken")
+    serve.add_argument("--order-ms", type=int, default=100, metavar="N",
+                       help="MELBIS_AGENT_ORDER.CmdAdd books for N ms (default 100), its contract locked "
+                            "meanwhile: a long booking is a lock another client holds")
     serve.add_argument("--crowd-ms", type=int, default=0, metavar="N",
                        help="a call takes N ms more for every other call in flight beside it (a store that "
                             "slows down under load)")
@@ -113,8 +116,8 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     serves it (``serve_forever``) and closes both the server and the engine.
     """
     args = _parser().parse_args(["serve", *argv])
-    if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
-        raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
+    if min(args.latency_ms, args.slow_ms, args.order_ms, args.max_file_kb or 0) < 0:
+        raise UsageError("--latency-ms, --slow-ms, --order-ms and --max-file-kb take a number of 0 or more")
     if args.crowd_ms < 0 or (args.rate_limit is not None and not args.rate_limit > 0):
         raise UsageError("--rate-limit takes a number of calls a second above 0, --crowd-ms a number of 0 or "
                          "more")
@@ -130,7 +133,7 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
     config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
                          read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
-                         latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
+                         latency_ms=args.latency_ms, order_ms=args.order_ms, max_file_kb=args.max_file_kb,
                          idempotency=not args.no_idempotency)
     engine = Engine(config)
     try:
