@@ -7,12 +7,13 @@ a store that limits its rate.  Counts from the answer and the store's own record
 from __future__ import annotations
 
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Store, pooler, start_store
+from helpers import ROOT, Store, pooler, start_store
 from sharedkit import journal_of, run_here, token_file
 from test_docs import Block, pools
 
@@ -104,6 +105,7 @@ def test_the_manual_shows_flow_control_examples() -> None:
     shown = flow_examples()
     assert any("adaptive: true" in block.text for block in shown)
     assert any("rate: {per_second" in block.text for block in shown)
+    assert any("retry: {busy_for" in block.text for block in shown)
 
 
 @pytest.mark.parametrize("kind", JOURNALS)
@@ -113,11 +115,13 @@ def test_every_flow_control_example_of_the_manual_runs_to_its_end_against_a_rate
     journal = journal_of(kind, request, tmp_path)
     store = start_store(tmp_path / "s", "--rate-limit", "150")
     request.addfinalizer(store.stop)
+    # Beside a copy of pools/data, as in test_docs, with a longer goods.csv.
     folder = tmp_path / "pool"
-    (folder / "data").mkdir(parents=True)
+    shutil.copytree(ROOT / "pools" / "data", folder / "data")
     rows = 240
     (folder / "data" / "goods.csv").write_text(
-        "sku,name,price\n" + "".join(f"SKU-{i},Goods {i},{i}.50\n" for i in range(rows)), encoding="utf-8")
+        "ref,sku,name,price\n" + "".join(f"r{i},SKU-{i},Goods {i},{i}.50\n" for i in range(rows)),
+        encoding="utf-8")
     pool = folder / "shown.yaml"
     pool.write_text(block.text, encoding="utf-8")
     code, answer, err = run_here(pool, store, journal, "t", tmp_path / "out")
