@@ -64,6 +64,9 @@ def test_a_rate_limited_store_answering_429s_leaves_no_call_failed_with_default_
     assert set(done.values()) == {1}
     assert "pausing every new call for " in err
     assert re.search(r"; the task held [\d.]+ s so far", err), err
+    # The run's last line sums it up.
+    assert (f"; the store answered busy {flow['busy']} times: the task held {flow['held_ms'] / 1000:.1f} s, "
+            f"{flow['busy_resent']} calls sent again") in err
 
 
 @pytest.mark.parametrize("kind", JOURNALS)
@@ -128,3 +131,22 @@ def test_every_flow_control_example_of_the_manual_runs_to_its_end_against_a_rate
     assert code == 0, f"{block}: {err}"
     assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (rows, 0, 0), block
     assert answer.get("flow", {}).get("busy", 0) == turned_away(store)
+
+
+def test_a_dry_run_tells_a_patience_other_than_the_default_and_the_refusals_taken_for_busy(
+        tmp_path: Path) -> None:
+    pool = echo_pool(tmp_path, 3, "retry: {busy_for: 30}\n")
+    pool.write_text(pool.read_text(encoding="utf-8") + "  - unit: MELBIS_AGENT_ORDER\n    command: CmdAdd\n"
+                    "    retry: {attempts: 4, busy_for: 600, refusals: [is currently being processed, "
+                    "/tables are busy/]}\n    params: {contract: C-1}\n", encoding="utf-8")
+    shown = pooler("run", str(pool), "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert ("busy answers: step 1 sends a call answered busy again for up to 30 s (retry busy_for), then "
+            "leaves it not run and stops the pool") in lines
+    assert ('busy refusals: step 2 sends a call refused "is currently being processed", "/tables are busy/" '
+            "again, under the next key round, within 4 attempts") in lines
+    # The default patience goes without saying.
+    assert not any(line.startswith("busy answers: step 2") for line in lines)
+    plain = echo_pool(tmp_path / "plain", 3, "")
+    assert "busy " not in pooler("run", str(plain), "--dry-run").stdout

@@ -31,6 +31,7 @@ class SendAgain:
         """The fencing epoch to send the call again under, or None: it is recorded as the outcome
         says (``stopping``: the run stops, nothing more is sent).  A journal that fails raises
         ``JournalError``, as any of the runner's journal calls."""
+        got.carried = True
         if outcome.next_round:
             return None if stopping else self._next_round(row, got)
         now = time.monotonic()

@@ -224,6 +224,10 @@ class CallRunner:
                 status = CallStatus.FAILED if status == CallStatus.COMPLETED else status
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
+        if kind is kinds.BUSY and ready.maybe_ran:
+            # Turned away now, but an earlier try left and lost its answer: it may have landed.
+            status = CallStatus.IN_DOUBT
+            note += f" An earlier try of the call left and its answer was lost; {IN_DOUBT}."
         entry = self._entry(ready, status, reply, tables, note)
         if status == CallStatus.IN_DOUBT:
             # Whatever the answer said, its result is not known: as for every call in doubt.
@@ -250,10 +254,10 @@ class CallRunner:
         if ready.key is not None:
             idem = idempotency_header(self.key_task or self.task, ready.key, ready.ids.round)
         # Sent again after a busy answer or a busy refusal, a call goes on counting its tries.
-        tries = ready.attempts
-        retried = ready.retried
+        tries = ready.attempts if ready.carried else 0
+        retried = ready.retried if ready.carried else False
         ready.next_round = False
-        if tries == 0:
+        if not ready.carried:
             ready.maybe_ran = False
         first = time.monotonic()
         while True:

@@ -87,6 +87,8 @@ class Prepared:
     busy_since: float | None = None
     #: A try whose answer was lost was tried again (kept across the sends a busy answer asks for).
     retried: bool = False
+    #: Sent again after a busy answer or a busy refusal: it goes on counting its tries.
+    carried: bool = False
     #: Refused with a refusal its step's ``retry.refusals`` names, attempts left: the runner sends it
     #: again under its key's next round.
     next_round: bool = False
