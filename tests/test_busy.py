@@ -17,6 +17,9 @@ from helpers import ROOT, Store, pooler, start_store
 from sharedkit import journal_of, run_here, token_file
 from test_docs import Block, pools
 
+from pooler.journal.records import FlowDoc
+from pooler.report.flowgraph import summary_line
+
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
 #: A top-level option of flow control: a pool shown with one is a flow-control example.
@@ -150,3 +153,15 @@ def test_a_dry_run_tells_a_patience_other_than_the_default_and_the_refusals_take
     assert not any(line.startswith("busy answers: step 2") for line in lines)
     plain = echo_pool(tmp_path / "plain", 3, "")
     assert "busy " not in pooler("run", str(plain), "--dry-run").stdout
+
+
+def test_the_reports_flow_summary_tells_how_long_busy_answers_held_the_run() -> None:
+    doc: FlowDoc = {"run": 1, "runner": "r", "seconds": [], "events": [], "throttled_ms": 3000, "highest": 4,
+                    "final": 4, "busy": 4, "trips": 0, "held_ms": 2500, "busy_resent": 3, "busy_not_run": 1}
+    assert summary_line([doc]) == (
+        "throttled for 3.0 s in all, highest width 4, final width 4, 4 busy answers, breaker opened 0 times; "
+        "held behind busy answers for 2.5 s, 3 busy calls sent again, 1 busy call left not run")
+    # A record kept before these were counted tells what it has.
+    older: FlowDoc = {"run": 1, "runner": "r", "seconds": [], "events": [], "throttled_ms": 0, "highest": 2,
+                      "final": 2, "busy": 0, "trips": 0}
+    assert summary_line([older]).endswith("breaker opened 0 times")
