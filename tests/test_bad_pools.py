@@ -214,6 +214,15 @@ EXPECTED: list[tuple[str, list[str]]] = [
         ('tests/pools/bad-retry-attempts.yaml:4:23: retry.attempts of step 1 must be at least 1, '
          'not 0.'),
     ]),
+    ('bad-retry-busy.yaml', [
+        'tests/pools/bad-retry-busy.yaml:1:19: retry.busy_for must be at least 0, not -5.',
+        ('tests/pools/bad-retry-busy.yaml:5:36: retry.busy_for of step 1 must be a number, not the '
+         'text "ten".'),
+        ('tests/pools/bad-retry-busy.yaml:9:69: retry.refusals of step 2: /tables are (busy/ is not a '
+         'regular expression: missing ), unterminated subpattern at position 11.'),
+        ('tests/pools/bad-retry-busy.yaml:9:91: retry.refusals of step 2: // is an empty regular '
+         'expression - it would take every refusal for busy; write the text to look for.'),
+    ]),
     ('bad-retry-unknown.yaml', [
         ('tests/pools/bad-retry-unknown.yaml:5:7: Unknown key [attemps] in retry of step 1 - did '
          'you mean attempts?'),

@@ -109,6 +109,11 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     if isinstance(probes, dict):
         text += (f"; probes: {probes.get('landed', 0):,} landed, {probes.get('not_landed', 0):,} not landed, "
                  f"{probes.get('unsettled', 0):,} unsettled")
+    flow = answer.get("flow")
+    if isinstance(flow, dict) and flow.get("busy"):
+        resent = plural(int(flow.get("busy_resent") or 0), "call")
+        text += (f"; the store answered busy {plural(int(flow['busy']), 'time')}: the task held "
+                 f"{int(flow.get('held_ms') or 0) / 1000:.1f} s, {resent} sent again")
     tolerated = answer.get("tolerated") or {}
     told = [budget_line(row) for row in tolerated.get("budgets") or [] if row.get("calls")]
     if told:

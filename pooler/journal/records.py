@@ -35,7 +35,7 @@ class FlowEvent(TypedDict):
 FLOW_EVENTS = ("cut", "pause", "breaker open", "store back", "store down")
 
 
-class FlowDoc(TypedDict):
+class _FlowRecord(TypedDict):
     """What one runner's flow control did in one run (``record_flow``), for the answer and the
     report.  ``seconds`` has a row a wall-clock second the runner started or ended calls in:
     ``[second (epoch, whole), calls started, busy answers (429, 503 with Retry-After), gateway
@@ -53,6 +53,16 @@ class FlowDoc(TypedDict):
     final: int
     busy: int
     trips: int
+
+
+class FlowDoc(_FlowRecord, total=False):
+    """A runner's flow record with what later versions added (records older than them lack it):
+    milliseconds calls were held behind the task's pause; busy calls sent again, and those left
+    not run (their ``busy_for`` ran out)."""
+
+    held_ms: int
+    busy_resent: int
+    busy_not_run: int
 
 
 def flow_of(run: int, doc: Any) -> FlowDoc:

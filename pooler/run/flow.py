@@ -70,10 +70,21 @@ RECENT = 50
 HEADROOM = 1.5
 #: How the answer and the message of a task the breaker stopped begin.
 STORE_DOWN = "the store looks down"
+#: ... and of a task stopped because a call stayed busy longer than its ``busy_for``.
+STILL_BUSY = "the store stayed busy"
 #: What the live view and the plain lines tell as the flow changes.
 PAUSING = "pausing every new call for {:g} s: the store asked to wait (Retry-After)"
+#: ... and, once the task has been held before, for how long in all.
+HELD = "; the task held {:.1f} s so far"
 OPEN = ("{} calls in a row did not reach the store: no call starts while it is tried with tool_list "
         "(up to {:g} s)")
+
+
+def still_busy(patience: float, task: str) -> str:
+    """Why a task stopped when a call was still answered busy after its patience."""
+    return (f"{STILL_BUSY}: a call was still answered busy after {patience:g} s (retry busy_for: "
+            f"{patience:g}); it and the calls not started are not run - `pooler redrive {task}` (or the same "
+            f"--task {task}) sends them")
 
 
 class Flow:
@@ -110,6 +121,11 @@ class Flow:
         self._first_clean: float | None = None
         self.throttled_ms = 0
         self.busy = 0
+        #: Milliseconds the runner's calls were held behind the task's pause (busy answers).
+        self.held_ms = 0
+        #: Calls answered busy sent again, and those left not run when their patience ran out.
+        self.busy_resent = 0
+        self.busy_not_run = 0
         #: Requests in a row that found the store down, and whether the breaker is open.
         self.down_row = 0
         self.tripped = False
@@ -152,6 +168,19 @@ class Flow:
                 ms = round(waited * 1000)
                 self.throttled_ms += ms
                 row[5] += ms
+
+    def held(self, seconds: float) -> None:
+        """The runner held its next call ``seconds`` behind the task's pause."""
+        with self._lock:
+            self.held_ms += round(seconds * 1000)
+
+    def busy_ended(self, *, resent: bool) -> None:
+        """A call answered busy is sent again (``resent``), or left not run (its patience ran out)."""
+        with self._lock:
+            if resent:
+                self.busy_resent += 1
+            else:
+                self.busy_not_run += 1
 
     def closed(self, line: str) -> None:
         """The store answered again: the breaker closes, the width starts low again."""
@@ -201,7 +230,8 @@ class Flow:
             self.busy += 1
             if retry_after is not None and now + retry_after > self._paused_until:
                 if self._paused_until <= now:
-                    told.append(("pause", PAUSING.format(retry_after)))
+                    held = HELD.format(self.held_ms / 1000) if self.held_ms else ""
+                    told.append(("pause", PAUSING.format(retry_after) + held))
                 self._paused_until = now + retry_after
                 self._asked = self._paused_until
         elif not gateway:
@@ -296,11 +326,12 @@ class Flow:
 
     def worth_keeping(self, paced: bool) -> bool:
         """Whether the record tells anything: flow control was asked for, or it acted."""
-        return paced or self.adaptive or bool(self.events or self.throttled_ms or self.busy)
+        return paced or self.adaptive or bool(self.events or self.throttled_ms or self.busy or self.held_ms)
 
     def doc(self, runner: str) -> FlowDoc:
         with self._lock:
             seconds = [list(r) for _, r in sorted(self._seconds.items())]
             return {"run": 0, "runner": runner, "seconds": seconds, "events": list(self.events),
                     "throttled_ms": self.throttled_ms, "highest": self.highest, "final": self.width,
-                    "busy": self.busy, "trips": self.trips}
+                    "busy": self.busy, "trips": self.trips, "held_ms": self.held_ms,
+                    "busy_resent": self.busy_resent, "busy_not_run": self.busy_not_run}

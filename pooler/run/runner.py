@@ -20,12 +20,13 @@ from pooler.journal.work import BUSY, Done, LeaseLost, RunnerLease, TaskJournal,
 from pooler.pool.budget import Judge, stopping
 from pooler.pool.model import Pool
 from pooler.run.breaking import try_store
+from pooler.run.busy import SendAgain
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
 from pooler.run.config import RunConfig, pool_base, runner_width
 from pooler.run.events import Reporter, notice
 from pooler.run.expansion import table_calls
-from pooler.run.flow import STORE_DOWN, Flow
+from pooler.run.flow import STILL_BUSY, STORE_DOWN, Flow
 from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.pacing import Pacer
 from pooler.run.probing import gate_again
@@ -74,6 +75,7 @@ class Runner:
                                 key_task=(journal.shared(self.task) or {}).get("key_scope"),
                                 probing=config.probe, flow=self.flow)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
+        self.again = SendAgain(pool, self.work, self.flow, self.task)
         self.broken: str | None = None
         #: Why the breaker stopped the task (the store looked down), or None.
         self.down: str | None = None
@@ -159,7 +161,7 @@ class Runner:
                     self.broken = journal_gone(exc)
                     continue
                 if held == 0 and (ready == 0 or halted is not None):
-                    if halted is not None and halted.startswith(STORE_DOWN):
+                    if halted is not None and halted.startswith((STORE_DOWN, STILL_BUSY)):
                         self.down = halted  # another runner's breaker: the task stops for all
                     return
                 self.stop.wait(POLL)
@@ -347,6 +349,13 @@ class Runner:
                     # Never reached the store, which looks down: back to ready, for when it is up.
                     self._quiet(self.work.release, row)
                     continue
+                if outcome is not None and (outcome.busy or outcome.next_round):
+                    stopping = self.stop.is_set() or self.broken is not None or self.down is not None
+                    epoch = self._quiet(self.again.epoch, row, got, outcome, stopping)  # the store busy
+                    self.down = self.down or self.again.down
+                    if epoch is not None:
+                        self._start(row, got, epoch, value)
+                        continue
                 if outcome is not None and outcome.send_again and not self.stop.is_set() and not self.broken:
                     epoch = self._quiet(gate_again, self.work, row, got)  # proven not carried out: once more
                     if epoch is not None:
@@ -438,3 +447,4 @@ class Runner:
             return
         if self.work.expand(row, calls):
             self.progress.counted(row.num)
+

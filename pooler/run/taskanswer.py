@@ -84,7 +84,10 @@ def flow_summary(flows: list[FlowDoc]) -> dict[str, int]:
     """What flow control did in a run, over its runners: the answer's ``flow``."""
     return {"throttled_ms": sum(f["throttled_ms"] for f in flows),
             "highest_width": sum(f["highest"] for f in flows), "final_width": sum(f["final"] for f in flows),
-            "busy": sum(f["busy"] for f in flows), "breaker_trips": sum(f["trips"] for f in flows)}
+            "busy": sum(f["busy"] for f in flows), "breaker_trips": sum(f["trips"] for f in flows),
+            "held_ms": sum(f.get("held_ms", 0) for f in flows),
+            "busy_resent": sum(f.get("busy_resent", 0) for f in flows),
+            "busy_not_run": sum(f.get("busy_not_run", 0) for f in flows)}
 
 
 def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:

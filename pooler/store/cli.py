@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                             "answered 429 with Retry-After, the seconds until the next is taken; "
                             "N,M@S,... changes the limit to M calls a second S seconds after the first "
                             "call (e.g. 30,15@10,30@20)")
+    serve.add_argument("--order-ms", type=int, default=100, metavar="N",
+                       help="MELBIS_AGENT_ORDER.CmdAdd books for N ms (default 100), its contract locked "
+                            "meanwhile: a long booking is a lock another client holds")
     serve.add_argument("--crowd-ms", type=int, default=0, metavar="N",
                        help="a call takes N ms more for every other call in flight beside it (a store that "
                             "slows down under load)")
@@ -117,8 +120,8 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     serves it (``serve_forever``) and closes both the server and the engine.
     """
     args = _parser().parse_args(["serve", *argv])
-    if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
-        raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
+    if min(args.latency_ms, args.slow_ms, args.order_ms, args.max_file_kb or 0) < 0:
+        raise UsageError("--latency-ms, --slow-ms, --order-ms and --max-file-kb take a number of 0 or more")
     schedule = _rate_limit(args.rate_limit, args.crowd_ms)
     if args.max_connections < 1 or not args.idle_timeout > 0:
         raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
@@ -132,7 +135,7 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
     config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
                          read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
-                         latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
+                         latency_ms=args.latency_ms, order_ms=args.order_ms, max_file_kb=args.max_file_kb,
                          idempotency=not args.no_idempotency)
     engine = Engine(config)
     try:
