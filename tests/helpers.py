@@ -196,13 +196,13 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
 
 
 def busy_pool(folder: Path, rows: int) -> Path:
-    """An adaptive pool of ``rows`` echoes, each tried up to 10 times: against a store run with
-    ``--rate-limit``, it meets busy answers and gets through them."""
+    """An adaptive pool of ``rows`` echoes with the default attempts: against a store run with
+    ``--rate-limit``, it meets busy answers and gets through them (a busy answer uses no attempt)."""
     (folder / "rows.csv").write_text("n\n" + "".join(f"{n}\n" for n in range(rows)), encoding="utf-8")
     pool = folder / "busy.yaml"
     pool.write_text("mode: parallel\nmax_concurrency: 16\nadaptive: true\npool:\n"
                     "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: rows.csv},\n"
-                    "     params: {n: \"${row.n}\"}, retry: {attempts: 10}}\n", encoding="utf-8")
+                    "     params: {n: \"${row.n}\"}}\n", encoding="utf-8")
     return pool
 
 

@@ -214,6 +214,15 @@ EXPECTED: list[tuple[str, list[str]]] = [
         ('tests/pools/bad-retry-attempts.yaml:4:23: retry.attempts of step 1 must be at least 1, '
          'not 0.'),
     ]),
+    ('bad-retry-busy.yaml', [
+        'tests/pools/bad-retry-busy.yaml:1:19: retry.busy_for must be at least 0, not -5.',
+        ('tests/pools/bad-retry-busy.yaml:5:36: retry.busy_for of step 1 must be a number, not the '
+         'text "ten".'),
+        ('tests/pools/bad-retry-busy.yaml:9:69: retry.refusals of step 2: /tables are (busy/ is not a '
+         'regular expression: missing ), unterminated subpattern at position 11.'),
+        ('tests/pools/bad-retry-busy.yaml:9:91: retry.refusals of step 2: // is an empty regular '
+         'expression - it would take every refusal for busy; write the text to look for.'),
+    ]),
     ('bad-retry-unknown.yaml', [
         ('tests/pools/bad-retry-unknown.yaml:5:7: Unknown key [attemps] in retry of step 1 - did '
          'you mean attempts?'),
@@ -277,8 +286,8 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'mean command?'),
     ]),
     ('bad-source-zero-byte.yaml', [
-        ('tests/pools/data/zero.json:1:54: tests/pools/data/zero.json is not utf-8 text - save '
-         'it in utf-8.'),
+        ('tests/pools/data/zero.json:1:54: tests/pools/data/zero.json holds a NUL character (a zero '
+         'byte) at line 1, column 54 - YAML and JSON do not allow it; remove it.'),
     ]),
     ('bad-step-at-top.yaml', [
         ('tests/pools/bad-step-at-top.yaml:1:1: pool is required - give the steps as a list '
@@ -320,8 +329,8 @@ EXPECTED: list[tuple[str, list[str]]] = [
     ('bad-tolerate.yaml', [
         ('tests/pools/bad-tolerate.yaml:1:20: tolerate.failed must be a number of calls (25) or a '
          'percent of the planned calls (2%), not the text "2x".'),
-        ('tests/pools/bad-tolerate.yaml:1:34: tolerate.in_doubt must be a number of calls (25) or a '
-         'percent of the planned calls (2%), not the text "101%".'),
+        ('tests/pools/bad-tolerate.yaml:1:34: tolerate.in_doubt must be at most 100% of the planned '
+         'calls - 101% is over 100%.'),
         ('tests/pools/bad-tolerate.yaml:5:24: tolerate.failed of step 1 must be a number of calls (25) '
          'or a percent of the planned calls (2%), not -1.'),
         ('tests/pools/bad-tolerate.yaml:5:28: Unknown key [in_dobt] in tolerate of step 1 - did you mean '
@@ -386,8 +395,8 @@ EXPECTED: list[tuple[str, list[str]]] = [
          'in this context - fix the syntax at this spot.'),
     ]),
     ('bad-zero-byte.yaml', [
-        ('tests/pools/bad-zero-byte.yaml:3:17: tests/pools/bad-zero-byte.yaml is not utf-8 text '
-         '- save it in utf-8.'),
+        ('tests/pools/bad-zero-byte.yaml:3:17: tests/pools/bad-zero-byte.yaml holds a NUL character '
+         '(a zero byte) at line 3, column 17 - YAML and JSON do not allow it; remove it.'),
     ]),
 ]
 

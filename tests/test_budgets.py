@@ -6,6 +6,7 @@ reference store, counting what it carried out."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +14,12 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler, start_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from junit_schema import jenkins_junit
 from sharedkit import journal_of, query, run_here, together, token_file
 
+from pooler.pool.budget import Counts, Tolerate, allowance, budgets_of
 from pooler.store.faults import FaultPlan, Rule
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
@@ -173,27 +177,27 @@ def test_check_and_a_dry_run_tell_the_budgets_in_calls(tmp_path: Path) -> None:
     checked = pooler("check", str(pool), "--data")
     assert (checked.returncode, checked.stdout + checked.stderr) == (0, (
         f"{pool}: step 1 goes on after up to 1 of its 100 calls failed\n"
-        f"{pool}: the pool goes on after up to 1 of its 1 calls failed (tolerate failed: 2.5%)\n"
+        f"{pool}: the pool goes on after up to 0 of its 1 calls failed (tolerate failed: 2.5%)\n"
         f"{pool}: the pool goes on after up to 3 of its 101 calls in doubt\n"
         "1 file valid\n"))
     unread = pooler("check", str(pool))
     # Without --data the rows are not counted: the budgets of a step over them are told as written.
     assert (unread.returncode, unread.stdout + unread.stderr) == (0, (
         f"{pool}: step 1 goes on after up to 1 of its calls failed\n"
-        f"{pool}: the pool goes on after up to 1 of its 1 calls failed (tolerate failed: 2.5%)\n"
+        f"{pool}: the pool goes on after up to 0 of its 1 calls failed (tolerate failed: 2.5%)\n"
         f"{pool}: the pool goes on after up to 3 of its calls in doubt\n"
         "1 file valid\n"))
     dry = pooler("run", str(pool), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.splitlines()[1] == (
-        "order: sequential: one call at a time, in step order; stops at the first failure no budget "
-        "counts; step 1 goes on after up to 1 of its 100 calls failed; the pool goes on after up to 1 "
+        "order: sequential: one call at a time, in step order; stops at the first failure that no "
+        "budget counts; step 1 goes on after up to 1 of its 100 calls failed; the pool goes on after up to 0 "
         "of its 1 calls failed (tolerate failed: 2.5%); the pool goes on after up to 3 of its 101 calls "
         "in doubt")
     plan = json.loads(pooler("run", str(pool), "--dry-run", "--json").stdout)
     assert plan["tolerate"] == [
         {"kind": "failed", "step": 1, "tolerate": 1, "allowed": 1, "planned": 100},
-        {"kind": "failed", "step": None, "tolerate": "2.5%", "allowed": 1, "planned": 1},
+        {"kind": "failed", "step": None, "tolerate": "2.5%", "allowed": 0, "planned": 1},
         {"kind": "in_doubt", "step": None, "tolerate": 3, "allowed": 3, "planned": 101}]
 
 
@@ -213,3 +217,131 @@ def test_two_runners_of_a_shared_task_count_against_one_budget(tmp_path: Path, r
     assert adds(store) < ROWS
     # Each tells the count as the journal had it when it ended.
     assert all(" of 100 calls failed, over the pool's budget of 20;" in err for _, _, err in ends)
+
+
+def one_call_pool(folder: Path, head: str, step: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    pool = folder / "pool.yaml"
+    pool.write_text(head + "pool:\n" + step)
+    return pool
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_percent_budget_does_not_tolerate_the_one_call_of_a_pool_failing(
+        kind: str, tmp_path: Path, request: Any, shop: Store) -> None:
+    journal, store = journal_of(kind, request, tmp_path), shop
+    pool = one_call_pool(tmp_path / "pools", "tolerate: {failed: 1%}\n",
+                         "  - {name: bad, unit: MELBIS_AGENT_TEST, command: CmdFail}\n")
+    junit = tmp_path / "night.xml"
+    code, answer, err = run(tmp_path, store, journal, pool, "--junit", str(junit))
+    assert code == 1, err
+    assert answer["tolerated"]["budgets"] == [
+        {"kind": "failed", "step": None, "tolerate": "1%", "calls": 1, "allowed": 0, "planned": 1,
+         "within": False}]
+    assert "1 of 1 calls failed, over the pool's budget of 0 (tolerate failed: 1%)" in err
+    suite = jenkins_junit(junit).find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "1"
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_percent_budget_does_not_let_a_sampled_chunked_import_pass_when_every_call_failed(
+        kind: str, tmp_path: Path, request: Any, shop: Store) -> None:
+    journal, store = journal_of(kind, request, tmp_path), shop
+    folder = tmp_path / "pools"
+    folder.mkdir()
+    # Headers the import does not know: every chunk is refused ("Row 1 of goods has no sku.").
+    (folder / "goods.csv").write_text("n,article,title\n" + "".join(f"{i},A{i},T{i}\n" for i in range(40)))
+    pool = one_call_pool(folder, "tolerate: {failed: 20%}\nstop_on_error: false\n", (
+        "  - name: import\n"
+        "    unit: MELBIS_AGENT_IMPORT_GOODS\n"
+        "    command: CmdAdd\n"
+        "    for_each: {file: goods.csv, chunk: 10, field: goods}\n"
+        "    key: g-${row.n}\n"))
+    # The dry run of the sample, and the check of the whole file, count by the run's rule.
+    dry = json.loads(pooler("run", str(pool), "--dry-run", "--sample", "5", "--json").stdout)
+    assert dry["tolerate"] == [
+        {"kind": "failed", "step": None, "tolerate": "20%", "allowed": 0, "planned": 1}]
+    checked = pooler("check", str(pool), "--data")
+    assert checked.stdout.splitlines()[0] == (
+        f"{pool}: the pool goes on after up to 0 of its 4 calls failed (tolerate failed: 20%)")
+    code, answer, err = run(tmp_path, store, journal, pool, "--sample", "5")
+    assert code == 1, err
+    assert answer["tolerated"]["budgets"] == [
+        {"kind": "failed", "step": None, "tolerate": "20%", "calls": 1, "allowed": 0, "planned": 1,
+         "within": False}]
+    assert "1 of 1 calls failed, over the pool's budget of 0 (tolerate failed: 20%)" in err
+
+
+@settings(max_examples=400, deadline=None)
+@given(planned=st.integers(min_value=1, max_value=10**7),
+       percent=st.decimals(min_value=0, max_value=100, places=3, allow_nan=False).filter(lambda p: p < 100),
+       failed_step=st.booleans())
+def test_a_percent_budget_under_100_never_tolerates_every_call_of_a_step_failing(
+        planned: int, percent: Any, failed_step: bool) -> None:
+    text = f"{percent.normalize():f}%"
+    written = allowance(text)
+    assert written is not None, text
+    own = Tolerate({"failed": written})
+    # The step's own budget, or the pool's over that one step: either is judged by one rule.
+    budgets = budgets_of(None, [(1, own)]) if failed_step else budgets_of(own, [(1, None)])
+    counts = {1: Counts(planned=planned, failed=planned)}
+    assert budgets.tolerated(counts)["within"] is False
+    judge = budgets.judge_for(1, "failed")
+    assert judge is not None
+    assert judge(counts) is not None
+    # And the plan tells the same number of calls as the run judges by.
+    assert written.of(planned) < planned
+
+
+def test_a_percent_budget_rounds_down_to_calls_and_100_percent_is_every_call() -> None:
+    def of(text: str, planned: int) -> int:
+        written = allowance(text)
+        assert written is not None
+        return written.of(planned)
+
+    assert [of("2%", 1203), of("1%", 1), of("20%", 5), of("2.5%", 1), of("10%", 100), of("0.5%", 399)] == [
+        24, 0, 1, 0, 10, 1]
+    assert [of("100%", 1), of("100%", 1203), of("100.0%", 7)] == [1, 1203, 7]
+
+
+def test_a_run_within_its_budget_with_nothing_failed_does_not_tell_a_redrive(
+        tmp_path: Path, shop: Store) -> None:
+    pool = goods_pool(tmp_path / "pools", None, "tolerate: {failed: 10%}\n")
+    code, answer, err = run(tmp_path, shop, str(tmp_path / "j.db"), pool)
+    assert code == 0, err
+    assert answer["tolerated"]["within"] is True
+    summary = err.splitlines()[-1]
+    assert re.fullmatch(r"\S+ pool completed: 100 calls: 100 succeeded, 0 failed, 0 skipped, 0 in doubt, "
+                        r"0 not run in \d+ ms", summary), summary
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(min_value=1, max_value=10**5), min_size=2, max_size=6),
+       percent=st.decimals(min_value=0, max_value=100, places=2, allow_nan=False).filter(lambda p: p < 100),
+       data=st.data())
+def test_a_pools_percent_budget_never_tolerates_every_call_of_one_of_its_steps_failing(
+        sizes: list[int], percent: Any, data: Any) -> None:
+    written = allowance(f"{percent.normalize():f}%")
+    assert written is not None
+    failing = data.draw(st.integers(min_value=1, max_value=len(sizes)))
+    counts = {n: Counts(planned=size, failed=size if n == failing else 0) for n, size in enumerate(sizes, 1)}
+    budgets = budgets_of(Tolerate({"failed": written}), [(n, None) for n in counts])
+    assert budgets.tolerated(counts)["within"] is False
+    judge = budgets.judge_for(failing, "failed")
+    assert judge is not None
+    assert judge(counts) is not None
+
+
+def test_a_step_of_which_every_call_failed_is_over_the_pools_percent_budget(
+        tmp_path: Path, shop: Store) -> None:
+    pool = goods_pool(tmp_path / "pools", None, "tolerate: {failed: 10%}\nstop_on_error: false\n",
+                      step="  - {name: bad, unit: MELBIS_AGENT_TEST, command: CmdFail}\n")
+    code, answer, err = run(tmp_path, shop, str(tmp_path / "j.db"), pool)
+    assert code == 1, err
+    assert adds(shop) == ROWS
+    assert answer["tolerated"]["budgets"] == [
+        {"kind": "failed", "step": None, "tolerate": "10%", "calls": 1, "allowed": 10, "planned": 101,
+         "within": False, "every_call_of_step": 2}]
+    assert ("1 of 101 calls failed, over the pool's budget of 10 (tolerate failed: 10%): every call of "
+            "step 2 failed") in err

@@ -80,7 +80,8 @@ def test_source_not_utf8_or_with_a_zero_byte(tmp_path: Path) -> None:
         f"{tmp_path / 'latin.json'} is not utf-8 text - save it in utf-8."
     )
     assert refusal(tmp_path, params_source="zero.json") == (
-        f"{tmp_path / 'zero.json'} is not utf-8 text - save it in utf-8."
+        f"{tmp_path / 'zero.json'} holds a NUL character (a zero byte) at line 1, column 12 - JSON does not "
+        "allow it; remove it."
     )
     assert refusal(tmp_path, files_source="utf16.json") == (
         f"{tmp_path / 'utf16.json'} is not utf-8 text - save it in utf-8."

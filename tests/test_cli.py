@@ -218,7 +218,7 @@ def test_runs_and_show(store: Store, tmp_path: Path) -> None:
     lines = listed.stdout.splitlines()
     assert [line.split()[0] for line in lines] == tasks[::-1]  # newest first
     # Counted against the task's plan.
-    assert re.fullmatch(r"\S+  completed  started \S+  runs 1  2 planned: 2 completed  "
+    assert re.fullmatch(r"\S+  completed  started \S+  runs 1  2 calls planned: 2 completed  "
                         rf"{re.escape(str(ROOT / 'pools' / 'currency.json'))}", lines[1])
     as_json = answer_of(pooler("runs", "--journal", journal, "--json"))
     assert [t["id"] for t in as_json["tasks"]] == tasks[::-1]
@@ -226,7 +226,7 @@ def test_runs_and_show(store: Store, tmp_path: Path) -> None:
     assert shown.returncode == 0
     assert "1. cur MELBIS_AGENT_CURRENCY.CmdAdd completed" in shown.stdout
     assert shown.stdout.rstrip().splitlines()[-2].startswith("pool completed: 2 calls: 2 succeeded")
-    assert shown.stdout.rstrip().splitlines()[-1] == "the task's plan: 2 planned: 2 completed"
+    assert shown.stdout.rstrip().splitlines()[-1] == "the task's plan: 2 calls planned: 2 completed"
     recorded = answer_of(pooler("show", tasks[0], "--journal", journal, "--json"))
     assert recorded["task"] == tasks[0]
     assert [s["name"] for s in recorded["steps"]] == ["cur", ""]

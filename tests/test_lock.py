@@ -195,3 +195,25 @@ def test_the_lock_holds_whatever_journal_each_run_keeps(tmp_path: Path, store_fa
     assert re.fullmatch(expected, second.stderr)
     assert not (tmp_path / "b" / "journal.sqlite").exists()
     assert len([op for op in store.ops() if op["params"] == {"n": 0}]) == 1
+
+
+def test_a_run_the_lock_refuses_is_written_to_its_log_file_after_the_nights_before(
+        tmp_path: Path, store: Store) -> None:
+    pool = tmp_path / "nightly.yaml"
+    pool.write_text("pool:\n  - {unit: MELBIS_AGENT_TEST, command: CmdEcho}\n")
+    state, log = tmp_path / "state", tmp_path / "cron.log"
+    env = {"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(state)}
+    common = ["--store", store.url, "--journal", str(tmp_path / "journal.sqlite"),
+              "--out", str(tmp_path / "out"), "--log", str(log)]
+    assert pooler("run", str(pool), *common, env=env).returncode == 0
+    night = log.read_text()
+    # The test holds the pool's lock, as a night still running would.
+    with PoolLock(pool, lock_dir({"XDG_STATE_HOME": str(state)})):
+        refused = pooler("run", str(pool), *common, env=env)
+    assert refused.returncode == 3, refused.stderr
+    told = refused.stderr.removesuffix("\n")
+    assert told.startswith(f"pooler: another run of {pool} is running (pid {os.getpid()}, started ")
+    text = log.read_text()
+    assert text.startswith(night)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d " + re.escape(told) + r"\n", text[len(night):])
+    assert [op["command"] for op in store.ops()] == ["CmdEcho"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-from helpers import ROOT, Store
+from helpers import ROOT, Store, start_store
 from mcpkit import SERVER, answer_of, check_answer, connect, text_of
 
 if TYPE_CHECKING:
@@ -406,6 +406,29 @@ def test_a_pool_takes_an_adaptive_width_and_a_breaker_and_tells_its_flow(store: 
     run(scenario)
 
 
+def test_a_pool_takes_its_patience_with_a_busy_store_and_refusals_that_mean_busy(tmp_path: Path, out: Path
+                                                                                   ) -> None:
+    limited = start_store(tmp_path / "s", "--rate-limit", "4")
+    echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho",
+            "retry": {"attempts": 2, "busy_for": 60, "refusals": ["is currently being processed"]}}
+    pool = {"mode": "parallel", "max_concurrency": 8, "retry": {"busy_for": 30},
+            "pool": [{**echo, "key": f"e{n}", "params": {"n": n}} for n in range(10)]}
+
+    async def scenario() -> None:
+        async with connect(limited, out) as session:
+            planned = await session.call_tool("tool_pool", {**pool, "plan": True})
+            result = await session.call_tool("tool_pool", pool)
+        assert answer_of(planned)["result"] is True
+        answer = answer_of(result)
+        # A burst of 4, then 4 a second: the rest answered busy, sent again, none failed.
+        assert (answer["succeeded"], answer["failed"], answer["not_run"]) == (10, 0, 0)
+        assert answer["flow"]["busy"] == answer["flow"]["busy_resent"] > 0
+    try:
+        run(scenario)
+    finally:
+        limited.stop()
+
+
 def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     pool = {"pool": ONE_FAILS}
 
@@ -524,7 +547,7 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
             assert await refusal({"pool": [step], "pools": []}) == (
                 "tool_pool takes no argument [pools] - did you mean pool? - it takes: pool, pool_source, "
                 "mode, max_concurrency, serialize_on, stop_on_error, tolerate, rate, adaptive, breaker, "
-                "include_results, task, plan, plan_id.")
+                "retry, include_results, task, plan, plan_id.")
         assert ops_of(store) == []
     run(scenario)
 

@@ -12,6 +12,7 @@ import anyio
 import pytest
 from helpers import ROOT, Store, pooler
 from mcpkit import checked_session
+from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
 from test_metrics_file import samples_of, value
 from test_traces import attrs, otlp_receiver
 

@@ -25,6 +25,7 @@ import pytest
 import requests
 from helpers import ROOT, STORE_TOKEN, Store, busy_pool, pooler, start_store
 from poolkit import Recorder, make_pool, run, step
+from promcheck import metrics_files_pass_promtool, promtool, promtool_problems  # noqa: F401 - autouse
 from prometheus_client.parser import text_string_to_metric_families
 
 from pooler.report.metrics import MetricsReporter
@@ -32,6 +33,9 @@ from pooler.run.events import FanOut
 
 TEST = "MELBIS_AGENT_TEST"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+#: The counters of a metrics file, as their samples, their HELP and their TYPE name them.
+COUNTERS = ("pooler_calls_total", "pooler_rows_total", "pooler_calls_resent_total",
+            "pooler_store_busy_answers_total", "pooler_breaker_trips_total")
 REQUIRE = "POOLER_REQUIRE_NODE_EXPORTER"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -328,6 +332,38 @@ def test_node_exporter_serves_the_metrics_of_a_run_with_completed_failed_and_in_
     assert value(got, "pooler_last_success_timestamp_seconds") == 0
     assert value(got, "node_textfile_mtime_seconds") == pytest.approx(
         (folder / "nightly.prom").stat().st_mtime, abs=1)
+
+
+def test_node_exporter_types_each_counter_as_a_counter_with_its_help(
+        store: Store, tmp_path: Path, node_exporter: tuple[str, Path]) -> None:
+    url, folder = node_exporter
+    done = run_cli(store, tmp_path, mixed_pool(tmp_path), "--metrics-file", str(folder / "nightly.prom"))
+    assert done.returncode == 1, done.stderr
+    scraped = requests.get(url, timeout=10).text.splitlines()
+    for name in COUNTERS:
+        assert f"# TYPE {name} counter" in scraped, name
+    assert "# HELP pooler_calls_total Calls of the last run, by the status each ended with." in scraped
+    assert not [line for line in scraped if line.startswith("# TYPE pooler_") and line.endswith(" untyped")]
+
+
+def test_promtool_check_metrics_passes_the_metrics_file_of_a_run_as_it_goes_and_as_it_ends(
+        store: Store, tmp_path: Path) -> None:
+    exe = promtool()
+    # As a run starts (no end yet, nothing counted) and as it ends.
+    going = tmp_path / "going.prom"
+    reporter = MetricsReporter(going, pool="nightly.json", store="shop", interval=3600)
+    reporter.start()
+    assert promtool_problems(going, exe) == ""
+    reporter.close()
+    ended = tmp_path / "nightly.prom"
+    done = run_cli(store, tmp_path, mixed_pool(tmp_path), "--metrics-file", str(ended))
+    assert done.returncode == 1, done.stderr
+    assert promtool_problems(ended, exe) == ""
+    lines = going.read_text(encoding="utf-8").splitlines()
+    assert lines[lines.index("# TYPE pooler_calls_total counter") - 1:][:3] == [
+        "# HELP pooler_calls_total Calls of the last run, by the status each ended with.",
+        "# TYPE pooler_calls_total counter",
+        'pooler_calls_total{pool="nightly.json",store="shop",status="completed"} 0']
 
 
 def test_a_metrics_file_that_can_no_longer_be_written_is_told_once_and_the_run_goes_on(

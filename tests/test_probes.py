@@ -7,7 +7,9 @@ HTTP, counting what the store carried out."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -121,8 +123,9 @@ def test_a_call_whose_answer_was_lost_and_whose_probe_finds_it_landed_is_complet
 def test_a_call_its_probe_proves_not_carried_out_is_sent_again_once_under_its_next_key_round(
         kind: str, tmp_path: Path, request: Any) -> None:
     journal = journal_of(kind, request, tmp_path)
-    # Refused on the wire: the store did not carry it out, the client cannot know it.
-    store = faulty_store(tmp_path, request, CmdAdd_G1="refuse")
+    # An HTTP 500 before the command ran: the client cannot know it did not run, but the store's
+    # answer says its work on the request was over before the probe read.
+    store = faulty_store(tmp_path, request, CmdAdd_G1="crash")
     write_pool(tmp_path)
     code, answer = night(tmp_path, store, journal)
     assert code == 0, answer
@@ -145,9 +148,10 @@ def test_a_call_whose_probe_fails_stays_in_doubt_and_is_not_sent_again(
     assert answer["probes"] == {"landed": 0, "not_landed": 0, "unsettled": 1}
     [left] = answer["steps"][0]["failures"]
     assert (left["row"], left["status"], left["probe"]) == (1, "in_doubt", "unsettled")
-    assert left["message"].endswith(" Its probe settled nothing (the probe CmdGet answered "
-                                    "MELBIS_AGENT_STORE\\CmdGet failed: the store broke down (injected "
-                                    "fault: crash)): the call stays in doubt.")
+    assert left["message"] == (
+        f"the store at {store.url}/ closed the connection before answering; the call may or may not have "
+        "been carried out. Its probe settled nothing (the probe CmdGet answered MELBIS_AGENT_STORE\\CmdGet "
+        "failed: the store broke down (injected fault: crash)): the call stays in doubt.")
     assert adds(store) == Counter(f"G{i}" for i in range(ROWS))
 
 
@@ -285,3 +289,95 @@ def test_a_redrive_plan_tells_the_calls_in_doubt_it_probes_first_apart_from_thos
     plan.sent["in doubt"], plan.kept["in doubt"] = 4, 0
     assert plan.text("retry") == ("1,203 completed: kept; 37 failed: sent again; 4 in doubt: probed first; "
                                   "18,015 not run: sent")
+
+
+class SlowAdd:
+    """The store's engine, with the first CmdAdd held before it runs until the probe of its row has
+    been answered: the probe reads while the call that timed out is still running at the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.engine = store.served.server.engine
+        self.probed = threading.Event()
+        self.added = threading.Event()
+        self.held = False
+        self.tool_run = self.engine.tool_run
+        self.engine.tool_run = self.run
+
+    def run(self, token: str | None, request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        first_add = request.get("command") == "CmdAdd" and not self.held
+        if first_add:
+            self.held = True
+            assert self.probed.wait(120), "the probe never came"
+        try:
+            return self.tool_run(token, request, *args, **kwargs)
+        finally:
+            if first_add:
+                self.added.set()
+            if request.get("command") == "CmdGet":
+                self.probed.set()
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_probe_reading_while_a_timed_out_call_still_runs_at_the_store_leaves_it_in_doubt_and_it_lands_once(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    store = start_store(tmp_path)
+    request.addfinalizer(store.stop)
+    slow = SlowAdd(store)
+    write_pool(tmp_path, rows=1)
+    code, answer = night(tmp_path, store, journal, "--timeout", "5")
+    assert code == 1
+    assert (answer["calls_in_doubt"], answer["probes"]) == (1, {"landed": 0, "not_landed": 0, "unsettled": 1})
+    [left] = answer["steps"][0]["failures"]
+    assert (left["status"], left["probe"]) == ("in_doubt", "unsettled")
+    assert left["message"].endswith(" Its probe settled nothing (the probe CmdGet found it not landed, but "
+                                    "the call's request lost its answer and may still be running at the "
+                                    "store): the call stays in doubt.")
+    assert slow.added.wait(120)
+    assert adds(store) == Counter(["G0"])
+    # Run again, the call is probed first: it landed meanwhile, and is not sent again.
+    code, answer = night(tmp_path, store, journal)
+    assert code == 0, answer
+    assert answer["probes"] == {"landed": 1, "not_landed": 0, "unsettled": 0}
+    assert adds(store) == Counter(["G0"])
+    show = pooler("show", "t", "--journal", journal)
+    assert "; probes: 1 landed, 0 not landed, 0 unsettled" in show.stdout
+
+
+def age_requests(kind: str, journal: str, seconds: int) -> None:
+    """The task's requests made to have left ``seconds`` earlier than they did."""
+    if kind == "sqlite":
+        with sqlite3.connect(journal) as db:
+            db.execute("UPDATE work SET sent_ms = sent_ms - ? WHERE task = 't'", (seconds * 1000,))
+        return
+    import psycopg  # noqa: PLC0415 - only with the PostgreSQL extra
+
+    with psycopg.connect(journal) as db:
+        db.execute("UPDATE work SET sent_at = sent_at - make_interval(secs => %s) WHERE task = 't'",
+                   (seconds,))
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_call_found_in_doubt_counts_its_probes_not_landed_only_once_its_request_left_long_enough_ago(
+        kind: str, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    # Closed on the wire before the command ran: the answer is lost, nothing landed.
+    store = faulty_store(tmp_path, request, CmdAdd_G0="refuse")
+    write_pool(tmp_path, rows=1)
+    code, answer = night(tmp_path, store, journal)
+    assert (code, answer["probes"]) == (1, {"landed": 0, "not_landed": 0, "unsettled": 1})
+    # Run again at once: the request that lost its answer may still be running at the store.
+    code, answer = night(tmp_path, store, journal)
+    assert (code, answer["probes"]) == (1, {"landed": 0, "not_landed": 0, "unsettled": 1})
+    [left] = answer["steps"][0]["failures"]
+    assert "CmdGet found it not landed, but the call's request left " in left["message"]
+    assert " s ago and may still be running at the store; a probe 10 minutes after it left settles it" \
+        in left["message"]
+    assert adds(store) == Counter()
+    age_requests(kind, journal, 601)
+    code, answer = night(tmp_path, store, journal)
+    assert code == 0, answer
+    assert answer["probes"] == {"landed": 0, "not_landed": 1, "unsettled": 0}
+    assert adds(store) == Counter(["G0"])
+    keys = [op["idempotency_key"] for op in store.ops() if op["command"] == "CmdAdd"]
+    assert keys == ["t:goods-G0/2"]

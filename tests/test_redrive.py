@@ -6,6 +6,8 @@ journal, against the reference store, counting what the store carried out."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -16,6 +18,7 @@ import pytest
 from helpers import ROOT, Store, environment, pooler, start_store
 from sharedkit import journal_of, token_file
 
+from pooler.run.lock import PoolLock, lock_dir
 from pooler.store.faults import FaultPlan, Rule
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
@@ -109,6 +112,7 @@ def test_a_redrive_tells_its_plan_and_sends_once_each_call_of_the_night_that_did
             "again under their keys; 1 not run: sent")
     dry = redrive(tmp_path, store, journal, "--dry-run")
     assert (dry.returncode, dry.stdout) == (0, plan + "\n")
+    told = json.loads(redrive(tmp_path, store, journal, "--dry-run", "--json").stdout)
     assert adds(store) == before
     report = tmp_path / "report.html"
     proc = redrive(tmp_path, store, journal, "--json", "--report", str(report))
@@ -123,6 +127,9 @@ def test_a_redrive_tells_its_plan_and_sends_once_each_call_of_the_night_that_did
     assert f"pooler: redrive of {plan}\n" in proc.stderr
     done = json.loads(proc.stdout)
     assert (done["result"], done["status"]) == (True, "completed")
+    # The answer carries the plan it was sent by, as the dry run told it.
+    assert done["redrive"] == told["redrive"]
+    assert told["redrive"]["failed"] == {"sent": 1, "kept": 0}
     # Every row in the store once: the failed and the unsent ones were carried out now, the ones
     # in doubt were answered by their keys (carried out at night, not again).
     assert goods(store) == Counter(f"G{i}" for i in range(ROWS))
@@ -215,3 +222,43 @@ def test_two_runners_redriving_a_shared_task_at_once_send_each_call_once(
     assert goods(store) == Counter(f"G{i}" for i in range(ROWS))
     assert adds(store) - before == Counter([f"G{BAD_ROW}"])
     assert len([op for op in store.ops() if op["command"] == "CmdEcho"]) == 1
+
+
+def test_a_redrive_the_run_lock_refuses_tells_only_the_refusal_and_no_plan(
+        tmp_path: Path, store: Store) -> None:
+    journal = str(tmp_path / "journal.db")
+    code, _ = night(tmp_path, store, journal)
+    assert code == 1
+    before = adds(store)
+    pool = tmp_path / "pools" / "pool.yaml"
+    # The test holds the task's pool lock, as a redrive that won the race would.
+    with PoolLock(pool, lock_dir(os.environ)):
+        lost = redrive(tmp_path, store, journal, "--json")
+    assert lost.returncode == 3
+    assert re.fullmatch(rf"pooler: another run of {re.escape(str(pool))} is running \(pid {os.getpid()}, "
+                        r"started \S+\); this run sent nothing\.\n", lost.stderr), lost.stderr
+    assert json.loads(lost.stdout)["status"] == "locked"
+    assert adds(store) == before
+
+
+@pytest.mark.process
+def test_two_redrives_of_a_sqlite_task_started_together_send_each_call_once_and_the_loser_tells_no_plan(
+        tmp_path: Path, request: Any) -> None:
+    store, journal, _ = faulty_night(tmp_path, request, "sqlite")
+    before = adds(store)
+    cmd = [sys.executable, "-m", "pooler", "redrive", "t", *store_args(tmp_path, store), "--journal", journal,
+           "--out", str(tmp_path / "out")]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=environment()) for _ in range(2)]
+    results = sorted((p.returncode, out, err) for p in procs for out, err in [p.communicate(timeout=120)])
+    assert results[0][0] == 0, results
+    code, out, err = results[1]
+    if code == 3:
+        # It lost the lock: the refusal alone, no plan.
+        assert (out, re.fullmatch(r"pooler: another run of \S+ is running \(pid \d+, started \S+\); this run "
+                                  r"sent nothing\.\n", err) is not None) == ("", True), err
+    else:
+        # It came after the other had ended: nothing left.
+        assert (code, out.endswith(" - nothing to redrive, nothing sent\n")) == (0, True), (out, err)
+    assert goods(store) == Counter(f"G{i}" for i in range(ROWS))
+    assert adds(store) - before == Counter([f"G{BAD_ROW}"])

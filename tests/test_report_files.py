@@ -4,13 +4,17 @@ secrets, refusals, and a step over rows in JUnit."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from browser import Elements
 from helpers import Store, answer_of, pooler
 from junit_schema import jenkins_junit
+from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
+from sharedkit import journal_of, start_runner, wait_for, write_pool
 from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
@@ -97,6 +101,30 @@ def test_a_report_into_a_missing_folder_is_refused_before_anything_is_sent(store
         assert proc.stderr.splitlines() == [refusal,
                                             "pooler: refused before the first step; nothing was sent."]
     assert store.ops() == []
+
+
+def test_files_in_folders_inside_out_not_made_yet_are_written_there_and_outside_out_refused(
+        store: Store, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    files = {"--report": out / "reports" / "x.html", "--junit": out / "ci" / "night.xml",
+             "--metrics-file": out / "metrics" / "night.prom"}
+    args = [a for flag, path in files.items() for a in (flag, str(path))]
+    # --out does not exist yet either: pooler makes it, and the folders in it the files need.
+    proc = pooler("run", "pools/demo.yaml", "--store", store.url, "--out", str(out),
+                  "--journal", str(tmp_path / "journal.sqlite"), *args, env={"POOLER_TOKEN": store.token})
+    assert proc.returncode == 0, proc.stderr
+    assert all(path.is_file() for path in files.values()), proc.stderr
+    assert "<html" in files["--report"].read_text(encoding="utf-8")
+    # A folder named through --out that climbs out of it is elsewhere: refused, nothing made.
+    beside = out / ".." / "beside" / "x.html"
+    proc = pooler("run", "pools/demo.yaml", "--store", store.url, "--out", str(out),
+                  "--journal", str(tmp_path / "journal.sqlite"), "--report", str(beside),
+                  env={"POOLER_TOKEN": store.token})
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == (
+        f"pooler: --report {beside}: the folder {beside.absolute().parent} does not exist - create it, or "
+        "name a file in a folder that exists")
+    assert not (tmp_path / "beside").exists()
 
 
 def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path: Path) -> None:
@@ -199,3 +227,32 @@ def test_a_task_run_twice_shows_each_run_newest_first(store_factory: Any, tmp_pa
     assert [s["id"] for s in page.having("section", "run")] == ["run-2", "run-1"]
     assert "Run 2 (the latest)" in page.all_text()
     assert page.having("section", id="in-doubt") == []
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kind", [pytest.param("sqlite", id="sqlite"),
+                                  pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+def test_the_report_of_a_task_killed_with_sigkill_tells_it_dead_with_the_counts_runs_and_show_give(
+        kind: str, store: Store, tmp_path: Path, request: Any) -> None:
+    journal = journal_of(kind, request, tmp_path)
+    pool = write_pool(tmp_path / "pools", ["pool:"] + [
+        f"  - {{unit: MELBIS_AGENT_TEST, command: CmdSleep, params: {{ms: {100 + i}}}, key: k{i}}}"
+        for i in range(30)])
+    runner = start_runner(pool, store, journal, "t", tmp_path / "out")
+    wait_for(lambda: sum(op["command"] == "CmdSleep" for op in store.ops()) >= 3, running=[runner])
+    runner.send_signal(signal.SIGKILL)
+    runner.communicate(timeout=60)
+    listed = json.loads(pooler("runs", "--journal", journal, "--json").stdout)["tasks"]
+    assert [(t["id"], t["status"]) for t in listed] == [("t", "dead")]
+    shown = answer_of(pooler("show", "t", "--journal", journal, "--json"))
+    assert shown["not_run"] > 0
+    report = tmp_path / "killed.html"
+    proc = pooler("show", "t", "--journal", journal, "--html", str(report))
+    assert proc.returncode == 0, proc.stderr
+    page = Elements(report.read_text(encoding="utf-8"))
+    [badge] = page.having("span", "badge")
+    assert badge["class"] == "badge dead"
+    text = " ".join(page.all_text().split())
+    doubt = shown["calls_in_doubt"]
+    assert (f"{shown['total']} in all: {shown['succeeded']} completed, {shown['failed'] - doubt} failed, "
+            f"{doubt} in doubt, {shown['skipped']} skipped, {shown['not_run']} not run") in text, text

@@ -21,8 +21,9 @@ RUNNERS = 3
 
 
 def task_runs(where: str) -> tuple[int, ...]:
-    """The run the task is in (``again``), and the runners it still has."""
-    sql = "SELECT again, (SELECT count(*) FROM runners WHERE task = 't') FROM tasks WHERE id = 't'"
+    """The run the task is in (``again``: the count of runners that had joined it when that run
+    began, so not one more a run), the runners that joined it, and the runners it still has."""
+    sql = "SELECT again, runs, (SELECT count(*) FROM runners WHERE task = 't') FROM tasks WHERE id = 't'"
     if where.startswith("postgresql"):
         return tuple(query(where, sql)[0])
     with sqlite3.connect(where) as conn:
@@ -57,15 +58,17 @@ def test_runners_started_together_on_a_new_task_and_on_its_run_again_send_every_
     assert [code for code, _, _ in results] == [0] * RUNNERS, [err for *_, err in results]
     assert carried_out(store) == list(range(20, 25))
     # A runner that joins once the others have ended begins a run of its own: that is all.
-    first, left = task_runs(where)
-    assert 1 <= first <= RUNNERS
+    first, joined, left = task_runs(where)
+    assert 1 <= first <= joined == RUNNERS
     assert left == 0
     # The full run: a run again of the task, begun by whichever joined first, the others in it.
     results = [finish(r) for r in start_together(tmp_path, store, where, "full")]
     assert [code for code, _, _ in results] == [0] * RUNNERS, [err for *_, err in results]
     assert carried_out(store) == list(range(20, 20 + CALLS))
-    again, left = task_runs(where)
-    assert first < again <= first + RUNNERS
+    # A runner whose process starts late on a busy machine may find the others gone and begin a
+    # run of its own (numbered after the runners that joined before it), sending nothing done.
+    again, joined, left = task_runs(where)
+    assert first < again <= joined == 2 * RUNNERS
     assert left == 0
     answers = [answer for _, answer, _ in results if answer is not None]
     assert all(a["result"] is True for a in answers)

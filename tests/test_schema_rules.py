@@ -175,7 +175,9 @@ for_each = st.fixed_dictionaries({}, optional={
 step = st.fixed_dictionaries({"unit": pieces, "command": pieces}, optional={
     "name": pieces, "params": st.dictionaries(pieces, values, max_size=3) | scalars, "into": pieces | scalars,
     "key": pieces | scalars, "debug": scalars, "for_each": for_each | scalars,
-    "retry": st.dictionaries(st.sampled_from(["attempts", "backoff_ms", "on_in_doubt", "x"]), scalars),
+    "retry": st.dictionaries(st.sampled_from(["attempts", "backoff_ms", "on_in_doubt", "busy_for", "x"]),
+                             scalars)
+    | st.fixed_dictionaries({}, optional={"refusals": st.lists(pieces | scalars, max_size=2) | scalars}),
     "probe": st.dictionaries(st.sampled_from(["unit", "command", "params", "landed", "detail", "x"]),
                              pieces | scalars),
 }) | st.dictionaries(step_keys, values, max_size=4)
@@ -185,7 +187,8 @@ pools = st.fixed_dictionaries({}, optional={
     "serialize_on": pieces | scalars, "stop_on_error": scalars, "include_results": scalars,
     "vars": st.dictionaries(pieces, values | st.fixed_dictionaries({}, optional={
         "default": values, "env": pieces, "secret": scalars, "description": scalars}), max_size=2) | scalars,
-    "description": scalars, "other": scalars})
+    "description": scalars, "other": scalars,
+    "retry": st.dictionaries(st.sampled_from(["busy_for", "attempts"]), scalars) | scalars})
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

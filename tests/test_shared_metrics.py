@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import Store
+from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
 from sharedkit import finish, query, start_runner, wait_for, write_pool
 from test_metrics_file import samples_of, value
 

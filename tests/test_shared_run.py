@@ -70,7 +70,7 @@ def test_two_runners_share_a_task_and_each_call_runs_once(store: Store, url: str
     listed = pooler("runs", "--journal", url)
     assert listed.stdout.startswith("t  completed  started ")
     # Counted against its plan, as a task on SQLite is.
-    assert "runs 2  40 planned: 40 completed  " in listed.stdout
+    assert "runs 2  40 calls planned: 40 completed  " in listed.stdout
 
 
 @pytest.mark.process

@@ -105,7 +105,7 @@ def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row
     pool = setup(tmp_path, CHUNKED, first)
     sample = run(store, where, tmp_path, pool, "--sample", "10", "--task", "T")
     assert sample.returncode == 0, sample.stderr
-    assert plan_of(where) == "20 planned: 10 completed, 10 not run"
+    assert plan_of(where) == "4 calls planned: 2 completed, 2 not run"
     now = [*first[:2], "N1", "N2", "N3", *first[2:]]
     write_goods(tmp_path / "goods.csv", now)
     before = len(store.ops())
@@ -130,8 +130,8 @@ def test_a_chunked_task_whose_file_grew_is_refused_then_replanned_with_every_row
     assert keys == ["T:imp-R00#0-4", "T:imp-R05#5-9", "T:imp-N1#2-4", "T:imp-R10#13-17", "T:imp-R15#18-22"]
     listed = json.loads(pooler("runs", "--journal", where, "--json").stdout)
     assert [(t["id"], t["status"]) for t in listed["tasks"]] == [("T", "completed")]
-    # The rows done under the first plan count as completed in the new one.
-    assert plan_of(where) == "23 planned: 23 completed"
+    # The calls done under the first plan count as completed in the new one: 2 chunks, then 3.
+    assert plan_of(where) == "5 calls planned: 5 completed"
 
 
 def plan_of(where: str) -> str:
@@ -246,7 +246,7 @@ def test_the_plan_is_recorded_whole_for_a_sample_and_not_at_all_by_a_dry_run(
     with SqliteTaskJournal(journal) as tasks:
         assert tasks.tasks() == []
     assert run(store, journal, tmp_path, pool, "--sample", "5", "--task", "T").returncode == 0
-    assert plan_of(journal) == "12 planned: 5 completed, 7 not run"
+    assert plan_of(journal) == "3 calls planned: 1 completed, 2 not run"
     with SqliteTaskJournal(journal) as tasks:
         files = (tasks.shared("T") or {})["files"]
     assert [(f["num"], f["name"], f["rows"], f["chunk"]) for f in files] == [
@@ -256,7 +256,7 @@ def test_the_plan_is_recorded_whole_for_a_sample_and_not_at_all_by_a_dry_run(
     rest = run(store, journal, tmp_path, pool, "--task", "T")
     assert rest.returncode == 0, rest.stderr
     assert imported(store) == refs(12)
-    assert plan_of(journal) == "12 planned: 12 completed"
+    assert plan_of(journal) == "3 calls planned: 3 completed"
 
 
 def test_each_pool_of_a_session_is_a_task_of_its_own_whose_keys_its_other_pools_skip(
@@ -314,3 +314,25 @@ def test_a_step_whose_rows_hold_a_secret_is_refused_before_anything_is_sent_and_
     with SqliteTaskJournal(journal) as tasks:
         assert tasks.task("T") is None
     assert echoed(store) == []
+
+
+def test_runs_and_show_count_a_tasks_plan_in_calls_as_its_run_does(
+        where: str, store: Store, tmp_path: Path) -> None:
+    # A call, a step over 12 rows, 12 rows in chunks of 5, and a step over the chunks' table:
+    # 28 calls carrying 37 rows and more.
+    pool = setup(tmp_path, CHUNKED.replace("pool:\n", (
+        "pool:\n"
+        "  - {name: one, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {a: 1}}\n"
+        "  - {name: each, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {ref: '${row.ref}'},\n"
+        "     for_each: {file: goods.csv}}\n")) + (
+        "  - {name: over, unit: MELBIS_AGENT_TEST, command: CmdEcho, params: {id: '${row.id}'},\n"
+        "     for_each: {step: imp, table: goods}}\n"), refs(12))
+    done = run(store, where, tmp_path, pool, "--task", "T")
+    assert done.returncode == 0, done.stderr
+    assert answer_of(done)["total"] == 28
+    assert plan_of(where) == "28 calls planned: 28 completed"
+    listed = pooler("runs", "--journal", where)
+    assert "  runs 1  28 calls planned: 28 completed  " in listed.stdout
+    task = json.loads(pooler("runs", "--journal", where, "--json").stdout)["tasks"][0]
+    assert task["plan"] == {"planned": 28, "completed": 28, "failed": 0, "in_doubt": 0, "skipped": 0,
+                            "not_run": 0}

@@ -55,7 +55,7 @@ def test_a_killed_import_is_counted_against_its_plan(kind: str, store_factory: A
     assert plan["in_doubt"] in (0, 1)
     assert plan["failed"] == plan["skipped"] == 0
     assert plan["not_run"] == ROWS - plan["completed"] - plan["in_doubt"]
-    words = f"{ROWS:,} planned: {plan['completed']:,} completed, "
+    words = f"{ROWS:,} calls planned: {plan['completed']:,} completed, "
     words += f"{plan['in_doubt']} in doubt, " if plan["in_doubt"] else ""
     words += f"{plan['not_run']:,} not run"
     plain = pooler("runs", "--journal", str(journal))

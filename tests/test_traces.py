@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler
+from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
 
 pb = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2",
                          reason="opentelemetry-proto is not installed (pip install -e '.[dev]')")

@@ -24,6 +24,7 @@ from helpers import ROOT, environment
 from sharedkit import journal_of, wait_for
 
 from pooler.errors import JournalError
+from pooler.journal.liveness import host
 from pooler.journal.records import PlanCounts
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.tasks import SqliteTaskJournal
@@ -548,7 +549,7 @@ def test_a_task_joined_while_a_live_runner_holds_it_resets_nothing_and_one_joine
     lease.close()
 
 
-def test_plan_counts_count_rows_by_status_and_calls_sent_without_an_answer_in_doubt(backend: Backend) -> None:
+def test_plan_counts_count_calls_by_status_those_sent_without_an_answer_in_doubt(backend: Backend) -> None:
     assert backend.journal.plan_counts("t") is None
     plan(backend, [call(1, 0, first=0, last=2, data=[{}, {}, {}]), call(1, 1, first=3, last=4, data=[{}, {}]),
                    call(2, 0), call(3, 0), call(4, 0, (3,)), call(5, 0, state="beyond"),
@@ -560,7 +561,9 @@ def test_plan_counts_count_rows_by_status_and_calls_sent_without_an_answer_in_do
     finish(work, 2, 0, "skipped")
     finish(work, 3, 0, "failed")
     assert claim(work) == []
-    assert backend.journal.plan_counts("t") == PlanCounts(planned=10, completed=3, failed=1, in_doubt=2,
+    # A chunk of 3 rows is one call, as the run counts it; the step over step 3's table, which
+    # failed, is one call not run.
+    assert backend.journal.plan_counts("t") == PlanCounts(planned=7, completed=1, failed=1, in_doubt=1,
                                                           skipped=1, not_run=3)
     assert backend.journal.planned_calls("t") == 6
     lease.close()
@@ -819,3 +822,20 @@ def test_a_rate_bucket_is_one_for_every_runner_of_the_task_and_one_a_name(backen
     assert a.pace("step 2 warehouse=W1", interval, 0.0) == pytest.approx(0.0, abs=0.04)
     la.close()
     lb.close()
+
+
+def test_a_runner_of_this_machine_whose_process_is_gone_is_dead_before_its_lease_ends_on_either_journal(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0)])
+    lease = backend.journal.lease("t", 60, None)
+    # Both journals name the runner's machine alike: the host since its boot, and the process.
+    assert backend.sql("SELECT host, pid FROM runners WHERE id = ?", lease.id) == [(host(), os.getpid())]
+    assert backend.journal.live_runners("t") == 1
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    backend.sql("UPDATE runners SET pid = ? WHERE id = ?", gone.pid, lease.id)
+    assert backend.journal.live_runners("t") == 0
+    # The same process on a machine by another name (or this one before a boot) is left to its lease.
+    backend.sql("UPDATE runners SET host = ? WHERE id = ?", "elsewhere", lease.id)
+    assert backend.journal.live_runners("t") == 1
+    lease.close()

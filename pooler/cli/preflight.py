@@ -1,4 +1,5 @@
-"""Checks made before a run's first call, so a run never stops half-way on what it could have seen.
+"""Checks made before a run's first call, so a run never stops half-way on what it could have seen;
+the folders inside ``--out`` its files need, made then.
 
 A run that imported 250 goods and only then found it could not write their tables has counted a
 call failed that the store carried out; the folder is checked first instead.
@@ -7,9 +8,11 @@ call failed that the store carried out; the folder is checked first instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from pooler.errors import UsageError
+from pooler.run.outdir import folder as out_folder
 
 
 def check_out(out: Path) -> None:
@@ -33,3 +36,22 @@ def check_out(out: Path) -> None:
         what = "the folder" if existing == out else f"{existing}, where it would be made,"
         raise UsageError(f"--out {out}: {what} cannot be written by this user - give --out a folder "
                          "this user can write")
+
+
+def make_folders_in_out(out: Path, files: Iterable[str | None]) -> None:
+    """The folders of the files a run writes beside its tables (``--report``, ``--junit``,
+    ``--metrics-file``) that lie inside ``--out`` and do not exist yet, made as pooler makes
+    ``--out`` itself (owner-only, no symbolic link followed below it).
+
+    A missing folder anywhere else stays the operator's to make: each file's own check refuses it,
+    so nothing is written outside the folders the operator named.  Call after ``check_out``.
+    """
+    base = Path(os.path.normpath(out.absolute()))
+    for name in files:
+        if not name:
+            continue
+        parent = Path(os.path.normpath(Path(name).absolute())).parent
+        if parent.is_dir() or not parent.is_relative_to(base):
+            continue
+        with out_folder(base, parent.relative_to(base).parts, create=True):
+            pass

@@ -81,7 +81,7 @@ def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_l
 def sent_again(result: dict[str, Any]) -> str:
     """What a person must know about a call sent again after an earlier answer was lost."""
     return (f"sent again: the call {result['sent_again']} was in doubt; a store that ignores "
-            "Idempotency-Key has carried it out twice")
+            "Idempotency-Key may have carried it out twice")
 
 
 
@@ -109,12 +109,20 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     if isinstance(probes, dict):
         text += (f"; probes: {probes.get('landed', 0):,} landed, {probes.get('not_landed', 0):,} not landed, "
                  f"{probes.get('unsettled', 0):,} unsettled")
+    flow = answer.get("flow")
+    if isinstance(flow, dict) and flow.get("busy"):
+        resent = plural(int(flow.get("busy_resent") or 0), "call")
+        text += (f"; the store answered busy {plural(int(flow['busy']), 'time')}: the task held "
+                 f"{int(flow.get('held_ms') or 0) / 1000:.1f} s, {resent} sent again")
     tolerated = answer.get("tolerated") or {}
     told = [budget_line(row) for row in tolerated.get("budgets") or [] if row.get("calls")]
     if told:
         text += "; " + "; ".join(told)
     if within_budget(answer) and answer.get("task"):
-        text += f"; `pooler redrive {answer['task']}` sends them again"
+        # Within its budget nothing is left not run: a redrive would send the failed calls (those
+        # in doubt among them), and only when there are some is it worth telling.
+        if int(answer.get("failed") or 0):
+            text += f"; `pooler redrive {answer['task']}` sends them again"
     elif pool is not None:
         hint = resume_hint(answer, pool)
         if hint:

@@ -147,12 +147,17 @@ def _read_source(path: Path, limit: int) -> Any:
         data = fh.read(limit + 1)
     if len(data) > limit:  # it grew after the check
         raise _too_big(path, f"over {_size_text(limit)}", limit)
-    if b"\x00" in data:
-        raise InputError(f"{path} is not utf-8 text - save it in utf-8.")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{path} is not utf-8 text - save it in utf-8.") from None
+    zero = text.find("\x00")
+    if zero >= 0:
+        # Valid utf-8, but no JSON text may hold it: say what and where, not the encoding.
+        line = text.count("\n", 0, zero) + 1
+        column = zero - text.rfind("\n", 0, zero)
+        raise InputError(f"{path} holds a NUL character (a zero byte) at line {line}, column {column} - "
+                         "JSON does not allow it; remove it.")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from pooler import strictjson
 from pooler.folders import state_dir
+from pooler.plural import plural
 from pooler.statuses import FINAL, CallStatus
 
 #: Statuses a call can end with, and ``sent`` for a call whose answer is not recorded (yet).
@@ -29,12 +30,12 @@ class FlowEvent(TypedDict):
     line: str
 
 
-#: What a flow event tells: the width cut (a busy or gateway answer, answers slowed down), every
+#: What a flow event tells: the width cut (a busy or gateway answer), every
 #: new call paused (a Retry-After), the breaker opened, the store answering again, the store down.
 FLOW_EVENTS = ("cut", "pause", "breaker open", "store back", "store down")
 
 
-class FlowDoc(TypedDict):
+class _FlowRecord(TypedDict):
     """What one runner's flow control did in one run (``record_flow``), for the answer and the
     report.  ``seconds`` has a row a wall-clock second the runner started or ended calls in:
     ``[second (epoch, whole), calls started, busy answers (429, 503 with Retry-After), gateway
@@ -52,6 +53,16 @@ class FlowDoc(TypedDict):
     final: int
     busy: int
     trips: int
+
+
+class FlowDoc(_FlowRecord, total=False):
+    """A runner's flow record with what later versions added (records older than them lack it):
+    milliseconds calls were held behind the task's pause; busy calls sent again, and those left
+    not run (their ``busy_for`` ran out)."""
+
+    held_ms: int
+    busy_resent: int
+    busy_not_run: int
 
 
 def flow_of(run: int, doc: Any) -> FlowDoc:
@@ -165,7 +176,7 @@ _WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}
 
 @dataclass(frozen=True)
 class PlanCounts:
-    """Rows (or calls, for steps not over rows) of a task's plan, by status."""
+    """The calls of a task's plan, by status (a chunk is one call, however many rows it carries)."""
 
     planned: int
     completed: int
@@ -175,7 +186,8 @@ class PlanCounts:
     not_run: int
 
     def text(self) -> str:
-        """``20,000 planned: 1,984 completed, 1 in doubt, 18,015 not run`` (zero counts left out)."""
+        """``20,000 calls planned: 1,984 completed, 1 in doubt, 18,015 not run`` (zero counts left
+        out)."""
         parts = [f"{getattr(self, name):,} {_WORDS.get(name, name)}" for name in PLAN_ORDER
                  if getattr(self, name)]
-        return f"{self.planned:,} planned: {', '.join(parts) or 'nothing yet'}"
+        return f"{plural(self.planned, 'call')} planned: {', '.join(parts) or 'nothing yet'}"

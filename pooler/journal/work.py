@@ -52,6 +52,9 @@ class WorkRow:
     step_id: str | None
     #: The fencing epoch when the claim moved the call to sent (``gate_run``); None: claimed.
     epoch: int | None = None
+    #: Seconds since the request of a call found in doubt left, as the journal tells it when the
+    #: call is ruled (None: not known, or not a call found in doubt).
+    sent_age: float | None = None
 
 
 @dataclass

@@ -14,8 +14,6 @@ import hashlib
 import json
 import os
 import secrets
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,27 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from pooler import strictjson
-from pooler.errors import JournalError
-from pooler.journal.sqlite.file import alive, host
+from pooler.journal.liveness import alive, host
+from pooler.journal.sqlite.file import SQL
+from pooler.journal.sqlite.journal import Journal
 from pooler.pool.model import Pool
 from pooler.run.workplan import fingerprint
 from pooler.statuses import PlanState
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS plans (
-    id TEXT PRIMARY KEY,
-    task TEXT NOT NULL,
-    created REAL NOT NULL,
-    expires REAL NOT NULL,
-    digest TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'planned',
-    committed REAL,
-    host TEXT,
-    pid INTEGER,
-    answer TEXT
-)
-"""
 
 #: The default life of a plan (``pooler mcp --plan-ttl``): an hour.
 DEFAULT_TTL = 3600.0
@@ -90,58 +73,42 @@ def plan_digest(pool: Pool) -> str:
 
 
 class PlanStore:
-    """The ``plans`` table of one SQLite journal file."""
+    """The ``plans`` table of one SQLite journal file (made by its migration 0009)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
-                                       timeout=30.0)
-            self._db.execute(SCHEMA)
-        except sqlite3.Error as exc:
-            raise JournalError(f"cannot keep plans in the journal {path}: {exc}") from exc
-        self._lock = threading.Lock()
+        self._journal = Journal(path)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def _run(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
-        with self._lock:
-            try:
-                return self._db.execute(sql, args)
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.path} failed: {exc}") from exc
+        self._journal.close()
 
     def add(self, task: str, digest: str, arguments: dict[str, Any], ttl: float) -> PlanRow:
         now = time.time()
         plan_id = "plan-" + secrets.token_hex(8)
-        self._run("INSERT INTO plans (id, task, created, expires, digest, arguments) "
-                  "VALUES (?, ?, ?, ?, ?, ?)",
-                  (plan_id, task, now, now + ttl, digest, strictjson.dumps(arguments, ensure_ascii=False)))
+        self._journal.change(SQL["plan_add"], (
+            plan_id, task, now, now + ttl, digest, strictjson.dumps(arguments, ensure_ascii=False),
+            PlanState.PLANNED))
         return PlanRow(plan_id, task, now + ttl, digest, arguments, PlanState.PLANNED, None, None, None)
 
     def get(self, plan_id: str) -> PlanRow | None:
-        row = self._run("SELECT id, task, expires, digest, arguments, state, host, pid, answer FROM plans "
-                        "WHERE id = ?", (plan_id,)).fetchone()
-        if row is None:
+        rows = self._journal.query(SQL["plan_get"], (plan_id,))
+        if not rows:
             return None
-        pid = None if row[7] is None else int(row[7])
-        answer = None if row[8] is None else json.loads(row[8])
-        return PlanRow(row[0], row[1], float(row[2]), row[3], json.loads(row[4]), row[5], row[6], pid, answer)
+        (pid_, task, expires, digest, arguments, state, where, pid, answer), = rows
+        return PlanRow(pid_, task, float(expires), digest, json.loads(arguments), state, where,
+                       None if pid is None else int(pid), None if answer is None else json.loads(answer))
 
     def claim(self, plan_id: str) -> bool:
         """Take the plan for running: true for exactly one caller, and only before it expires."""
-        cursor = self._run("UPDATE plans SET state = 'committed', committed = ?, host = ?, pid = ? "
-                           "WHERE id = ? AND state = 'planned' AND expires > ?",
-                           (time.time(), host(), os.getpid(), plan_id, time.time()))
-        return cursor.rowcount == 1
+        return self._journal.change(SQL["plan_claim"], {
+            "committed": PlanState.COMMITTED, "planned": PlanState.PLANNED, "now": time.time(),
+            "host": host(), "pid": os.getpid(), "id": plan_id}) == 1
 
     def fail(self, plan_id: str) -> None:
         """The commit ended in an error: what it did is what the journal holds of its task."""
-        self._run("UPDATE plans SET state = 'failed' WHERE id = ?", (plan_id,))
+        self._journal.change(SQL["plan_state"], (PlanState.FAILED, None, plan_id))
 
     def finish(self, plan_id: str, answer: dict[str, Any]) -> None:
         """The committed plan's answer (already masked): every later commit returns it."""
-        self._run("UPDATE plans SET state = 'done', answer = ? WHERE id = ?",
-                  (strictjson.dumps(answer, ensure_ascii=False), plan_id))
+        self._journal.change(SQL["plan_state"], (
+            PlanState.DONE, strictjson.dumps(answer, ensure_ascii=False), plan_id))

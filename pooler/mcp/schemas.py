@@ -84,6 +84,30 @@ _RATE: dict[str, Any] = {
     "description": "A limit on calls started, held for the task as a whole.",
 }
 
+_BUSY_FOR: dict[str, Any] = {
+    "type": "number", "minimum": 0, "maximum": 86400,
+    "description": "Seconds a call the store answers busy (429, or 503 with Retry-After) is sent again, "
+                   "behind the pause the store asks and without using an attempt (default 600); a call "
+                   "still busy after that is not_run, and the pool stops, for a redrive."}
+_RETRY: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "attempts": {"type": "integer", "minimum": 1, "maximum": 10,
+                     "description": "How many times the call is tried in all (default 1)."},
+        "backoff_ms": {"type": "integer", "minimum": 0, "maximum": 600000,
+                       "description": "Milliseconds before the first retry, doubled before each next one."},
+        "on_in_doubt": {"type": "boolean",
+                        "description": "Also send again a call whose answer was lost; safe only with a key."},
+        "busy_for": {**_BUSY_FOR, "description": str(_BUSY_FOR["description"]) + " Wins over the pool's."},
+        "refusals": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
+                     "description": "Refusals that mean the store is busy (a lock another client holds): "
+                                    "a text the refusal's message contains, or a /regular expression/. "
+                                    "Such a refused call is sent again after the backoff, under its key's "
+                                    "next round, within attempts; any other refusal fails at once."},
+    },
+    "description": "Trying the call again.",
+}
+
 _STEP: dict[str, Any] = {
     "type": "object",
     "description": "One call of a store tool. Steps hold JSON only: a command that takes files goes "
@@ -108,6 +132,7 @@ _STEP: dict[str, Any] = {
         "tolerate": {**_TOLERATE, "description": "This step's error budget, counting its own calls; it "
                                                  "wins over the pool's."},
         "rate": {**_RATE, "description": "This step's own limit on calls started; it wins over the pool's."},
+        "retry": _RETRY,
         "probe": {"type": "object", "required": ["command", "landed"],
                   "description": "How to find out whether a call of this step landed when its answer was "
                                  "lost: a read (never sent under the call's key). landed true in the "
@@ -229,8 +254,9 @@ TOOL_POOL = types.Tool(
             "rate": _RATE,
             "adaptive": {"type": "boolean",
                          "description": "With mode parallel: start at 2 calls in flight and grow toward "
-                                        "max_concurrency while the store answers quickly and cleanly; cut "
-                                        "back on 429s, gateway answers and slower answers (default false)."},
+                                        "max_concurrency while the store answers cleanly; cut back on 429s "
+                                        "and gateway answers, never on latency alone, and pace calls at the "
+                                        "rate the 429s taught (default false)."},
             "breaker": {
                 "type": "object", "additionalProperties": False,
                 "properties": {
@@ -243,6 +269,10 @@ TOOL_POOL = types.Tool(
                 "description": "When a store that looks down stops the pool: the calls not started stay "
                                "not_run, for a redrive. On by default ({after: 5, wait: 60}).",
             },
+            "retry": {"type": "object", "additionalProperties": False,
+                      "properties": {"busy_for": _BUSY_FOR},
+                      "description": "The pool's patience with a busy store, for the steps without "
+                                     "their own."},
             "include_results": {"type": "boolean",
                                 "description": "Put each step's detail, tables and files into the answer "
                                                "(default true); large results are left out and marked "

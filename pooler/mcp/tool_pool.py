@@ -39,7 +39,7 @@ from pooler.run.taskanswer import WorkTasks
 #: The batch options of execute_tool_batch, with the kind each one takes.
 OPTIONS: dict[str, type] = {"mode": str, "max_concurrency": int, "serialize_on": str,
                             "stop_on_error": bool, "include_results": bool, "tolerate": dict,
-                            "rate": dict, "adaptive": bool, "breaker": dict}
+                            "rate": dict, "adaptive": bool, "breaker": dict, "retry": dict}
 
 NESTED_NAMES = frozenset({"tool_pool"})
 

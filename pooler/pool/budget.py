@@ -3,9 +3,12 @@ while a pool goes on, and the one judgement of a count against them.
 
 A step's budget of a kind counts that step's calls and wins over the pool's; the pool's counts the
 calls of the steps without one of their own.  A budget in percent is of the planned calls of what
-it counts, rounded up to calls.  The same judgement stops a running pool (``over``), sets a run's
-exit status and fills the answer's ``tolerated`` (``tolerated``): the journal's counts go in, so
-every runner of a task, and ``pooler show`` later, judge alike.
+it counts, rounded down to calls: so a percent under 100 never lets every call it counts fail
+(1 % of one call is none), nor every call of one of its steps, and only ``100%`` says that every
+call may.  The same judgement stops a
+running pool (``over``), sets a run's exit status and fills the answer's ``tolerated``
+(``tolerated``): the journal's counts go in, so every runner of a task, and ``pooler show`` later,
+judge alike.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from pooler.statuses import TROUBLE, CallStatus
@@ -30,7 +34,8 @@ class Allowance:
 
     text: str
     calls: int | None = None
-    percent: float | None = None
+    #: Exact, as written (``2.5`` of ``2.5%``): a float's 9.999... must not round 10 % of 100 down to 9.
+    percent: Fraction | None = None
 
     @property
     def value(self) -> int | str:
@@ -38,10 +43,11 @@ class Allowance:
         return self.calls if self.calls is not None else self.text
 
     def of(self, planned: int) -> int:
-        """The calls allowed of ``planned`` calls."""
+        """The calls allowed of ``planned`` calls: a percent rounds down, so that under 100 % it never
+        allows them all: 1 % of a single call allows none."""
         if self.calls is not None:
             return self.calls
-        return math.ceil((self.percent or 0.0) * planned / 100 - 1e-9)
+        return math.floor((self.percent or 0) * planned / 100)
 
 
 def allowance(value: Any) -> Allowance | None:
@@ -49,7 +55,7 @@ def allowance(value: Any) -> Allowance | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return Allowance(str(value), calls=value)
     if isinstance(value, str) and _PERCENT.match(value):
-        return Allowance(value, percent=float(value[:-1]))
+        return Allowance(value, percent=Fraction(value[:-1]))
     if isinstance(value, str) and value.isascii() and value.isdigit():
         # As text, as an MCP client sends it (its input schema gives each field one type).
         return Allowance(value, calls=int(value))
@@ -109,11 +115,27 @@ class Budget:
         found = sum(getattr(counts[n], self.kind) for n in self.steps if n in counts)
         return found, self.allow.of(planned), planned
 
+    def whole_step(self, counts: Mapping[int, Counts]) -> int | None:
+        """A step it counts of which every planned call is of its kind, when it is a percent under
+        100: a share of the calls may fail, never a whole step (the pool's 2 % of 1,001 calls does
+        not let the one call of a last step fail)."""
+        if self.allow.percent is None or self.allow.percent >= 100:
+            return None
+        return next((n for n in self.steps
+                     if n in counts and 0 < counts[n].planned <= getattr(counts[n], self.kind)), None)
+
+    def over(self, counts: Mapping[int, Counts]) -> bool:
+        found, allowed, _ = self.judge(counts)
+        return found > allowed or self.whole_step(counts) is not None
+
     def row(self, counts: Mapping[int, Counts]) -> dict[str, Any]:
         """What the answer's ``tolerated`` says of this budget."""
         found, allowed, planned = self.judge(counts)
-        return {"kind": self.kind, "step": self.step, "tolerate": self.allow.value, "calls": found,
-                "allowed": allowed, "planned": planned, "within": found <= allowed}
+        row = {"kind": self.kind, "step": self.step, "tolerate": self.allow.value, "calls": found,
+               "allowed": allowed, "planned": planned, "within": found <= allowed}
+        # Within the count, but a whole step: the row says which step puts it over.
+        whole = self.whole_step(counts) if found <= allowed else None
+        return row if whole is None else {**row, "within": False, "every_call_of_step": whole}
 
     def line(self, counts: Mapping[int, Counts]) -> str:
         return budget_line(self.row(counts))
@@ -137,8 +159,7 @@ class Budgets:
             return None
 
         def judge(counts: Mapping[int, Counts]) -> str | None:
-            found, allowed, _ = budget.judge(counts)
-            return f"step {num} {status}: {budget.line(counts)}" if found > allowed else None
+            return f"step {num} {status}: {budget.line(counts)}" if budget.over(counts) else None
 
         return judge
 
@@ -188,8 +209,10 @@ def budget_line(row: Mapping[str, Any]) -> str:
     (tolerate failed: 10%)``."""
     verb = "ended in doubt" if row["kind"] == CallStatus.IN_DOUBT else "failed"
     within = "within" if row["within"] else "over"
+    step = row.get("every_call_of_step")
+    whole = f": every call of step {step} {verb}" if step else ""
     return (f"{row['calls']:,} of {row['planned']:,} calls {verb}, {within} {_where(row)}'s budget of "
-            f"{row['allowed']:,}{_given(row)}")
+            f"{row['allowed']:,}{_given(row)}{whole}")
 
 
 def _where(row: Mapping[str, Any]) -> str:
@@ -219,7 +242,13 @@ def within_budget(answer: Mapping[str, Any]) -> bool:
     return bool(tolerated.get("within")) and not answer.get("not_run") and not answer.get("interrupted")
 
 
-def allowance_message(what: str, shown: str) -> str:
-    """The refusal of a budget the file writes wrong."""
+_OVER = re.compile(r"^[0-9]+(\.[0-9]+)?%$")
+
+
+def allowance_message(what: str, value: Any, shown: str) -> str:
+    """The refusal of a budget the file writes wrong (``shown``: the value as a message quotes it)."""
+    if isinstance(value, str) and _OVER.match(value) and float(value[:-1]) > 100:
+        # A percent, but of more calls than there are.
+        return f"{what} must be at most 100% of the planned calls - {value} is over 100%."
     return (f"{what} must be a number of calls (25) or a percent of the planned calls (2%), "
             f"not {shown}.")

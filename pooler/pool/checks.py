@@ -23,6 +23,7 @@ from pooler.pool.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.pool.numbers import DECIMALS
 from pooler.pool.positions import KEY
 from pooler.pool.references import parse_ref
+from pooler.pool.refusals import refusal_problem
 from pooler.pool.rows import BY_EXTENSION, encoding_problem
 from pooler.pool.rules import DOTTED_PATTERN, MAX_CONCURRENCY, into_problem
 from pooler.pool.schema_problems import concurrency_message, describe, mode_message, serialize_on_message
@@ -124,6 +125,10 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
     into = into_problem(step.into, in_pool=True) if step.into is not None else None
     if into is not None:
         yield step.problem(into, "into")
+    for i, refusal in enumerate(step.retry.refusals if step.retry is not None else ()):
+        wrong = refusal_problem(refusal)
+        if wrong is not None:
+            yield step.problem(f"retry.refusals of step {step.num}: {wrong}", "retry", "refusals", i)
     templates: list[tuple[tuple[str | int, ...], str]] = []
     for path, text in strings(step.params):
         if text.startswith("@") and not text.startswith("@@"):

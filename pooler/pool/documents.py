@@ -86,9 +86,10 @@ def read_text(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> str:
 def _no_zero_byte(text: str, display: str) -> None:
     zero = text.find("\x00")
     if zero >= 0:
+        # Valid utf-8, but no YAML or JSON text may hold it: say what and where, not the encoding.
         line, column = _line_col(text, zero)
-        raise InputError(f"{display} is not utf-8 text - save it in utf-8.", file=display,
-                         line=line, column=column)
+        raise InputError(f"{display} holds a NUL character (a zero byte) at line {line}, column {column} - "
+                         "YAML and JSON do not allow it; remove it.", file=display, line=line, column=column)
 
 
 def _size(limit: int) -> str:

@@ -118,6 +118,7 @@ class _Loader:
             tolerate=None if _under(wrong, "tolerate") else tolerate_of(value.get("tolerate")),
             rate=None if _under(wrong, "rate") else rate_of(value.get("rate")),
             breaker=breaker_of(None if _under(wrong, "breaker") else value.get("breaker")),
+            busy_for=None if _under(wrong, "retry") else _busy_for(value.get("retry")),
             base=str(self.base),
             problems=tuple(in_order(self.problems, self.file)),
             broken=frozenset(self.broken),
@@ -251,7 +252,7 @@ class _Loader:
             debug=bool(raw.get("debug", False)),
             into=raw.get("into"),
             key=raw.get("key"),
-            retry=Retry(**retry) if isinstance(retry, dict) else None,
+            retry=_retry(retry) if isinstance(retry, dict) else None,
             for_each=ForEach(**each) if isinstance(each, dict) else None,
             probe=_probe(probe),
             description=str(raw.get("description", "")),
@@ -372,3 +373,15 @@ def _probe(raw: Any) -> Probe | None:
     return Probe(command=raw["command"].strip(), landed=raw["landed"],
                  unit=unit.strip() if isinstance(unit, str) else None,
                  params=dict(raw.get("params") or {}), detail=raw.get("detail"))
+
+
+def _retry(raw: dict[str, Any]) -> Retry:
+    """A step's ``retry`` as the schema let it through (its refusals kept as a tuple)."""
+    refusals = raw.get("refusals")
+    return Retry(**{**raw, "refusals": tuple(refusals) if isinstance(refusals, list) else ()})
+
+
+def _busy_for(raw: Any) -> float | None:
+    """The pool's ``retry: {busy_for}`` (the schema has refused any other value)."""
+    seconds = raw.get("busy_for") if isinstance(raw, dict) else None
+    return float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else None

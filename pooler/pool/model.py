@@ -96,8 +96,8 @@ class Options:
     serialize_on: str | None = None
     stop_on_error: bool = True
     include_results: bool = True
-    #: The width grows from 2 toward max_concurrency while answers stay quick and clean, and is cut
-    #: back on busy and gateway answers and slower ones (run/flow.py).
+    #: The width grows from 2 toward max_concurrency while answers come back clean, and is cut
+    #: back on busy and gateway answers, never on latency alone; busy answers set a pace (run/flow.py).
     adaptive: bool = False
 
 
@@ -113,6 +113,16 @@ class Retry:
     attempts: int = 1
     backoff_ms: int = 200
     on_in_doubt: bool = False
+    #: Seconds a call answered busy (429, 503 with Retry-After) is sent again behind the task's
+    #: pause, without using an attempt; None: the pool's, else ``DEFAULT_BUSY_FOR``.
+    busy_for: float | None = None
+    #: Refusals that mean the store is busy (texts a refusal's message contains, or /regular
+    #: expressions/): sent again under the key's next round, within ``attempts``.
+    refusals: tuple[str, ...] = ()
+
+
+#: How long (seconds) a call answered busy is sent again when no ``busy_for`` says.
+DEFAULT_BUSY_FOR = 600.0
 
 
 @dataclass(frozen=True)
@@ -231,6 +241,8 @@ class Pool:
     rate: Rate | None = None
     #: When a store that looks down stops the run (``breaker``); None: never (``breaker: false``).
     breaker: BreakerRule | None = DEFAULT_BREAKER
+    #: The pool's ``retry: {busy_for}``: for the steps without one of their own; None: the default.
+    busy_for: float | None = None
     #: The folder relative data files and ``{"file": ...}`` fields are read from; None: the pool
     #: file's own folder.  A pool built in memory has no folder of its own to go by.
     base: str | None = None
@@ -253,6 +265,15 @@ class Pool:
     def paces(self) -> dict[int, Pace]:
         """Each step's limit on calls started, and its bucket."""
         return paces(self.rate, [(s.num, s.rate) for s in self.steps])
+
+    def patience(self, step: Step) -> float:
+        """Seconds a call of ``step`` answered busy is sent again: its own ``busy_for``, the pool's,
+        or the default."""
+        own = step.retry.busy_for if step.retry is not None else None
+        for seconds in (own, self.busy_for):
+            if seconds is not None:
+                return float(seconds)
+        return DEFAULT_BUSY_FOR
 
     def data_folder(self) -> Path:
         """The folder the pool's relative data files are read from: the loader's, else the file's."""

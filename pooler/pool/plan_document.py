@@ -99,6 +99,7 @@ def build_plan(plan: Plan) -> dict[str, Any]:
         "include_results": opts.include_results,
         "adaptive": opts.adaptive and opts.mode == "parallel",
         "breaker": None if pool.breaker is None else pool.breaker.doc(),
+        "busy": busy_plan(pool),
         "variables": {name: {"value": MASK if name in secrets else value,
                              "description": described(pool, name), "secret": name in secrets}
                       for name, value in values.items()},
@@ -108,6 +109,20 @@ def build_plan(plan: Plan) -> dict[str, Any]:
                  for pace, nums in buckets(pool.paces())],
         "steps": steps,
     }
+
+
+def busy_plan(pool: Pool) -> list[dict[str, Any]]:
+    """What the steps do with a busy store: how long a call answered busy is sent again (the
+    steps of each patience together), and the refusals each step takes for busy."""
+    patience: dict[float, list[int]] = {}
+    for step in pool.steps:
+        patience.setdefault(pool.patience(step), []).append(step.num)
+    found: list[dict[str, Any]] = [{"steps": nums, "busy_for": seconds} for seconds, nums in patience.items()]
+    for step in pool.steps:
+        if step.retry is not None and step.retry.refusals:
+            found.append({"steps": [step.num], "refusals": list(step.retry.refusals),
+                          "attempts": step.retry.attempts})
+    return found
 
 
 def planned_budgets(pool: Pool, calls: dict[int, int | None]) -> list[dict[str, Any]]:

@@ -226,7 +226,7 @@ def _message(error: ValidationError, path: JsonPath, rest: JsonPath) -> str:
     if rest == ("rate", "key") and kind == "pattern":
         return f"{what} [{value}] is not a dotted path into params - write it like warehouse or order.ref."
     if kind == "oneOf" and len(rest) == 2 and rest[0] == "tolerate":
-        return allowance_message(what, kind_of(value))
+        return allowance_message(what, value, kind_of(value))
     if kind == "required" and rest == ("probe",):
         missing = [k for k in ("command", "landed") if not isinstance(value, dict) or k not in value]
         return (f"{what} needs command and landed - {' and '.join(missing)} "

@@ -174,7 +174,7 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     again = shlex.join(latest.again) if latest is not None and latest.again else ""
     budgets = [(budget_line(row), bool(row["within"]))
                for row in ((answer or {}).get("tolerated") or {}).get("budgets") or []]
-    return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last), failed,
+    return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last, answer), failed,
                       len(failed_all) - len(failed), again, budgets, dict(flows))
 
 
@@ -293,8 +293,14 @@ def _read_entries(journal: CallHistory, task_id: str, calls: list[CallRow]) -> N
                                                                                    ensure_ascii=False)
 
 
-def _counts(task: TaskRow, last: list[CallRow]) -> dict[str, int]:
-    """The task's counts: the recorded answer's, else those of its last run's records."""
+def _counts(task: TaskRow, last: list[CallRow], answer: dict[str, Any] | None) -> dict[str, int]:
+    """The task's counts: its answer's (recorded, or so far: as ``pooler show`` tells them), else
+    those of its last run's records."""
+    if answer is not None and isinstance(answer.get("total"), int):
+        doubt = int(answer.get("calls_in_doubt") or 0)
+        return {"total": answer["total"], "completed": int(answer.get("succeeded") or 0),
+                "failed": int(answer.get("failed") or 0) - doubt, "in_doubt": doubt,
+                "skipped": int(answer.get("skipped") or 0), "not_run": int(answer.get("not_run") or 0)}
     seen = Counter(final_status(c.status).value for c in last)
     if task.total is not None:
         return {"total": task.total, "completed": task.succeeded or 0, "failed": seen["failed"],

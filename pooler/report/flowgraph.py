@@ -72,8 +72,14 @@ def summary_line(flows: list[FlowDoc]) -> str:
     throttled = sum(f["throttled_ms"] for f in flows)
     highest, final = sum(f["highest"] for f in flows), sum(f["final"] for f in flows)
     busy, trips = sum(f["busy"] for f in flows), sum(f["trips"] for f in flows)
-    return (f"throttled for {throttled / 1000:,.1f} s in all, highest width {highest:,}, "
+    text = (f"throttled for {throttled / 1000:,.1f} s in all, highest width {highest:,}, "
             f"final width {final:,}, {plural(busy, 'busy answer')}, breaker opened {plural(trips, 'time')}")
+    held = sum(f.get("held_ms", 0) for f in flows)
+    resent, left = sum(f.get("busy_resent", 0) for f in flows), sum(f.get("busy_not_run", 0) for f in flows)
+    if held or resent or left:
+        text += (f"; held behind busy answers for {held / 1000:,.1f} s, {plural(resent, 'busy call')} sent "
+                 f"again, {plural(left, 'busy call')} left not run")
+    return text
 
 
 def flow_graph(flows: list[FlowDoc]) -> FlowGraph | None:

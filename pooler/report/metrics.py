@@ -248,28 +248,29 @@ class MetricsReporter:
         gauge("pooler_run_duration_seconds", "How long the last run took (so far, while it goes).",
               max(0.0, end - (self.started or end)))
         gauge("pooler_calls_planned", "The calls the last run planned, rows included.", self.planned)
-        calls = Family("pooler_calls", "counter", "Calls of the last run, by the status each ended with.")
-        rows = Family("pooler_rows", "counter",
+        calls = Family("pooler_calls_total", "counter",
+                       "Calls of the last run, by the status each ended with.")
+        rows = Family("pooler_rows_total", "counter",
                       "Rows of steps over rows in the last run, by the status of the call that carried them.")
         for status in STATUSES:
-            calls.add(self.calls[status], {**labels, "status": status}, "_total")
-            rows.add(self.rows[status], {**labels, "status": status}, "_total")
+            calls.add(self.calls[status], {**labels, "status": status})
+            rows.add(self.rows[status], {**labels, "status": status})
         out += [calls, rows]
         gauge("pooler_calls_in_doubt", "Calls of the last run whose answer was lost: they may or may not "
               "have been carried out.", self.in_doubt)
-        resent = Family("pooler_calls_resent", "counter", "Calls of the last run that were sent again "
+        resent = Family("pooler_calls_resent_total", "counter", "Calls of the last run that were sent again "
                         "(tried more than once, or sending a call an earlier run left in doubt).")
-        resent.add(self.resent, labels, "_total")
+        resent.add(self.resent, labels)
         out.append(resent)
         gauge("pooler_calls_throttled_seconds", "Seconds the last run's calls waited before they started: "
               "rate limits, the pauses a busy store asked for, an adaptive width's pace.", self.throttled)
         for name, text, count in (
-                ("pooler_store_busy_answers", "Busy answers (429, 503 with Retry-After) the last run met.",
-                 self.busy),
-                ("pooler_breaker_trips", ("Times the last run's breaker opened: requests in a row that "
+                ("pooler_store_busy_answers_total",
+                 "Busy answers (429, 503 with Retry-After) the last run met.", self.busy),
+                ("pooler_breaker_trips_total", ("Times the last run's breaker opened: requests in a row that "
                                           "could not reach the store."), self.trips)):
             family = Family(name, "counter", text)
-            family.add(count, labels, "_total")
+            family.add(count, labels)
             out.append(family)
         hist = Family("pooler_store_answer_seconds", "histogram",
                       "How long the store took to answer each call of the last run, in seconds.")

@@ -30,14 +30,26 @@ Labels = Mapping[str, str]
 
 @dataclass
 class Family:
-    """One metric: its name, type and help text, and its samples (suffix, labels, value)."""
+    """One metric: its name, type and help text, and its samples (suffix, labels, value).
+
+    In the text format 0.0.4 (node_exporter's, promtool's) ``# HELP`` and ``# TYPE`` name a counter
+    exactly as its samples are named, ``_total`` included: a family named without it (the
+    OpenMetrics way) leaves its ``_total`` samples with no TYPE nor HELP, so they arrive untyped.
+    A histogram's samples add their ``_bucket``, ``_sum`` and ``_count`` to its name.
+    """
 
     name: str
     kind: str  # gauge, counter, histogram
     help: str
     samples: list[tuple[str, Labels, float]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if self.kind == "counter" and not self.name.endswith("_total"):
+            raise ValueError(f"the counter {self.name} is named as its samples are: {self.name}_total")
+
     def add(self, value: float, labels: Labels, suffix: str = "") -> None:
+        if suffix and self.kind != "histogram":
+            raise ValueError(f"only a histogram's samples add to its name, not {self.name}{suffix}")
         self.samples.append((suffix, labels, value))
 
 

@@ -25,6 +25,7 @@ from pooler.client.reply import IN_DOUBT
 from pooler.errors import PoolerError, StoreError
 from pooler.journal.records import CallId
 from pooler.pool.model import Retry
+from pooler.pool.refusals import busy_refusal
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepState
@@ -32,7 +33,8 @@ from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_s
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.flow import Flow
 from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id
-from pooler.run.probing import Verdict, probe_params, send_probe, settled_text
+from pooler.run.pacing import MIN_PAUSE
+from pooler.run.probing import SETTLE, Verdict, probe_params, send_probe, settled_text, weigh
 from pooler.run.tables import RowsTooDeepError, TableWriter
 from pooler.statuses import CallStatus
 
@@ -142,7 +144,11 @@ class CallRunner:
             params = probe_params(call.plan.probe, call.data, call.last is not None, self._vars)
         except PoolerError as exc:
             return Verdict(UNSETTLED, message=f"its params could not be filled: {exc.message}")
-        return send_probe(self.client, call.plan.step, params)
+        step = call.plan.step
+        assert step.probe is not None
+        # A store is given at least as long as this run waits for an answer.
+        settle = max(SETTLE, float(self.client.read_timeout))
+        return weigh(send_probe(self.client, step, params), ready, step.probe.command, settle)
 
     def _not_landed(self, ready: Prepared, verdict: Verdict) -> Outcome:
         """Proven not carried out by its probe: failed as a refusal is (a later run sends it under
@@ -172,12 +178,12 @@ class CallRunner:
                            step_id=step_id, in_doubt=found_before, doubted=ready.doubted)
         if outcome is None:
             left = not_sent(call.head(), CallStatus.IN_DOUBT, ready.key,
-                            f"The call {step_id} was sent by an earlier run and its answer never came back."
-                            f"{settled_text(verdict, step_id)}", step_id=step_id)
+                            settled_text(verdict, step_id, f"The call {step_id} was sent by an earlier run "
+                                         "and its answer never came back."), step_id=step_id)
             outcome = Outcome(call, CallStatus.IN_DOUBT, dict(left), step_id=step_id, in_doubt=found_before,
                               doubted=ready.doubted)
         else:
-            outcome.entry["message"] = f"{outcome.entry.get('message', '')}{settled_text(verdict, step_id)}"
+            outcome.entry["message"] = settled_text(verdict, step_id, str(outcome.entry.get("message") or ""))
         outcome.entry["probe"] = UNSETTLED
         outcome.entry = self.redactor.value(outcome.entry)
         return outcome
@@ -222,6 +228,10 @@ class CallRunner:
                 status = CallStatus.FAILED if status == CallStatus.COMPLETED else status
                 note = (f" The store carried the call out, but its tables could not be written: "
                         f"{getattr(exc, 'message', exc)}")
+        if kind is kinds.BUSY and ready.maybe_ran:
+            # Turned away now, but an earlier try left and lost its answer: it may have landed.
+            status = CallStatus.IN_DOUBT
+            note += f" An earlier try of the call left and its answer was lost; {IN_DOUBT}."
         entry = self._entry(ready, status, reply, tables, note)
         if status == CallStatus.IN_DOUBT:
             # Whatever the answer said, its result is not known: as for every call in doubt.
@@ -234,7 +244,8 @@ class CallRunner:
         self.reporter.call_ended(step, CallEnd(ready.number, kind.name, ready.attempts), entry)
         detail = data.get("detail")
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
-                       in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted)
+                       in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted,
+                       busy=kind is kinds.BUSY, next_round=ready.next_round)
 
     def _send(self, ready: Prepared) -> tuple[Reply, bool]:
         """The reply, and whether a try whose answer was lost was tried again."""
@@ -246,9 +257,12 @@ class CallRunner:
         idem = None
         if ready.key is not None:
             idem = idempotency_header(self.key_task or self.task, ready.key, ready.ids.round)
-        tries = 0
-        retried = False
-        ready.maybe_ran = False
+        # Sent again after a busy answer or a busy refusal, a call goes on counting its tries.
+        tries = ready.attempts if ready.carried else 0
+        retried = ready.retried if ready.carried else False
+        ready.next_round = False
+        if not ready.carried:
+            ready.maybe_ran = ready.lost = False
         first = time.monotonic()
         while True:
             tries += 1
@@ -263,6 +277,7 @@ class CallRunner:
                     # nothing: a store going down breaks the calls in flight so, and so may one up.
                     self._learn(began, first, down=True)
                 ready.maybe_ran = ready.maybe_ran or exc.sent
+                ready.lost = ready.lost or (exc.sent and not (exc.kind or kinds.RESET).over)
                 tripped = self.flow is not None and self.flow.tripped and not exc.sent
                 if tries >= max(retry.attempts, 1) or (exc.sent and not again_in_doubt) or tripped:
                     # With the breaker open, a call that never left is not tried again: the
@@ -274,23 +289,42 @@ class CallRunner:
                 continue
             kind = reply.kind
             ready.maybe_ran = ready.maybe_ran or kind.fate is kinds.Fate.IN_DOUBT
+            ready.lost = ready.lost or not kind.over
             asked = None if reply.retry_after is None else min(reply.retry_after, MAX_RETRY_AFTER)
+            if kind is kinds.BUSY:
+                # However little the store asks, the task pauses at least a moment: a Retry-After
+                # of a millisecond would have every call spin against the store's door.
+                asked = max(asked or 0.0, MIN_PAUSE)
             self._learn(began, first, busy=kind is kinds.BUSY, gateway=kind is kinds.GATEWAY,
                         retry_after=asked)
-            if tries < max(retry.attempts, 1) and (kind.wait or (kind.fate is kinds.Fate.IN_DOUBT
-                                                                 and again_in_doubt)):
-                # Not carried out and asked to wait (429, 503 with Retry-After): as long as the store
-                # asks, within bounds; a stop cuts the wait short.  In doubt: as for a lost answer.
-                delay = reply.retry_after if reply.retry_after is not None else _backoff(retry, tries)
-                if kind is kinds.BUSY and self.flow is not None:
-                    # A busy call tried again takes its turn at the rate the width learnt: the
-                    # calls answered busy together do not all come back at once.
-                    delay = max(delay, self.flow.spacing())
-                if delay <= MAX_RETRY_AFTER and not self.stop.wait(delay):
+            if kind is kinds.BUSY:
+                # Not carried out, and no try used: the runner sends it again behind the task's
+                # pause (every runner of the task keeps it) while the step's patience lasts.
+                ready.attempts = tries - 1
+                ready.retried = retried
+                return reply, retried
+            more = tries < max(retry.attempts, 1)
+            if more and kind is kinds.REFUSED and self._busy_refusal(retry, reply):
+                # Refused as busy (a lock another client holds): not carried out, so it is sent
+                # again after the backoff, by the runner, under its key's next round.
+                ready.next_round = not self.stop.wait(_backoff(retry, tries))
+                ready.retried = retried
+                return reply, retried
+            if more and (kind.wait or (kind.fate is kinds.Fate.IN_DOUBT and again_in_doubt)):
+                # Never sent: as long as the attempts last.  In doubt: as for a lost answer.
+                delay = _backoff(retry, tries)
+                if not self.stop.wait(delay):
                     retried = retried or not kind.proven_not_run
                     reply.release()
                     continue
             return reply, retried
+
+    def _busy_refusal(self, retry: Retry, reply: Reply) -> bool:
+        """Whether a refusal is one its step's ``retry.refusals`` names."""
+        if not retry.refusals:
+            return False
+        message = reply.data.get("message")
+        return isinstance(message, str) and busy_refusal(retry.refusals)(message)
 
     def _learn(self, began: float, first: float, **answered: Any) -> None:
         if self.flow is not None:

@@ -79,10 +79,25 @@ class Prepared:
     attempts: int = 0
     #: A try of it may have been carried out (it left and its answer was lost, or was no proof).
     maybe_ran: bool = False
+    #: A try of it left and the store's end of it was never seen (its answer lost, or a gateway's):
+    #: the store may still be carrying it out.
+    lost: bool = False
+    #: When (``time.monotonic``) the request of the call an earlier run left in doubt left, as the
+    #: journal told it; None: not known.
+    left_at: float | None = None
     #: The fencing epoch its gate gave it.
     epoch: int | None = None
     #: Sent again because its probe proved it not carried out (not probed again).
     again: bool = False
+    #: When (monotonic) the store first answered it busy: its patience (``busy_for``) counts from there.
+    busy_since: float | None = None
+    #: A try whose answer was lost was tried again (kept across the sends a busy answer asks for).
+    retried: bool = False
+    #: Sent again after a busy answer or a busy refusal: it goes on counting its tries.
+    carried: bool = False
+    #: Refused with a refusal its step's ``retry.refusals`` names, attempts left: the runner sends it
+    #: again under its key's next round.
+    next_round: bool = False
 
 
 @dataclass
@@ -106,6 +121,11 @@ class Outcome:
     #: No request of it ever reached the store (connection refused, unknown host, TLS): the
     #: runner may put it back unsent while the breaker is open.
     unsent: bool = False
+    #: Answered busy (429, 503 with Retry-After): not carried out, and sent again by the runner
+    #: behind the task's pause while its step's patience lasts (recorded not run when it does not).
+    busy: bool = False
+    #: Refused as busy (``retry.refusals``) with attempts left: sent again under the next key round.
+    next_round: bool = False
 
 
 def serial_value(params: Any, path: str) -> str | None:

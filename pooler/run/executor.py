@@ -176,7 +176,8 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
         if runner.flow.worth_keeping(bool(pool.paces())):
             journal.record_flow(runner.task, runner.flow.doc(runner.lease.id))
         answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
-                                                   interrupted=interrupted))
+                                                   interrupted=interrupted,
+                                                   unrecorded=runner.unrecorded.entries))
     except JournalError as exc:
         # Nothing can be reported done that the journal cannot show.
         raise RunnerStopped(runner.broken or exc.message, None) from None

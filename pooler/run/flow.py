@@ -5,19 +5,31 @@ are using, and a store that goes away costs one clear stop, not thousands of fai
 - **A pause**: a busy answer (429, or 503 with ``Retry-After``) holds back every new call of the
   task until the wait it asked for is over, not only the call that got it (the runner publishes
   it in the journal, ``Pacer``, so every runner of the task pauses).
-- **A width that adapts** (``adaptive: true``) is an AIMD limiter, as TCP Reno and Netflix's
-  concurrency-limits ``AIMDLimit`` are: it starts at 2, grows by one call each time a whole
-  window of answers came back clean and quick, and is cut by ``BACKOFF`` on a busy answer, a
-  gateway's answer, or an answer slower than ``SLOW`` times the quickest recent ones (the latency
-  guard of TCP Vegas, without its per-packet bookkeeping).  AIMD rather than a gradient limiter:
-  its one signal a window is easy to follow in the report, it needs no estimate of the queue, and
-  against a store that answers 429 (a clear loss) it is what converges fastest.  A window's
-  answers are cut for once: answers of calls started before the last cut say nothing new.
-  Busy answers also teach it the store's own rate, since a store's rate limit is about calls a
-  second, which a width alone does not bound when calls are quick: each cut sets the rate calls
-  start at to a share of what was achieved in the last second, and each clean window raises it by
-  ``RATE_STEP``.  It never passes ``max_concurrency`` nor a configured ``rate`` (the journal's
-  bucket still holds every call).
+- **A width that adapts** (``adaptive: true``) follows the store's limit with two numbers, both
+  AIMD (additive increase, multiplicative decrease, as TCP Reno and Netflix's concurrency-limits
+  ``AIMDLimit`` are):
+  - *a rate* calls start at, learnt from busy answers, because a store's rate limit is about calls
+    a second, which a width alone does not bound when calls are quick.  Until the first busy
+    answer there is none.  A busy answer sets it to ``RATE_BACKOFF`` of what the store carried in
+    the last second (at the first one, over up to ``BURST_WINDOW`` seconds, as a bucket's burst
+    may have filled the last second); busy answers that go on within ``RATE_SETTLES`` of the last
+    cut cut deeper each time, so that a limit that halves is followed within a second or two.  While
+    answers are clean it rises by ``RATE_STEP`` of itself a second, faster the longer they stay
+    clean (``RATE_HASTENS``): just under the limit it creeps (a store's bucket fills again, and
+    the next busy answer is seconds away), and a limit that rose is found again within seconds;
+  - *a width*: it starts at 2, grows by one call each time a whole window of answers came back
+    clean, and is cut by ``BACKOFF`` on a busy answer or a gateway's answer, never below what
+    carries the learnt rate at the recent latency (``HEADROOM`` x rate x the median of the last
+    ``RECENT`` clean answers' seconds: Little's law), so a store whose calls take 200 ms is not
+    held under its limit by a width that rate would not need.
+  Latency alone never cuts either: only a busy or a gateway's answer does.  A store that answers
+  cleanly is not asking for less, and the time a call takes grows with a loaded store's normal
+  work and with this machine's own load (a client on a busy host sees every answer late); a rule
+  that cut when answers came slower than twice the quickest recent one held a 20 ms store at half
+  its limit.  Latency is used only together with busy answers, to size the width a cut leaves.
+  The answers of calls started before the last cut are cut for once: they say nothing new.  It
+  never passes ``max_concurrency`` nor a configured ``rate`` (the journal's bucket still holds
+  every call).
 - **The breaker** (``breaker``, pool/breaker.py) counts the requests in a row that never reached
   the store or got a gateway's answer; at ``after`` it trips, and the runner stops starting calls
   and tries the store (runner.py).
@@ -25,6 +37,7 @@ are using, and a store that goes away costs one clear stop, not thousands of fai
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -33,25 +46,45 @@ from collections.abc import Callable
 from pooler.journal.records import FlowDoc, FlowEvent
 from pooler.pool.breaker import BreakerRule
 
-#: The share of the width (and of the learnt rate) kept after a cut.
+#: The share of the width kept after a cut.
 BACKOFF = 0.7
-#: An answer this many times slower than the quickest recent ones is a sign of strain ...
-SLOW = 2.0
-#: ... once it is slower than this (ms): below it, a store is quick whatever the ratio.
-QUICK_MS = 20.0
-#: Answers remembered for the quickest recent one.
-RECENT = 50
-#: The share of itself the learnt rate rises by after each clean window (at least a call a second).
+#: The share of the learnt rate kept after a busy answer: under the store's rate, its bucket fills
+#: again, and the rate climbs back to it before it answers busy again.
+RATE_BACKOFF = 0.9
+#: The share of itself the learnt rate rises by each second its answers are clean ...
 RATE_STEP = 0.05
-#: Seconds after a cut of the learnt rate before busy answers cut it again: a store's bucket
-#: needs that long to show what the new rate does.
+#: ... and faster the longer they stay clean: after this many seconds without a cut, twice as
+#: fast, and so on, so that a limit that rose is found again within seconds.
+RATE_HASTENS = 5.0
+#: Cuts of the learnt rate within this many seconds of each other are one episode: each cuts deeper.
 RATE_SETTLES = 1.0
+#: The first busy answer's rate is what the store carried over at most this many seconds, not the
+#: last one alone: the burst a store's bucket answers at once weighs less.
+BURST_WINDOW = 5.0
+#: The learnt rate grows to at most this many times what the store carried in the last second.
+RATE_AHEAD = 2.0
+#: Clean answers remembered for the recent latency.
+RECENT = 50
+#: The width kept after a cut is at least this many times what carries the learnt rate at the
+#: recent latency (Little's law: calls in flight = calls a second x seconds a call).
+HEADROOM = 1.5
 #: How the answer and the message of a task the breaker stopped begin.
 STORE_DOWN = "the store looks down"
+#: ... and of a task stopped because a call stayed busy longer than its ``busy_for``.
+STILL_BUSY = "the store stayed busy"
 #: What the live view and the plain lines tell as the flow changes.
 PAUSING = "pausing every new call for {:g} s: the store asked to wait (Retry-After)"
+#: ... and, once the task has been held before, for how long in all.
+HELD = "; the task held {:.1f} s so far"
 OPEN = ("{} calls in a row did not reach the store: no call starts while it is tried with tool_list "
         "(up to {:g} s)")
+
+
+def still_busy(patience: float, task: str) -> str:
+    """Why a task stopped when a call was still answered busy after its patience."""
+    return (f"{STILL_BUSY}: a call was still answered busy after {patience:g} s (retry busy_for: "
+            f"{patience:g}); it and the calls not started are not run - `pooler redrive {task}` (or the same "
+            f"--task {task}) sends them")
 
 
 class Flow:
@@ -71,16 +104,28 @@ class Flow:
         self.limit = float(min(cap, 2) if adaptive else cap)
         self.highest = self.width
         self._clean = 0
-        self._quick: deque[float] = deque(maxlen=RECENT)
+        #: Seconds each recent clean answer took (what sizes the width for the learnt rate).
+        self._took: deque[float] = deque(maxlen=RECENT)
         self._cut_at = float("-inf")
+        self._grown_at = 0.0
+        #: When busy answers last cut the learnt rate, and how many cuts in a row (each deeper).
         self._rate_cut_at = float("-inf")
+        self._deeper = 0
         self._paused_until = 0.0
         self._asked: float | None = None
         self._next_start = 0.0
         self.learnt: float | None = None
+        #: When the clean answers of the last second, and of the last ``BURST_WINDOW`` seconds, came.
         self._landed: deque[float] = deque()
+        self._landed_long: deque[float] = deque()
+        self._first_clean: float | None = None
         self.throttled_ms = 0
         self.busy = 0
+        #: Milliseconds the runner's calls were held behind the task's pause (busy answers).
+        self.held_ms = 0
+        #: Calls answered busy sent again, and those left not run when their patience ran out.
+        self.busy_resent = 0
+        self.busy_not_run = 0
         #: Requests in a row that found the store down, and whether the breaker is open.
         self.down_row = 0
         self.tripped = False
@@ -123,6 +168,19 @@ class Flow:
                 ms = round(waited * 1000)
                 self.throttled_ms += ms
                 row[5] += ms
+
+    def held(self, seconds: float) -> None:
+        """The runner held its next call ``seconds`` behind the task's pause."""
+        with self._lock:
+            self.held_ms += round(seconds * 1000)
+
+    def busy_ended(self, *, resent: bool) -> None:
+        """A call answered busy is sent again (``resent``), or left not run (its patience ran out)."""
+        with self._lock:
+            if resent:
+                self.busy_resent += 1
+            else:
+                self.busy_not_run += 1
 
     def closed(self, line: str) -> None:
         """The store answered again: the breaker closes, the width starts low again."""
@@ -172,20 +230,24 @@ class Flow:
             self.busy += 1
             if retry_after is not None and now + retry_after > self._paused_until:
                 if self._paused_until <= now:
-                    told.append(("pause", PAUSING.format(retry_after)))
+                    held = HELD.format(self.held_ms / 1000) if self.held_ms else ""
+                    told.append(("pause", PAUSING.format(retry_after) + held))
                 self._paused_until = now + retry_after
                 self._asked = self._paused_until
-        else:
+        elif not gateway:
             self._landed.append(now)
+            self._landed_long.append(now)
+            if self._first_clean is None:
+                self._first_clean = now
         while self._landed and self._landed[0] < now - 1.0:
             self._landed.popleft()
-        quickest = min(self._quick) if self._quick else None
-        self._quick.append(ms)
-        slow = quickest is not None and ms > SLOW * max(quickest, QUICK_MS)
+        while self._landed_long and self._landed_long[0] < now - BURST_WINDOW:
+            self._landed_long.popleft()
         if self.adaptive:
+            if not busy and not gateway:
+                self._took.append(ms / 1000)
             began = now - ms / 1000
-            told += self._adapt(busy=busy, gateway=gateway, slow=slow,
-                                began=began if since is None else since)
+            told += self._adapt(busy=busy, gateway=gateway, began=began if since is None else since)
         return told
 
     def _count_down(self, down: bool) -> list[tuple[str, str]]:
@@ -196,36 +258,61 @@ class Flow:
         self.trips += 1
         return [("breaker open", OPEN.format(self.down_row, self.breaker.wait))]
 
-    def _adapt(self, *, busy: bool, gateway: bool, slow: bool, began: float) -> list[tuple[str, str]]:
-        if busy or gateway or slow:
+    def _adapt(self, *, busy: bool, gateway: bool, began: float) -> list[tuple[str, str]]:
+        if busy or gateway:
             if began < self._cut_at:
                 return []  # started before the last cut: the cut has answered it already
-            return [("cut", self._cut(busy=busy, slow=slow))]
+            return [("cut", self._cut(busy=busy))]
         self._clean += 1
         if self._clean >= self.width:
             self._clean = 0
             if self.limit < self.cap:
                 self.limit = min(float(self.cap), self.limit + 1)
                 self.highest = max(self.highest, self.width)
-            if self.learnt is not None:
-                self.learnt += max(1.0, self.learnt * RATE_STEP)
+        if self.learnt is not None:
+            now = self._clock()
+            hasten = 1.0 + (now - self._cut_at) / RATE_HASTENS
+            grown = self.learnt + (now - self._grown_at) * self.learnt * RATE_STEP * hasten
+            # Not past twice what the store carried in the last second: a rate the calls do not
+            # reach (the width, or too few calls, holds them) tells nothing of the store's.
+            self.learnt = max(self.learnt, min(grown, RATE_AHEAD * len(self._landed)))
+            self._grown_at = now
         self._second()[6] = self.width
         return []
 
-    def _cut(self, *, busy: bool, slow: bool) -> str:
+    def _cut(self, *, busy: bool) -> str:
+        now = self._clock()
         self._clean = 0
-        self._cut_at = self._clock()
-        self.limit = max(1.0, self.limit * BACKOFF)
+        self._cut_at = self._grown_at = now
+        if busy:
+            # What the store carried in the last second bounds its rate: calls started after a cut
+            # that are answered busy again cut again, each time the store says so.
+            achieved = float(max(len(self._landed), 1))
+            if self.learnt is None and self._first_clean is not None:
+                # The first busy answer of the run: a store's bucket holds a burst, which the last
+                # second may have emptied; over a few seconds, the burst weighs less.
+                span = min(BURST_WINDOW, max(1.0, now - self._first_clean))
+                achieved = max(1.0, min(achieved, len(self._landed_long) / span))
+            self._deeper = self._deeper + 1 if now < self._rate_cut_at + RATE_SETTLES else 1
+            self._rate_cut_at = now
+            self.learnt = max(1.0, min(self.learnt or achieved, achieved) * RATE_BACKOFF ** self._deeper)
+        # Never below what carries the learnt rate: a rate limit is the rate's to follow, and a
+        # width that held the calls back under it would waste what the store allows.
+        self.limit = max(1.0, min(self.limit, max(self.limit * BACKOFF, self._carries())))
         self._second()[6] = self.width
-        why = "the store is busy" if busy else ("answers slowed down" if slow else "a gateway answered")
+        why = "the store is busy" if busy else "a gateway answered"
         told = f"throttling to {self.width} at once: {why}"
-        if busy and self._clock() >= self._rate_cut_at + RATE_SETTLES:
-            self._rate_cut_at = self._clock()
-            achieved = max(len(self._landed), 1)
-            self.learnt = max(1.0, min(self.learnt or achieved, achieved) * BACKOFF)
         if busy and self.learnt is not None:
             told += f"; {self.learnt:.1f} calls a second"
         return told
+
+    def _carries(self) -> float:
+        """The width that carries the learnt rate at the recent latency, with headroom (0: no rate
+        learnt yet, or no clean answer to time)."""
+        if self.learnt is None or not self._took:
+            return 0.0
+        took = sorted(self._took)[len(self._took) // 2]
+        return math.ceil(self.learnt * took * HEADROOM)
 
     def _second(self) -> list[int]:
         """This second's row of the record (the lock held)."""
@@ -239,11 +326,12 @@ class Flow:
 
     def worth_keeping(self, paced: bool) -> bool:
         """Whether the record tells anything: flow control was asked for, or it acted."""
-        return paced or self.adaptive or bool(self.events or self.throttled_ms or self.busy)
+        return paced or self.adaptive or bool(self.events or self.throttled_ms or self.busy or self.held_ms)
 
     def doc(self, runner: str) -> FlowDoc:
         with self._lock:
             seconds = [list(r) for _, r in sorted(self._seconds.items())]
             return {"run": 0, "runner": runner, "seconds": seconds, "events": list(self.events),
                     "throttled_ms": self.throttled_ms, "highest": self.highest, "final": self.width,
-                    "busy": self.busy, "trips": self.trips}
+                    "busy": self.busy, "trips": self.trips, "held_ms": self.held_ms,
+                    "busy_resent": self.busy_resent, "busy_not_run": self.busy_not_run}

@@ -22,6 +22,10 @@ from pooler.run.flow import Flow
 #: The journal's bucket of the task's pause (no step bucket is named so: they are ``pool`` and
 #: ``step N``).
 PAUSE = "pause"
+#: The shortest pause (seconds) a busy answer holds the task for, whatever its Retry-After: about
+#: the second a store's rate limit counts calls in, so calls come back to a bucket that has
+#: refilled instead of spinning against it on a Retry-After of a millisecond.
+MIN_PAUSE = 1.0
 #: How long (seconds) a runner trusts what it last read of the task's pause: another runner's
 #: pause reaches it this late at most, and a runner with quick calls reads it ten times a second.
 PAUSE_READ = 0.1
@@ -46,6 +50,8 @@ class Pacer:
             seconds = wait()
             if seconds > 0:
                 waited += seconds
+                if wait == self._pause:
+                    self.flow.held(seconds)
                 if self.stop.wait(seconds):
                     return False
         self.flow.started(waited)

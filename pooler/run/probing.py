@@ -4,10 +4,15 @@ The probe is sent as a call of its own (never under the call's Idempotency-Key):
 in its detail, the call landed; false in an answer that is ``result: true``, the call was proven
 not carried out; anything else (a refusal, a crash, the probe itself in doubt, a ``landed`` that
 is neither) settles nothing, and the call stays in doubt: unknown is not failed.
+
+A read proves the call not carried out only if nothing of the call can still be running at the
+store when it reads (``weigh``): a read that overlaps a write still in flight finds nothing and
+proves nothing.
 """
 
 from __future__ import annotations
 
+import time
 from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -21,6 +26,11 @@ from pooler.pool.paramplan import ParamsPlan
 from pooler.run.callplan import Prepared
 from pooler.run.entries import LANDED, NOT_LANDED, UNSETTLED
 from pooler.statuses import CallStatus
+
+#: Seconds after its request left when pooler takes the store's work on a call as over, whatever
+#: became of its answer: longer than a store lets a request run (PHP's max_execution_time, a web
+#: server's or a gateway's timeout, are a minute or a few).
+SETTLE = 600.0
 
 
 @dataclass(frozen=True)
@@ -70,12 +80,40 @@ def send_probe(client: ToolRunClient, step: Step, params: dict[str, Any]) -> Ver
         reply.release()
 
 
-def settled_text(verdict: Verdict, step_id: str | None) -> str:
-    """The message of a call its probe found landed, or the words added to one it left in doubt."""
+def weigh(verdict: Verdict, ready: Prepared, command: str, settle: float = SETTLE) -> Verdict:
+    """What a probe's answer proves of ``ready``: its "not landed" only when no request of the call
+    can still be running at the store, else nothing (the call stays in doubt).  In the run, the
+    store's own answer to every try that left ended its work on them (``Kind.over``); a call an
+    earlier run left in doubt, only once its request left ``settle`` seconds ago."""
+    if verdict.said != NOT_LANDED:
+        return verdict
+    if ready.doubted:
+        if ready.left_at is None:
+            why = "when the call's request left is not known, and it may still be running at the store"
+        elif (age := time.monotonic() - ready.left_at) < settle:
+            why = (f"the call's request left {age:.0f} s ago and may still be running at the store; a probe "
+                   f"{settle / 60:.0f} minutes after it left settles it")
+        else:
+            return verdict
+    elif ready.lost:
+        why = "the call's request lost its answer and may still be running at the store"
+    else:
+        return verdict
+    return Verdict(UNSETTLED, message=f"the probe {command} found it not landed, but {why}")
+
+
+def settled_text(verdict: Verdict, step_id: str | None, before: str = "") -> str:
+    """The message of a call its probe found landed; or, of one it left in doubt, the message
+    ``before`` it followed by the probe's sentence."""
     if verdict.said == LANDED:
         sent = f"the call {step_id}" if step_id else "the call"
         return f"Settled by its probe: {sent} was in doubt, and it landed ({verdict.message})."
-    return f" Its probe settled nothing ({verdict.message}): the call stays in doubt."
+    # The message before may be a client's, which ends without a full stop: the probe's is a sentence
+    # of its own.
+    before = before.rstrip()
+    if before and not before.endswith((".", "!", "?")):
+        before += "."
+    return f"{before} Its probe settled nothing ({verdict.message}): the call stays in doubt.".lstrip()
 
 
 def gate_again(work: WorkStore, row: WorkRow, got: Prepared) -> int | None:

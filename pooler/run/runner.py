@@ -20,16 +20,18 @@ from pooler.journal.work import BUSY, Done, LeaseLost, RunnerLease, TaskJournal,
 from pooler.pool.budget import Judge, stopping
 from pooler.pool.model import Pool
 from pooler.run.breaking import try_store
+from pooler.run.busy import SendAgain
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
 from pooler.run.config import RunConfig, pool_base, runner_width
 from pooler.run.events import Reporter, notice
 from pooler.run.expansion import table_calls
-from pooler.run.flow import STORE_DOWN, Flow
+from pooler.run.flow import STILL_BUSY, STORE_DOWN, Flow
 from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.pacing import Pacer
 from pooler.run.probing import gate_again
 from pooler.run.progress import Progress
+from pooler.run.unrecorded import Unrecorded, journal_gone
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
@@ -73,6 +75,7 @@ class Runner:
                                 key_task=(journal.shared(self.task) or {}).get("key_scope"),
                                 probing=config.probe, flow=self.flow)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
+        self.again = SendAgain(pool, self.work, self.flow, self.task)
         self.broken: str | None = None
         #: Why the breaker stopped the task (the store looked down), or None.
         self.down: str | None = None
@@ -96,6 +99,8 @@ class Runner:
         #: The keys this runner landed, with their entry and detail: a call of the same key later
         #: in the run is skipped with them, not sent again.
         self._landed: dict[str, tuple[dict[str, Any], Any]] = {}
+        #: The calls this runner sent whose outcome the journal did not take: in doubt.
+        self.unrecorded = Unrecorded(config.redactor)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -114,6 +119,8 @@ class Runner:
                 self._release_held()
                 self._flush()
                 self._collect(block=True, until_empty=True)
+                if self.broken is not None:
+                    self.broken = self.unrecorded.tally(self.broken)
                 return
             if self.flow.tripped and self.down is None:
                 self._breaker()
@@ -125,7 +132,7 @@ class Runner:
                 try:
                     rows = self._claim(free, tidy)
                 except JournalError as exc:
-                    self.broken = self._journal_gone(exc)
+                    self.broken = journal_gone(exc)
                     continue
                 if tidy:
                     self._tidied = time.monotonic()
@@ -151,10 +158,10 @@ class Runner:
                 try:
                     ready, held, halted = self.work.open_counts()
                 except JournalError as exc:
-                    self.broken = self._journal_gone(exc)
+                    self.broken = journal_gone(exc)
                     continue
                 if held == 0 and (ready == 0 or halted is not None):
-                    if halted is not None and halted.startswith(STORE_DOWN):
+                    if halted is not None and halted.startswith((STORE_DOWN, STILL_BUSY)):
                         self.down = halted  # another runner's breaker: the task stops for all
                     return
                 self.stop.wait(POLL)
@@ -180,9 +187,13 @@ class Runner:
         self._pending = []
         self._record_all(earlier)
         detail = self.config.redactor.value(outcome.detail)
-        recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
-                                                  doubt=outcome.in_doubt, limit=free, cap=self.cap,
-                                                  gate_run=self.calls.run)
+        try:
+            recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
+                                                      doubt=outcome.in_doubt, limit=free, cap=self.cap,
+                                                      gate_run=self.calls.run)
+        except JournalError:
+            self.unrecorded.add(row, outcome)
+            raise
         if recorded:
             self._recorded(row, outcome)
         return rows
@@ -204,17 +215,13 @@ class Runner:
             recorded = self.work.done_all([Done(row, o.status, o.entry, value(o.detail), o.in_doubt)
                                            for row, o in pending])
         except JournalError as exc:
-            self.broken = self._journal_gone(exc)
+            self.broken = journal_gone(exc)
+            for row, outcome in pending:
+                self.unrecorded.add(row, outcome)
             return
         for (row, outcome), ok in zip(pending, recorded, strict=True):
             if ok:
                 self._recorded(row, outcome)
-
-    def _journal_gone(self, exc: JournalError) -> str:
-        flying = len(self._inflight)
-        return (f"{exc.message} - this runner stopped sending; "
-                f"{flying} call(s) in flight end in doubt (another runner, or this task run again, "
-                "takes them back once this runner's lease expires).")
 
     def _take(self, row: WorkRow) -> None:
         try:
@@ -232,6 +239,7 @@ class Runner:
                 self._record(row, self._repeat(got), sent=False)
                 return
             got.doubted = row.doubted
+            got.left_at = self.unsent.left.pop((row.num, row.idx), None)
             # The key's round is the work row's: a call that failed goes out again under the next.
             got.ids = replace(got.ids, round=row.round)
             value = serial_value(got.params, self.serial_path) if self.serial_path else None
@@ -249,7 +257,7 @@ class Runner:
                 return
             self._start(row, got, epoch, value)
         except JournalError as exc:
-            self.broken = self._journal_gone(exc)
+            self.broken = journal_gone(exc)
 
     def _start(self, row: WorkRow, got: Prepared, epoch: int | None, value: str | None) -> None:
         """Send the call, unless a call of its ``serialize_on`` value is in flight or waits before
@@ -268,7 +276,7 @@ class Runner:
                 epoch = self.work.gate(row, got.ids.key, got.ids.step_id or "", got.ids.round,
                                        None if value is None else serial_digest(value))
             except JournalError as exc:
-                self.broken = self._journal_gone(exc)
+                self.broken = journal_gone(exc)
                 return
             if epoch == BUSY:
                 self._held.append((row, got, None, value))
@@ -341,6 +349,13 @@ class Runner:
                     # Never reached the store, which looks down: back to ready, for when it is up.
                     self._quiet(self.work.release, row)
                     continue
+                if outcome is not None and (outcome.busy or outcome.next_round):
+                    stopping = self.stop.is_set() or self.broken is not None or self.down is not None
+                    epoch = self._quiet(self.again.epoch, row, got, outcome, stopping)  # the store busy
+                    self.down = self.down or self.again.down
+                    if epoch is not None:
+                        self._start(row, got, epoch, value)
+                        continue
                 if outcome is not None and outcome.send_again and not self.stop.is_set() and not self.broken:
                     epoch = self._quiet(gate_again, self.work, row, got)  # proven not carried out: once more
                     if epoch is not None:
@@ -351,6 +366,8 @@ class Runner:
                     # takes it back once this lease has expired.
                     if not left:
                         self._quiet(self.work.release, row)
+                    else:
+                        self.unrecorded.add(row, None, got)
                     continue
                 if kept or any(self._stopping(row, outcome)) or self.broken:
                     self._record(row, outcome, kept)
@@ -371,7 +388,7 @@ class Runner:
             return action(*args)
         except JournalError as exc:
             if self.broken is None:
-                self.broken = self._journal_gone(exc)
+                self.broken = journal_gone(exc)
             return None
 
     def _stopping(self, row: WorkRow, outcome: Outcome) -> tuple[str | None, Judge | None]:
@@ -390,7 +407,9 @@ class Runner:
                                       tables=kept, prefix=plan.prefix, into=plan.step.into, halt=halt,
                                       sent=sent, judge=judge)
         except JournalError as exc:
-            self.broken = self._journal_gone(exc)
+            self.broken = journal_gone(exc)
+            if sent:
+                self.unrecorded.add(row, outcome)
             return
         if recorded:
             self._recorded(row, outcome)
@@ -428,3 +447,4 @@ class Runner:
             return
         if self.work.expand(row, calls):
             self.progress.counted(row.num)
+

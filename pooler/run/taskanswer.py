@@ -2,12 +2,14 @@
 made them: any runner, on any host, at any time, gets the same answer from the same records.
 
 A call not recorded done counts as not run: nothing is reported completed that the journal does
-not hold.
+not hold.  A call the journal holds as sent with no outcome is in doubt when its runner died, or
+when the runner that asks sent it and could not record its outcome (``unrecorded``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
@@ -38,14 +40,20 @@ def shared_budgets(shared: dict[str, Any]) -> Budgets:
 
 
 def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
-                interrupted: str | None = None) -> dict[str, Any]:
+                interrupted: str | None = None,
+                unrecorded: Mapping[tuple[int, int], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool.
-    A task whose runners died (``interrupted`` is ``DIED``) tells the calls they left sent in doubt."""
+    A task whose runners died (``interrupted`` is ``DIED``) tells the calls they left sent in doubt;
+    so does the runner whose journal failed under it, with the in-doubt entries it gives of the
+    calls it sent and could not record (``unrecorded``, by step and idx)."""
     by_num: dict[int, list[tuple[Any, ...]]] = {}
     steps = {int(s["num"]): s for s in shared["steps"]}
+    unrecorded = unrecorded or {}
     for found in map(list, journal.answer_rows(task)):
-        died = interrupted == DIED and found[4] == WorkState.SENT
-        row = _left(found, steps[int(found[0])]) if died else found
+        told = unrecorded.get((int(found[0]), int(found[1]))) if found[4] != WorkState.DONE else None
+        row = found if told is None else _in_doubt(found, told)
+        if told is None and interrupted == DIED and found[4] == WorkState.SENT:
+            row = _left(found, steps[int(found[0])])
         if row[13] and row[5] == CallStatus.COMPLETED:
             # Done by an earlier run of the task: not sent in this one, as a single-host run
             # tells a key an earlier run did.
@@ -76,7 +84,10 @@ def flow_summary(flows: list[FlowDoc]) -> dict[str, int]:
     """What flow control did in a run, over its runners: the answer's ``flow``."""
     return {"throttled_ms": sum(f["throttled_ms"] for f in flows),
             "highest_width": sum(f["highest"] for f in flows), "final_width": sum(f["final"] for f in flows),
-            "busy": sum(f["busy"] for f in flows), "breaker_trips": sum(f["trips"] for f in flows)}
+            "busy": sum(f["busy"] for f in flows), "breaker_trips": sum(f["trips"] for f in flows),
+            "held_ms": sum(f.get("held_ms", 0) for f in flows),
+            "busy_resent": sum(f.get("busy_resent", 0) for f in flows),
+            "busy_not_run": sum(f.get("busy_not_run", 0) for f in flows)}
 
 
 def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:
@@ -89,6 +100,11 @@ def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:
         of["row"] = first
     entry = not_sent(of, CallStatus.IN_DOUBT, key, f"sent, and {DIED} with no answer recorded: it may or "
                      "may not have been carried out", step_id=row[9])
+    return _in_doubt(row, dict(entry))
+
+
+def _in_doubt(row: list[Any], entry: dict[str, Any]) -> list[Any]:
+    """An answer row of a call not recorded done, told in doubt with ``entry``."""
     return [*row[:4], WorkState.DONE, CallStatus.IN_DOUBT, entry, None, row[8], *row[9:13], False, *row[14:]]
 
 

@@ -4,6 +4,7 @@ cannot be read.  Each ends as a ``Settled`` the journal records."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from pooler.journal.work import Settled, WorkRow
@@ -33,6 +34,9 @@ class Unsent:
         self.plans = plans
         self.config = config
         self.run = run
+        #: When (``time.monotonic``) the request of each call found in doubt that goes to its probe
+        #: left, by (step, idx), as the journal told it: what the probe's answer proves depends on it.
+        self.left: dict[tuple[int, int], float] = {}
 
     def _head(self, row: WorkRow) -> Entry:
         return call_of(self.plans[row.num], row).head()
@@ -50,6 +54,8 @@ class Unsent:
             return None
         if self.config.probe and self.plans[row.num].probe is not None:
             # Its step's probe tells whether it landed: the call goes to the runner, probed first.
+            if row.sent_age is not None:
+                self.left[(row.num, row.idx)] = time.monotonic() - row.sent_age
             return None
         ruling = rule_in_doubt(self._head(row), self.plans[row.num].step, row.key_text, row.step_id,
                                self.config.in_doubt, sender=BY_EXPIRED_RUNNER if expired else "")

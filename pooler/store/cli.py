@@ -16,7 +16,7 @@ from pooler.errors import PoolerError, UsageError
 from pooler.store.engine import Engine, StoreConfig
 from pooler.store.faults import KINDS, FaultPlan, parse_rule
 from pooler.store.fencing import Fences
-from pooler.store.flow import Flow
+from pooler.store.flow import Flow, parse_rate_limit
 from pooler.store.server import StoreServer
 
 DEFAULT_DIR = Path(".pooler-store")
@@ -65,10 +65,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--registry", action="append", default=[], type=Path, metavar="DIR",
                        help="a folder of tool declarations (*.json) to add; a call of one of them answers "
                             "'Module not found!'. A declaration of a unit the store has replaces its own.")
-    serve.add_argument("--latency-ms", type=int, default=0, metavar="N", help="add N ms to every call")
-    serve.add_argument("--rate-limit", type=float, default=None, metavar="N",
+    serve.add_argument("--latency-ms", type=int, default=0, metavar="N",
+                       help="every tool_run (and tool_list) takes N ms more; a call over "
+                            "--rate-limit is answered at once")
+    serve.add_argument("--rate-limit", default=None, metavar="N[,M@S...]",
                        help="carry out at most N calls a second (a token bucket of N): a call over it is "
-                            "answered 429 with Retry-After, the seconds until the next is taken")
+                            "answered 429 with Retry-After, the seconds until the next is taken; "
+                            "N,M@S,... changes the limit to M calls a second S seconds after the first "
+                            "call (e.g. 30,15@10,30@20)")
+    serve.add_argument("--order-ms", type=int, default=100, metavar="N",
+                       help="MELBIS_AGENT_ORDER.CmdAdd books for N ms (default 100), its contract locked "
+                            "meanwhile: a long booking is a lock another client holds")
     serve.add_argument("--crowd-ms", type=int, default=0, metavar="N",
                        help="a call takes N ms more for every other call in flight beside it (a store that "
                             "slows down under load)")
@@ -113,11 +120,9 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     serves it (``serve_forever``) and closes both the server and the engine.
     """
     args = _parser().parse_args(["serve", *argv])
-    if args.latency_ms < 0 or args.slow_ms < 0 or (args.max_file_kb is not None and args.max_file_kb < 0):
-        raise UsageError("--latency-ms, --slow-ms and --max-file-kb take a number of 0 or more")
-    if args.crowd_ms < 0 or (args.rate_limit is not None and not args.rate_limit > 0):
-        raise UsageError("--rate-limit takes a number of calls a second above 0, --crowd-ms a number of 0 or "
-                         "more")
+    if min(args.latency_ms, args.slow_ms, args.order_ms, args.max_file_kb or 0) < 0:
+        raise UsageError("--latency-ms, --slow-ms, --order-ms and --max-file-kb take a number of 0 or more")
+    schedule = _rate_limit(args.rate_limit, args.crowd_ms)
     if args.max_connections < 1 or not args.idle_timeout > 0:
         raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
                          "seconds")
@@ -130,19 +135,38 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     faults = FaultPlan([parse_rule(f) for f in args.fault], args.seed, args.slow_ms)
     config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
                          read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
-                         latency_ms=args.latency_ms, max_file_kb=args.max_file_kb,
+                         latency_ms=args.latency_ms, order_ms=args.order_ms, max_file_kb=args.max_file_kb,
                          idempotency=not args.no_idempotency)
     engine = Engine(config)
     try:
         server = StoreServer((args.host, args.port), engine, faults, log=log or _log,
                              max_connections=args.max_connections, idle_timeout=args.idle_timeout,
                              fences=Fences() if args.fence_leases else None,
-                             flow=Flow(args.rate_limit, args.crowd_ms))
+                             flow=Flow(schedule, args.crowd_ms))
     except OSError as exc:
         engine.close()
         raise OSError(exc.errno, f"cannot listen on {args.host}:{args.port}: {exc.strerror} - "
                                  "pick another --port, or 0 for a free one") from exc
     return Served(server, engine, made)
+
+
+def _rate_limit(text: str | None, crowd_ms: int) -> tuple[tuple[float, float], ...] | None:
+    """The schedule ``--rate-limit`` gives (None without it), checked with ``--crowd-ms``."""
+    schedule = None
+    plain = True
+    if text is not None:
+        plain = not any(c in text for c in ",@")
+        try:
+            schedule = parse_rate_limit(text)
+        except ValueError as exc:
+            if not plain:
+                raise UsageError(f"--rate-limit {text}: {exc} - write N, or N,M@SECONDS,... "
+                                 "(e.g. 30,15@10,30@20)") from None
+            schedule = ()
+    if crowd_ms < 0 or schedule == ():
+        raise UsageError("--rate-limit takes a number of calls a second above 0, --crowd-ms a number of 0 or "
+                         "more")
+    return schedule
 
 
 def main(argv: list[str]) -> int:

@@ -83,6 +83,8 @@ class Ctx:
     root: Path
     #: The rows of the attachments laid out for this call (also in the ``files`` field).
     files: list[dict[str, Any]] = field(default_factory=list)
+    #: How long an order books (``--order-ms``).
+    order_ms: int = 100
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ class StoreConfig:
     read_tokens: tuple[str, ...] = ()
     registry_dirs: tuple[Path, ...] = ()
     latency_ms: int = 0
+    #: How long MELBIS_AGENT_ORDER.CmdAdd books (its contract locked meanwhile).
+    order_ms: int = 100
     max_file_kb: int | None = None
     idempotency: bool = True
 
@@ -225,7 +227,7 @@ class Engine:
         if func is None:
             return _crash(f"Function not found! [{where}]")
         sql = Sql(conn)
-        ctx = Ctx(sql, tool.unit, command.name, call.token, self.config.root, sent)
+        ctx = Ctx(sql, tool.unit, command.name, call.token, self.config.root, sent, self.config.order_ms)
         t1 = time.perf_counter()
         try:
             raw = func(ctx, fields)

@@ -16,7 +16,7 @@ from storekit import TEST, unique
 from pooler.client.reply import _retry_after
 from pooler.errors import UsageError
 from pooler.store.cli import open_store
-from pooler.store.flow import TokenBucket
+from pooler.store.flow import TokenBucket, parse_rate_limit
 
 HEADERS = {"Authorization": f"Bearer {STORE_TOKEN}"}
 
@@ -90,3 +90,51 @@ def test_a_bad_flow_limit_is_refused_with_one_message(tmp_path: Path, args: tupl
         open_store(["--port", "0", "--db", str(tmp_path / "s.db"), "--root", str(tmp_path / "r"), *args])
     assert found.value.message == ("--rate-limit takes a number of calls a second above 0, --crowd-ms a "
                                    "number of 0 or more")
+
+
+def test_a_rate_limit_schedule_changes_the_rate_and_the_burst_counted_from_the_first_call() -> None:
+    now = [50.0]
+    bucket = TokenBucket(4, clock=lambda: now[0], schedule=parse_rate_limit("4,2@10s,8@20"))
+    now[0] = 80.0  # time before the first call counts for nothing
+    assert [bucket.take() for _ in range(4)] == [0.0] * 4
+    assert bucket.take() == pytest.approx(0.25)
+    assert bucket.rate == 4
+    now[0] += 10
+    # Halved: the bucket keeps a second of the new rate, and each call waits half a second.
+    assert (bucket.rate, bucket.burst) == (2, 2)
+    assert [bucket.take(), bucket.take(), bucket.take()] == [0.0, 0.0, pytest.approx(0.5)]
+    now[0] += 10
+    assert bucket.rate == 8
+    assert [bucket.take() for _ in range(8)] == [0.0] * 8
+
+
+def test_a_rate_limited_store_tells_its_limit_of_the_moment_in_its_busy_answer(tmp_path: Path) -> None:
+    store = start_store(tmp_path, "--rate-limit", "2,1@0.5")
+    try:
+        marker = unique("m")
+        first = [echo(store, marker) for _ in range(3)]
+        assert "rate limit of 2 calls a second" in first[-1].json()["error"]
+        again = echo(store, marker)
+        while again.status_code != 429 or "of 1 calls" not in again.json()["error"]:
+            again = echo(store, marker)
+        assert again.json()["error"].startswith(
+            "MELBIS_AGENT_TEST\\CmdEcho: over the store's rate limit of 1 calls a second - not carried out; "
+            "come back in ")
+    finally:
+        store.stop()
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("30,15", "'15': the first rate has no time, each later one an @SECONDS"),
+    ("30@5,15@10", "'30@5': the first rate has no time, each later one an @SECONDS"),
+    ("30,15@x", "'15@x' is not a number of calls a second (and @SECONDS)"),
+    ("30,0@10", "'0@10': a rate is a number of calls a second above 0"),
+    ("30,15@10,20@10", "'20@10': each change comes later than the one before it"),
+])
+def test_a_bad_rate_limit_schedule_is_refused_saying_what_is_wrong(tmp_path: Path, text: str,
+                                                                   why: str) -> None:
+    with pytest.raises(UsageError) as found:
+        open_store(["--port", "0", "--db", str(tmp_path / "s.db"), "--root", str(tmp_path / "r"),
+                    "--rate-limit", text])
+    assert found.value.message == (f"--rate-limit {text}: {why} - write N, or N,M@SECONDS,... "
+                                   "(e.g. 30,15@10,30@20)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from rich.table import Table
@@ -14,6 +15,7 @@ from pooler.plural import plural
 from pooler.pool.breaker import DEFAULT_BREAKER, BreakerRule
 from pooler.pool.budget import planned_line
 from pooler.pool.compiler import Plan
+from pooler.pool.model import DEFAULT_BUSY_FOR
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rate import Rate, rate_line
 
@@ -28,7 +30,7 @@ def order_text(plan: dict[str, Any]) -> str:
             text += f"; calls with equal params.{plan['serialize_on']} go one at a time"
     stop = "stops at the first failure" if plan["stop_on_error"] else "goes on after a failure"
     if plan.get("tolerate"):
-        stop = f"{stop} no budget counts; " + "; ".join(planned_line(r) for r in plan["tolerate"])
+        stop = f"{stop} that no budget counts; " + "; ".join(planned_line(r) for r in plan["tolerate"])
     return f"{text}; {stop}"
 
 
@@ -48,7 +50,21 @@ def flow_lines(plan: dict[str, Any]) -> list[str]:
         lines.append("breaker: off - a store that goes down costs every call left as a failure")
     elif BreakerRule(**breaker) != DEFAULT_BREAKER:
         lines.append(f"breaker: {BreakerRule(**breaker).text()}")
+    lines.extend(busy_line(entry) for entry in plan.get("busy", ())
+                 if entry.get("busy_for", DEFAULT_BUSY_FOR) != DEFAULT_BUSY_FOR or "refusals" in entry)
     return lines
+
+
+def busy_line(entry: dict[str, Any]) -> str:
+    """A step's (or steps') way with a busy store, as words."""
+    steps = ", ".join(str(n) for n in entry["steps"])
+    which = f"step{'s' if len(entry['steps']) > 1 else ''} {steps}"
+    if "refusals" in entry:
+        told = ", ".join(json.dumps(r, ensure_ascii=False) for r in entry["refusals"])
+        return (f"busy refusals: {which} sends a call refused {told} again, under the next key round, "
+                f"within {plural(entry['attempts'], 'attempt')}")
+    return (f"busy answers: {which} sends a call answered busy again for up to {entry['busy_for']:g} s "
+            "(retry busy_for), then leaves it not run and stops the pool")
 
 
 def step_cells(entry: dict[str, Any]) -> list[str]:

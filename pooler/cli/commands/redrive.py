@@ -16,15 +16,16 @@ from pooler.cli.commands.common import (
     add_variable_options,
 )
 from pooler.cli.commands.monitoring import add_monitoring_options
-from pooler.cli.commands.run import IN_DOUBT, prepare, run_prepared
+from pooler.cli.commands.run import IN_DOUBT, prepare, run_locks, run_prepared
 from pooler.cli.commands.run_files import add_run_files
 from pooler.cli.commands.run_runner import add_shared_options
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
-from pooler.journal.dburl import shown
+from pooler.journal.dburl import is_postgres, shown
 from pooler.journal.opening import open_journal
 from pooler.journal.work import Redrive
+from pooler.pool.model import Pool
 from pooler.run.redrive import (
     parse_only,
     parse_rows,
@@ -82,11 +83,26 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     spec = journal_spec(args.journal, ctx.environ)
     with closing(open_journal(spec)) as journal:
         found = journal.shared(args.task)
-        if found is None:
-            raise UsageError(f"the journal {shown(spec)} has no task {args.task} - 'pooler runs' lists its "
-                             "tasks.")
-        pool = stored_pool(found, args.task)
-        redrive = Redrive(failed, in_doubt, not_run, step_number(pool, args.step), rows)
+    if found is None:
+        raise UsageError(f"the journal {shown(spec)} has no task {args.task} - 'pooler runs' lists its "
+                         "tasks.")
+    pool = stored_pool(found, args.task)
+    redrive = Redrive(failed, in_doubt, not_run, step_number(pool, args.step), rows)
+    # The task's own pool, its rows and its sample: a redrive sends what the plan holds.
+    args.pool, args.sample = found.get("pool_file") or args.task, found.get("sample")
+    if args.dry_run:
+        return redrive_or_tell(args, ctx, spec, found, pool=pool, redrive=redrive, locked=False)
+    # The locks first: a redrive that loses the race to another tells the refusal only, not a plan
+    # read while the other sends it.
+    with run_locks(args, ctx, shared=is_postgres(spec)):
+        return redrive_or_tell(args, ctx, spec, found, pool=pool, redrive=redrive, locked=True)
+
+
+def redrive_or_tell(args: argparse.Namespace, ctx: Context, spec: str, found: dict[str, Any], *, pool: Pool,
+                    redrive: Redrive, locked: bool) -> int:
+    """The redrive's plan read from the journal and told; then, unless it is a dry run or sends
+    nothing, the run of it (``locked``: under the run locks the caller holds)."""
+    with closing(open_journal(spec)) as journal:
         plan = redrive_plan(journal, args.task, redrive, probed_steps(pool, args.in_doubt))
     changed = pool_changed(found)
     if changed is not None:
@@ -102,6 +118,5 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
             print(told, file=ctx.stdout)
         return ExitStatus.OK
     ctx.note(f"pooler: redrive of {told}")
-    # The task's own pool, its rows and its sample: a redrive sends what the plan holds.
-    args.pool, args.sample = found.get("pool_file") or args.task, found.get("sample")
-    return run_prepared(args, ctx, prepare(args, ctx, pool), redrive=redrive)
+    return run_prepared(args, ctx, prepare(args, ctx, pool), redrive=redrive, locked=locked,
+                        told=plan.document())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,14 @@ from pooler.cli.commands.common import (
 )
 from pooler.cli.commands.dry_run import show_plan
 from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
-from pooler.cli.commands.run_common import Interrupts, SentCounter, answered, open_log, run_again
+from pooler.cli.commands.run_common import (
+    Interrupts,
+    SentCounter,
+    answered,
+    log_refusal,
+    open_log,
+    run_again,
+)
 from pooler.cli.commands.run_files import (
     add_run_files,
     check_run_files,
@@ -33,10 +41,10 @@ from pooler.cli.commands.run_files import (
 )
 from pooler.cli.commands.run_runner import add_shared_options, check_shared_options, runner_stopped, told_gone
 from pooler.cli.outcome import outcome_document
-from pooler.cli.preflight import check_out
+from pooler.cli.preflight import check_out, make_folders_in_out
 from pooler.cli.render import make_reporter
 from pooler.client.answer_budget import share_malloc_arenas
-from pooler.errors import CheckFailed, PoolerError, UsageError
+from pooler.errors import CheckFailed, LockedError, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres, shown
@@ -52,6 +60,7 @@ from pooler.redact import short_warning
 from pooler.run.config import RunConfig, StopSignal
 from pooler.run.events import FanOut
 from pooler.run.executor import RunnerConfig, RunnerStopped, new_task_id, run_plan
+from pooler.run.journals import told_history
 from pooler.run.lock import OutLock, PoolLock, lock_dir
 from pooler.statuses import TaskStatus
 
@@ -177,30 +186,50 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     return run_prepared(args, ctx, plan)
 
 
+@contextlib.contextmanager
+def run_locks(args: argparse.Namespace, ctx: Context, *, shared: bool) -> Iterator[None]:
+    """One run of a pool file, and of an ``--out`` folder, at a time on this host (the runners of a
+    task shared on PostgreSQL share it on purpose); a start refused is told in the ``--log`` file too,
+    so a cron log shows the nights that did not start."""
+    if shared:
+        yield
+        return
+    locks = lock_dir(ctx.environ)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(PoolLock(Path(args.pool), locks))
+            held.enter_context(OutLock(Path(args.out), locks))
+        except LockedError as error:
+            log_refusal(args.log, ctx.redactor, error)
+            raise
+        yield
+
+
 def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
-                 redrive: Redrive | None = None) -> int:
-    """The run of a plan made ready (``prepare``): locked, its task joined, run, rendered, its exit
-    status.  ``redrive``: a redrive of the task ``--task`` names (``pooler redrive``)."""
+                 redrive: Redrive | None = None, locked: bool = False,
+                 told: dict[str, Any] | None = None) -> int:
+    """The run of a plan made ready (``prepare``): locked (unless the caller holds the locks,
+    ``locked``), its task joined, run, rendered, its exit status.  ``redrive``: a redrive of the task
+    ``--task`` names (``pooler redrive``), whose plan ``told`` its answer carries as ``redrive``."""
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
     # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
     # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
     share_malloc_arenas()
     variables = plan.variables
     assert variables is not None
-    check_run_files(args)
     check_out(Path(args.out))
+    make_folders_in_out(Path(args.out), (args.report, args.junit, args.metrics_file))
+    check_run_files(args)
     tracing = start_tracing(args, ctx)
     spec = journal_spec(args.journal, ctx.environ)
     # Runners of a task shared across hosts share it on purpose; on one host, one run of a pool
     # file (and of an out folder) at a time.
     shared = is_postgres(spec)
-    locks = lock_dir(ctx.environ)
     where = shown(spec) if shared else str(Path(spec).absolute())
     # The executor masks everything it writes (tables, jobs, journal, answer, reporter) and must act
     # on the store's own answer: a client masking it as well could hide the very keys it reads.
     with make_client(args, ctx, masking=False, need_token=True) as client, \
-            (contextlib.nullcontext() if shared else PoolLock(Path(args.pool), locks)), \
-            (contextlib.nullcontext() if shared else OutLock(Path(args.out), locks)), \
+            (contextlib.nullcontext() if locked else run_locks(args, ctx, shared=shared)), \
             closing(open_journal(spec)) as journal, open_log(args.log) as log, \
             Monitoring(args, ctx, client, plan.pool.file, tracing, runner=shared) as monitoring:
         lease = check_shared_options(args, plan.pool, client.read_timeout)
@@ -235,7 +264,9 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                 document["task"] = sent.task
                 ctx.emit_json(document)
             return ExitStatus.FAILED
-        write_run_files(args, ctx, journal.history(), answer, args.pool)
+        write_run_files(args, ctx, told_history(journal), answer, args.pool)
+    if told is not None:
+        answer = {**answer, "redrive": told}
     return answered(args, ctx, answer, interrupts)
 
 

@@ -13,11 +13,13 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
 
-from pooler.cli.commands.common import Context
-from pooler.errors import UsageError
+from pooler.cli.commands.common import Context, render_error
+from pooler.cli.render import PlainReporter
+from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.pool.budget import within_budget
 from pooler.pool.model import Pool, Step
+from pooler.redact import Redactor
 from pooler.run.config import StopSignal
 from pooler.run.events import NullReporter
 
@@ -71,6 +73,17 @@ class open_log:  # noqa: N801 - used as a context manager, named like open()
     def __exit__(self, *exc: object) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def log_refusal(path: str | None, redactor: Redactor, error: PoolerError) -> None:
+    """A start refused (the run lock's exit 3) told in the ``--log`` file, if there is one, as the
+    screen tells it: a cron log then shows the nights that did not start, not only those that did."""
+    if path is None:
+        return
+    # A log that cannot be written does not hide the refusal itself (exit 3, on stderr).
+    with contextlib.suppress(UsageError, OSError), open_log(path) as log:
+        assert log is not None
+        PlainReporter(log, redactor).notice(render_error(error))
 
 
 class Interrupts:

@@ -5,7 +5,6 @@ find the plan there)."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -16,11 +15,11 @@ from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
 from pooler.journal.dburl import DbText
+from pooler.journal.liveness import dead_here
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.postgres.lease import take
 from pooler.journal.postgres.schema import SQL, check_version, connect
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
-from pooler.journal.sqlite.file import alive
 from pooler.journal.work import (
     OverTable,
     Planned,
@@ -131,16 +130,15 @@ class PgJournal:
     def _leases(self, task_id: str) -> tuple[list[str], list[str]]:
         """The runners of the task holding a live lease, and those among them killed on this
         machine (their process is gone): the one rule of who is alive."""
-        here = socket.gethostname()
         live: list[str] = []
         dead: list[str] = []
         for runner, where, pid in self.query(SQL["live_leases"], (task_id,)):
-            (dead if where == here and not alive(int(pid)) else live).append(str(runner))
+            (dead if dead_here(where, pid) else live).append(str(runner))
         return live, dead
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
-        """The task counted against its work rows: rows of a step over rows (calls of the others)
-        by status; a call sent whose answer is not recorded is in doubt, one never sent not run."""
+        """The task's calls counted against its plan, by status; a call sent whose answer is not
+        recorded is in doubt, one never sent not run."""
         rows = self.query(SQL["plan_counts"], (task_id,))
         if not rows or rows[0][0] is None:
             return None

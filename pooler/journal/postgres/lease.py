@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText
 from pooler.journal.heartbeat import Heartbeat, taken_back
+from pooler.journal.liveness import host
 from pooler.journal.postgres.schema import SQL, connect
 from pooler.journal.work import Seat
 
@@ -27,7 +27,7 @@ def take(db: Any, task: str, seat: Seat) -> None:
     """``seat`` taken as a runner of ``task``, on the connection ``db`` (in its transaction)."""
     seat.taken = time.monotonic()
     db.execute(SQL["take_lease"],
-               (seat.id, task, socket.gethostname(), os.getpid(), seat.seconds, seat.width))
+               (seat.id, task, host(), os.getpid(), seat.seconds, seat.width))
 
 
 class Lease(Heartbeat):

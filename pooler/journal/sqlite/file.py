@@ -5,10 +5,7 @@ written to it, an older journal brought up to date by the numbered migrations in
 
 from __future__ import annotations
 
-import functools
-import os
 import re
-import socket
 import sqlite3
 from pathlib import Path
 
@@ -85,25 +82,3 @@ def _lacks(db: sqlite3.Connection) -> bool:
     tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     return any(t not in tables for m in MIGRATIONS for t in m.tables) or any(
         column not in _columns(db, table) for m in MIGRATIONS for table, column in m.columns)
-
-
-@functools.cache
-def host() -> str:
-    """This machine since its last boot: a pid names one process only within it (read once: a
-    process outlives no boot)."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
-    except OSError:
-        boot = ""
-    return f"{socket.gethostname()} {boot}".strip()
-
-
-def alive(pid: int) -> bool:
-    """Whether a process of this machine is still there."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -68,6 +68,26 @@ class Journal:
                 f"cannot open the journal {target}: {exc} - give another file with --journal."
             ) from exc
         self._lock = threading.Lock()
+        #: The file the connection has open (device, inode), by its absolute path (the working folder
+        #: may change): a journal deleted or replaced under the run is told at its next write, not
+        #: written on into a file no one can open again.
+        self._where = self.path.absolute() if self.path is not None else None
+        self._file = self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        if self._where is None:
+            return None
+        try:
+            found = self._where.stat()
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def _still_there(self) -> None:
+        """Raise ``JournalError`` when the journal's path no longer names the file it opened."""
+        if self._file is not None and self._identity() != self._file:
+            raise JournalError(f"the journal {self.path} was deleted or replaced while this run used it - "
+                               "what the run records would be lost with the file")
 
     @staticmethod
     def _prepare_file(path: Path) -> None:
@@ -97,6 +117,7 @@ class Journal:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
+                self._still_there()
                 yield self._db
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -122,14 +143,16 @@ class Journal:
     def _write(self, sql: str, args: tuple[Any, ...]) -> int:
         """One statement, committed on its own (autocommit: a transaction of one statement)."""
         with self._lock:
+            self._still_there()
             try:
                 return int(self._db.execute(sql, args).lastrowid or 0)
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
 
-    def change(self, sql: str, args: tuple[Any, ...]) -> int:
+    def change(self, sql: str, args: tuple[Any, ...] | dict[str, Any]) -> int:
         """One statement, committed on its own: the rows it changed."""
         with self._lock:
+            self._still_there()
             try:
                 return int(self._db.execute(sql, args).rowcount)
             except sqlite3.Error as exc:

@@ -24,28 +24,23 @@ from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.heartbeat import Heartbeat, taken_back
-from pooler.journal.sqlite.file import SQL, alive, host
+from pooler.journal.liveness import dead_here, host
+from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.work import Seat
-
-
-def _dead_here(where: str, pid: int, here: str) -> bool:
-    return where == here and not alive(int(pid))
 
 
 def live_runners(runners: Iterable[tuple[Any, ...]], now: float) -> list[str]:
     """Of the task's ``runners`` (``SQL["runners_of_task"]``), those whose lease is alive at ``now``
     (seconds since the epoch), but for those of this machine whose process is gone."""
-    here = host()
     return [str(rid) for rid, where, pid, until, _, _ in runners
-            if until > now and not _dead_here(where, pid, here)]
+            if until > now and not dead_here(where, pid)]
 
 
 def end_dead_leases(db: sqlite3.Connection, task: str, now: float) -> None:
     """The leases of the task's runners killed on this machine end now."""
-    here = host()
     dead = [str(rid) for rid, where, pid, until, _, _ in db.execute(SQL["runners_of_task"], (task,))
-            if until > now and _dead_here(where, pid, here)]
+            if until > now and dead_here(where, pid)]
     if dead:
         db.execute(SQL["end_leases"], (now, json.dumps(dead)))
 
@@ -53,9 +48,8 @@ def end_dead_leases(db: sqlite3.Connection, task: str, now: float) -> None:
 def gone_runners(db: sqlite3.Connection, task: str, now: float) -> list[str]:
     """The runners of ``task`` that are gone: their lease expired, or their process (on this
     machine) is not there; and the runners that left with calls they could not record."""
-    here = host()
     gone = [str(rid) for rid, where, pid, until, _, _ in db.execute(SQL["runners_of_task"], (task,))
-            if until < now or _dead_here(where, pid, here)]
+            if until < now or dead_here(where, pid)]
     gone += [str(r[0]) for r in db.execute(SQL["runners_left"], (task,)) if str(r[0]) not in gone]
     return gone
 
@@ -65,10 +59,9 @@ def fair_share(db: sqlite3.Connection, task: str, runner: str, cap: int, now: fl
     fills vessels, each up to its width (``pooler_share`` of the PostgreSQL journal): a runner
     narrower than an equal part keeps its width, the others split what is left in equal parts,
     one more for each of the first to join while a remainder lasts."""
-    here = host()
     live = [(str(rid), min(cap if width is None else int(width), cap), float(started))
             for rid, where, pid, until, width, started in db.execute(SQL["runners_of_task"], (task,))
-            if rid == runner or (until > now and not _dead_here(where, pid, here))]
+            if rid == runner or (until > now and not dead_here(where, pid))]
     left, n = cap, len(live)
     wide: int | None = None
     for rid, width, _ in sorted(live, key=lambda r: r[1]):

@@ -172,8 +172,8 @@ class SqliteTaskJournal:
         return int(self.journal.query(SQL["planned_calls"], (task_id,))[0][0])
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
-        """The task counted against its work rows: rows of a step over rows (calls of the others)
-        by status; a call sent whose answer is not recorded is in doubt, one never sent not run."""
+        """The task's calls counted against its plan, by status; a call sent whose answer is not
+        recorded is in doubt, one never sent not run."""
         rows = self.journal.query(SQL["work_plan_counts"], (task_id,))
         if not rows or rows[0][0] is None:
             return None

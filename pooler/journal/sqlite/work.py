@@ -16,6 +16,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pooler.journal.records import dumps, split_entry
@@ -161,9 +162,9 @@ class SqliteWorkStore:
         gone = json.dumps(gone_runners(db, self.task, now))
         if gone != "[]":
             db.execute(SQL["unclaim_gone"], (self.task, gone))
-        found = db.execute(SQL["in_doubt_to_rule"], (self.task, gone)).fetchall()
-        for *columns, expired in sorted(found, key=lambda r: (r[0], r[1])):
-            row = work_row(columns)
+        found = db.execute(SQL["in_doubt_to_rule"], (self.task, gone, _ms(now))).fetchall()
+        for *columns, age, expired in sorted(found, key=lambda r: (r[0], r[1])):
+            row = replace(work_row(columns), sent_age=age)
             decided = on_doubt(row, bool(expired))
             if decided is None:
                 # A call without a key goes out as a new one: it repeats nothing the store can tell.

@@ -12,7 +12,6 @@ from typing import Any
 
 from pooler.store.ctx import Ctx, Fields
 
-WORK_SECONDS = 0.1
 _guard = threading.Lock()
 _busy: set[str] = set()
 
@@ -24,7 +23,7 @@ def CmdAdd(ctx: Ctx, params: Fields) -> dict[str, Any]:
             return {"result": False, "message": f"Sales document {contract} is currently being processed"}
         _busy.add(contract)
     try:
-        time.sleep(WORK_SECONDS)
+        time.sleep(ctx.order_ms / 1000)
         cur = ctx.sql.execute("INSERT INTO orders (contract, qty, created) VALUES (?, ?, ?)",
                               (contract, params["qty"], datetime.now().strftime("%Y-%m-%d %H:%M:%S")))
     finally:

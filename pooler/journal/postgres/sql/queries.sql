@@ -109,14 +109,15 @@ SELECT DISTINCT key_text FROM work WHERE task = %s AND num = %s AND kind = 'call
 -- The plan
 
 -- name: plan_counts
+-- The task's calls by status (a chunk of 500 rows is one call, as the run counts it; NULL: no plan).
 -- A call sent whose answer is not recorded is in doubt, as is one a run again left to its runners'
 -- rule (state doubt); a placeholder of a step over a table
 -- counts once it is done (its step could not read the table).
-SELECT sum(size),
-       sum(size) FILTER (WHERE state = 'done' AND status = 'completed'),
-       sum(size) FILTER (WHERE state = 'done' AND status = 'failed'),
-       sum(size) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
-       sum(size) FILTER (WHERE state = 'done' AND status = 'skipped')
+SELECT nullif(count(*), 0),
+       count(*) FILTER (WHERE state = 'done' AND status = 'completed'),
+       count(*) FILTER (WHERE state = 'done' AND status = 'failed'),
+       count(*) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
+       count(*) FILTER (WHERE state = 'done' AND status = 'skipped')
 FROM work WHERE task = %s AND (kind = 'call' OR state = 'done');
 
 -- name: planned
@@ -175,9 +176,10 @@ SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sen
 UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' AND runner = ANY(%s);
 
 -- name: in_doubt_to_rule
--- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false).
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false), with no
+-- epoch and the seconds since their request left.
 SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
-       step_id, state = 'sent'
+       step_id, NULL::bigint, extract(epoch FROM clock_timestamp() - sent_at)::float8, state = 'sent'
 FROM work WHERE task = %s AND (state = 'doubt' OR state = 'sent' AND runner = ANY(%s))
 ORDER BY num, idx;
 

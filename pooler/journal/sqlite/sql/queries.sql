@@ -125,13 +125,14 @@ FROM work WHERE task = ? GROUP BY num;
 SELECT count(*) FROM work WHERE task = ? AND state <> 'beyond';
 
 -- name: work_plan_counts
+-- The task's calls by status (a chunk of 500 rows is one call, as the run counts it; NULL: no plan).
 -- A call sent whose answer is not recorded is in doubt, as is one a run again left to its runners'
 -- rule (state doubt); a placeholder of a step over a table counts once it is done.
-SELECT sum(size),
-       sum(size) FILTER (WHERE state = 'done' AND status = 'completed'),
-       sum(size) FILTER (WHERE state = 'done' AND status = 'failed'),
-       sum(size) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
-       sum(size) FILTER (WHERE state = 'done' AND status = 'skipped')
+SELECT nullif(count(*), 0),
+       count(*) FILTER (WHERE state = 'done' AND status = 'completed'),
+       count(*) FILTER (WHERE state = 'done' AND status = 'failed'),
+       count(*) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
+       count(*) FILTER (WHERE state = 'done' AND status = 'skipped')
 FROM work WHERE task = ? AND (kind = 'call' OR state = 'done');
 
 -- name: answer_rows
@@ -282,12 +283,13 @@ UPDATE work SET state = 'ready', runner = NULL
 WHERE task = ? AND state = 'claimed' AND state <> 'done' AND runner IN (SELECT value FROM json_each(?));
 
 -- name: in_doubt_to_rule
--- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false); the
--- caller puts them in file order (an ORDER BY here would make SQLite walk every call of the task).
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false), with the
+-- seconds since their request left (?3: now, in milliseconds); the caller puts them in file order
+-- (an ORDER BY here would make SQLite walk every call of the task).
 SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
-       state = 'sent'
-FROM work WHERE task = ? AND state IN ('doubt', 'sent') AND state <> 'done'
-  AND (state = 'doubt' OR runner IN (SELECT value FROM json_each(?)));
+       (?3 - sent_ms) / 1000.0, state = 'sent'
+FROM work WHERE task = ?1 AND state IN ('doubt', 'sent') AND state <> 'done'
+  AND (state = 'doubt' OR runner IN (SELECT value FROM json_each(?2)));
 
 -- name: send_again
 -- A call in doubt sent again under its same key and round, naming the call it repeats.
@@ -487,3 +489,17 @@ SELECT tat FROM buckets WHERE task = ? AND name = ?;
 SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond'),
        count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'in_doubt')
 FROM work WHERE task = ? GROUP BY num;
+
+-- name: plan_add
+INSERT INTO plans (id, task, created, expires, digest, arguments, state) VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: plan_get
+SELECT id, task, expires, digest, arguments, state, host, pid, answer FROM plans WHERE id = ?;
+
+-- name: plan_claim
+-- Of two commits of one plan that race, exactly one takes it, and only before it expires.
+UPDATE plans SET state = :committed, committed = :now, host = :host, pid = :pid
+WHERE id = :id AND state = :planned AND expires > :now;
+
+-- name: plan_state
+UPDATE plans SET state = ?, answer = coalesce(?, answer) WHERE id = ?;
