@@ -18,7 +18,7 @@ from typing import Any
 
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError, in_order
 from pooler.pool.against import check_against, field_types
-from pooler.pool.checks import check_pool
+from pooler.pool.checks import NearMiss, check_pool, near_misses
 from pooler.pool.datafiles import DataFile, RowSink, data_path, locate, read_whole
 from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.model import Pool, Step
@@ -48,6 +48,8 @@ class Plan:
     #: Whether every data file was read whole (rows counted, every row's key known).
     whole: bool = False
     sample: int | None = None
+    #: tool_pool (the seed's words of data): the references that nearly name a step, sent as text.
+    notes: list[NearMiss] = field(default_factory=list)
 
 
 def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[str, Any] | None = None,
@@ -104,7 +106,7 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     if problems:
         raise CheckFailed(list(dict.fromkeys(problems)))
     return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks and data_files,
-                sample=sample)
+                sample=sample, notes=near_misses(pool) if seed_words else [])
 
 
 # What each caller needs of the compile step, by name: a caller says what it does, not which of
