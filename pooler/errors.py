@@ -159,8 +159,9 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
 
 
 def _one_edit(a: str, b: str) -> bool:
-    """Whether ``a`` becomes ``b`` by one character changed, added, dropped, or two swapped."""
-    if a == b or abs(len(a) - len(b)) > 1 or min(len(a), len(b)) == 0:
+    """Whether ``a`` becomes ``b`` by one character changed, added, dropped, or two swapped (a
+    word of one character is close to nothing: any other would do)."""
+    if a == b or abs(len(a) - len(b)) > 1 or min(len(a), len(b)) < 2:
         return False
     if len(a) == len(b):
         wrong = [i for i in range(len(a)) if a[i] != b[i]]

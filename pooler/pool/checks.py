@@ -183,6 +183,14 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
         for path, text in strings(step.probe.params):
             if OPEN in text:
                 templates.extend((("probe", "params", *path), name) for _, name in placeholders(text))
+    if step.chunk_row is not None:
+        # Each row's shape is filled as params are: the row (every one of the chunk) and the variables.
+        for path, text in strings(step.chunk_row):
+            if OPEN in text:
+                templates.extend((("chunk_row", *path), name) for _, name in placeholders(text))
+        if step.for_each is None or step.for_each.chunk is None:
+            yield step.problem(f"chunk_row of step {step.num} shapes the rows a chunk sends - give the step "
+                               "for_each with chunk and field, or fill params instead.", "chunk_row", KEY)
     data_file = step.for_each.file if step.for_each is not None else None
     if isinstance(data_file, str) and OPEN in data_file:
         templates.extend((("for_each", "file"), name) for _, name in placeholders(data_file))
@@ -245,7 +253,8 @@ def _template_problem(pool: Pool, step: Step, where: tuple[str | int, ...], name
                     "or use a variable.")
         if each.chunk is not None and where[0] == "params":
             return (f"${{{name}}} in {spot}: a step with chunk sends its rows in "
-                    f"{each.field or 'its field'}, so there is no single row here.")
+                    f"{each.field or 'its field'}, so there is no single row here - shape each row with "
+                    "chunk_row.")
         return None
     if head.lower() in RESERVED_NAMES:
         return f"${{{name}}} in {spot}: [{head}] is a reserved name, not a variable."

@@ -247,6 +247,7 @@ class _Loader:
             retry=Retry(**retry) if isinstance(retry, dict) else None,
             for_each=ForEach(**each) if isinstance(each, dict) else None,
             probe=_probe(probe),
+            chunk_row=dict(raw["chunk_row"]) if isinstance(raw.get("chunk_row"), dict) else None,
             description=str(raw.get("description", "")),
             tolerate=tolerate_of(raw.get("tolerate")),
             rate=rate_of(raw.get("rate")),
