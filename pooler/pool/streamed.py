@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from yaml.events import (
@@ -35,6 +35,7 @@ from pooler.pool.positions import (
     _SEQ,
     _SPECIAL_START,
     _STR,
+    KEY,
     _Builder,
     _Loader,
     _yaml_error,
@@ -90,14 +91,57 @@ def parse(text: str, source: Source, *, max_depth: int, max_nodes: int) -> tuple
 
 
 def _marks_again(text: str | None, source: Source, max_depth: int, max_nodes: int) -> dict[JsonPath, Any]:
-    """Every path's mark, from the text composed again (only when a problem asks for a position);
-    ``text`` None: from the source's lines, so the text itself is not held meanwhile."""
-    root = compose_quietly(text if text is not None else "\n".join(source.lines))
-    if root is None:
-        return {}
-    builder = _Builder(source, max_depth, max_nodes)
-    builder.build(root, (), 1)
-    return builder.marks
+    """Every path's mark, from the text parsed again (only when a problem asks for a position);
+    ``text`` None: from the source's lines, so the text itself is not held meanwhile.  Each mark is
+    kept as ``(line, column)``, read from the events as the values were: a 15 MB file with a problem
+    holds its marks, never a node graph too."""
+    text = text if text is not None else "\n".join(source.lines)
+    if "<<" in text:
+        # Merged members take the marks of the mapping they come from: the node graph tells them.
+        root = compose_quietly(text)
+        if root is None:
+            return {}
+        builder = _Builder(source, max_depth, max_nodes)
+        builder.build(root, (), 1)
+        return builder.marks
+    marks: dict[JsonPath, Any] = {}
+    loader = _Loader(text)
+    try:
+        loader.get_event()  # the stream's start
+        if not loader.check_event(StreamEndEvent):
+            loader.get_event()  # the document's start
+            _walk(loader, (), marks)
+    except yaml.YAMLError:
+        pass  # the file was read once already: what was marked before the slip stands
+    finally:
+        loader.dispose()
+    return marks
+
+
+def _walk(loader: Any, path: JsonPath, marks: dict[JsonPath, Any]) -> None:
+    """Mark the value whose events come next, and everything in it, under their paths."""
+    event = loader.get_event()
+    marks[path] = _At(event.start_mark.line, event.start_mark.column)
+    if isinstance(event, SequenceStartEvent):
+        index = 0
+        while not loader.check_event(SequenceEndEvent):
+            _walk(loader, (*path, index), marks)
+            index += 1
+        loader.get_event()
+    elif isinstance(event, MappingStartEvent):
+        while not loader.check_event(MappingEndEvent):
+            key = loader.get_event()
+            member = (*path, str(key.value))
+            marks[(*member, KEY)] = _At(key.start_mark.line, key.start_mark.column)
+            _walk(loader, member, marks)
+        loader.get_event()
+
+
+class _At(NamedTuple):
+    """A mark as ``LazyPositions`` reads it: 0-based line and column, and nothing more."""
+
+    line: int
+    column: int
 
 
 class _Streamed(_Builder):
