@@ -144,14 +144,37 @@ class JournalError(PoolerError):
     """The journal cannot be opened or holds no such task."""
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` - did you mean X?`` for the closest of ``choices``, or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` ``word`` is nearly (case told apart first, then not), or None."""
+    choices = list(choices)
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if not close:
         lowered = {c.lower(): c for c in choices}
         close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
         close = [lowered[c] for c in close]
-    return f" - did you mean {close[0]}?" if close else ""
+    if not close:
+        # A short name is too short for the ratio ("ab" is 0.5 of "aa"): one slip of a key still counts.
+        close = [c for c in choices if _one_edit(word.lower(), c.lower())][:1]
+    return close[0] if close else None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` becomes ``b`` by one character changed, added, dropped, or two swapped (a
+    word of one character is close to nothing: any other would do)."""
+    if a == b or abs(len(a) - len(b)) > 1 or min(len(a), len(b)) < 2:
+        return False
+    if len(a) == len(b):
+        wrong = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(wrong) == 1 or (len(wrong) == 2 and wrong[1] == wrong[0] + 1
+                                   and a[wrong[0]] == b[wrong[1]] and a[wrong[1]] == b[wrong[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` - did you mean X?`` for the closest of ``choices``, or ``""`` when none is close."""
+    close = closest(word, choices)
+    return f" - did you mean {close}?" if close is not None else ""
 
 
 def in_order(problems: Iterable[Problem], main: str) -> list[Problem]:

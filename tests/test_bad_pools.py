@@ -229,7 +229,8 @@ EXPECTED: list[tuple[str, list[str]]] = [
     ]),
     ('bad-row-in-chunk.yaml', [
         ('tests/pools/bad-row-in-chunk.yaml:5:21: ${row.sku} in params.note of step 1: a step '
-         'with chunk sends its rows in goods, so there is no single row here.'),
+         'with chunk sends its rows in goods, so there is no single row here - shape each row with '
+         'chunk_row.'),
     ]),
     ('bad-row-outside.yaml', [
         ('tests/pools/bad-row-outside.yaml:4:20: ${row.sku} in params.sku of step 1: only a step '

@@ -122,6 +122,15 @@ def test_for_each_over_an_earlier_steps_table(tmp_path: Path) -> None:
     assert messages(pool) == ["for_each.step of step 3 names no step [lst] - did you mean list?"]
 
 
+def test_a_reference_one_slip_from_a_short_step_name_is_told_with_did_you_mean_at_its_place(
+        tmp_path: Path) -> None:
+    pool = pool_of(tmp_path, "pool:\n  - {name: aa, unit: U, command: C}\n"
+                             "  - {unit: U, command: C, params: {of: \"@ab.id\"}}\n")
+    assert [p.headline() for p in check_pool(pool)] == [
+        (f"{pool.file}:3:40: @ab.id names no step - it would be sent as text. Did you mean @aa.id? "
+        "Write @@ab.id to send a literal @.")]
+
+
 def test_problems_of_a_value_pool_carry_step_and_path(tmp_path: Path) -> None:
     pool = load_pool_value({"pool": [{"unit": "U", "command": "C", "params": {"a": {"b": ["@x.id"]}}}]},
                            file="<tool_pool>", base=tmp_path)

@@ -577,6 +577,28 @@ def test_an_at_word_naming_no_earlier_step_goes_as_data(store: Store, out: Path)
     run(scenario)
 
 
+def test_a_reference_that_nearly_names_a_step_goes_as_data_and_the_answer_asks_did_you_mean(
+        store: Store, out: Path) -> None:
+    pool = [{"name": "aa", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"id": 7}},
+            {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho",
+             "params": {"of": "@ab.id", "mail": "@shop.example", "lit": "@@ab.id"}}]
+    note = {"step": 2, "at": "params.of", "reference": "@ab.id", "nearly_names": {"num": 1, "name": "aa"},
+            "message": "@ab.id in params.of of step 2 names no step, so it goes as text - did you mean "
+                       "@aa.id (step 1)? Write @@ab.id to send the text without this note."}
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            result = await session.call_tool("tool_pool", {"pool": pool})
+            planned = answer_of(await session.call_tool("tool_pool", {"pool": pool, "plan": True}))
+        answer = answer_of(result)
+        assert result.is_error is False, answer
+        # The seed's rule holds: the text goes to the store as it is.
+        assert answer["steps"][1]["detail"] == {"of": "@ab.id", "mail": "@shop.example", "lit": "@ab.id"}
+        assert answer["notes"] == [note]
+        assert planned["notes"] == [note]
+    run(scenario)
+
+
 def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: Path) -> None:
     pool = {"pool": [
         {"name": "a", "key": "echo-a", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import tracemalloc
 from collections.abc import Iterator
@@ -196,3 +197,24 @@ def test_a_row_is_written_as_compact_json_as_dumps_writes_it(row: object) -> Non
     for ascii_only in (False, True):
         assert row_encoder(ascii_only=ascii_only)(row) == json.dumps(row, ensure_ascii=ascii_only,
                                                                      separators=(",", ":"))
+
+
+def test_a_jsonl_line_is_capped_as_a_csv_field_is_and_read_no_further(tmp_path: Path) -> None:
+    limit = csv.field_size_limit()
+    big = f'{{"ref": 2, "note": "{"x" * (20 * limit)}"}}\n'
+    src = write(tmp_path / "rows.jsonl", '{"ref": 1}\n' + big + '{"ref": 3}\n')
+    tracemalloc.start()
+    try:
+        told = message(src)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert told == (f"{src} line 2 is longer than {limit:,} bytes, the most a row may take (as a CSV field) "
+                    "- keep big values out of the rows, in files of their own.")
+    assert peak < 4 * limit, f"peak {peak} bytes: the long line was read whole"
+    # Up to the cap a line is a row like any other.
+    fits = '{"note": "' + "y" * (limit - 20) + '"}\n'
+    assert len(fits.encode()) <= limit
+    assert list(iter_rows(write(tmp_path / "fits.jsonl", fits))) == [json.loads(fits)]
+    csv_src = write(tmp_path / "rows.csv", "ref,note\n2," + "x" * (limit + 1) + "\n")
+    assert message(csv_src) == f"{csv_src} line 2 is not valid CSV - field larger than field limit ({limit})."

@@ -31,13 +31,19 @@ class Param:
     #: As the store keeps it: always a string, "" for no default.
     default: str = ""
     descr: str = ""
+    #: A ``jsonl`` field's row fields, where its declaration names them (each row's fields, typed
+    #: and required like a command's); None: what a row holds is not declared.
+    rows: tuple[Param, ...] | None = None
 
     def default_value(self) -> Any:
         return cast(self.type, self.default)
 
     def declared(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "required": self.required,
-                "default": self.default, "descr": self.descr}
+        found = {"name": self.name, "type": self.type, "required": self.required,
+                 "default": self.default, "descr": self.descr}
+        if self.rows is not None:
+            found["rows"] = [r.declared() for r in self.rows]
+        return found
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,14 @@ def _param(raw: Any, path: Path, where: str) -> Param:
     default = raw.get("default", "")
     _need(isinstance(default, str), path, f"{where}.default", 'must be a string, as the store keeps it ("1")')
     _need(isinstance(raw.get("descr", ""), str), path, f"{where}.descr", "must be text")
-    param = Param(name, type_, raw.get("required", False), default, raw.get("descr", ""))
+    rows_raw = raw.get("rows")
+    _need(rows_raw is None or (type_ == "jsonl" and isinstance(rows_raw, list)), path, f"{where}.rows",
+          "goes with a jsonl field: the list of the fields each of its rows holds")
+    rows = tuple(_param(r, path, f"{where}.rows[{k}]") for k, r in enumerate(rows_raw or ()))
+    _need(all(r.type not in ("files", "jsonl") for r in rows), path, f"{where}.rows",
+          "hold fields of values: no files or jsonl in a row")
+    param = Param(name, type_, raw.get("required", False), default, raw.get("descr", ""),
+                  rows if rows_raw is not None else None)
     if default and type_ != "files":
         try:
             param.default_value()

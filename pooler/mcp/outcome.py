@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pooler import strictjson
 from pooler.errors import Problem
 from pooler.redact import Redactor
+
+if TYPE_CHECKING:
+    from pooler.pool.compiler import Plan
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,14 @@ class Outcome:
             return self
         answer = redactor.value(self.answer) if self.answer is not None else None
         return Outcome(redactor.text(self.text), answer, self.is_error)
+
+
+def with_notes(answer: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """The answer with ``notes``: the references sent as text that nearly name a step (none: no
+    field, so an answer without them is the seed's own)."""
+    if plan.notes:
+        answer["notes"] = [n.as_json() for n in plan.notes]
+    return answer
 
 
 def answered(answer: dict[str, Any], *, is_error: bool) -> Outcome:

@@ -143,6 +143,15 @@ TOOL_POOL_OUTPUT: dict[str, Any] = {
                      "description": "A plan: every problem the check found; nothing is sent while any "
                                     "is left."},
         "message": {"type": "string", "description": "What happened, and what to do next."},
+        "notes": {"type": "array", "items": {
+                      "type": "object", "required": ["step", "at", "reference", "nearly_names", "message"],
+                      "properties": {"step": {"type": "integer"}, "at": {"type": "string"},
+                                     "reference": {"type": "string"},
+                                     "nearly_names": {"type": "object"}, "message": {"type": "string"}}},
+                  "description": "Only when there is one: each \"@name.field\" that names no step but "
+                                 "nearly names an earlier one (step, where in its params, the step it "
+                                 "nearly names, did you mean). It goes as text, a word of data; write "
+                                 "@@ to send such text without a note."},
     },
     "required": ["result", "task"],
 }

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pooler.errors import InputError, PoolerError, StoreError
 from pooler.mcp.arguments import check_task, optional
-from pooler.mcp.outcome import Outcome, answered, problem_text
+from pooler.mcp.outcome import Outcome, answered, problem_text, with_notes
 from pooler.mcp.plans import PlanRow, plan_digest, when
 from pooler.pool.plan_document import build_plan
 from pooler.statuses import PlanState
@@ -77,7 +77,7 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
     row = runs.plans().add(task, plan_digest(compiled.pool), kept, runs.plan_ttl)
     steps = _plan_steps(compiled)
     opts = compiled.pool.options
-    return answered({
+    return answered(with_notes({
         "result": True, "task": task, "status": PlanState.PLANNED, "plan_id": row.id,
         "expires": when(row.expires),
         "calls": len(steps), "mode": opts.mode,
@@ -86,7 +86,7 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
         "problems": [],
         "message": f"Nothing was sent. Commit with tool_pool {{\"plan_id\": \"{row.id}\"}} before "
                    f"{when(row.expires)}: it makes these calls once, however often the commit is sent.",
-    }, is_error=False)
+    }, compiled), is_error=False)
 
 
 def _expired(row: PlanRow, runs: PoolRuns) -> InputError:

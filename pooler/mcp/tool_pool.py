@@ -22,7 +22,7 @@ from pooler.journal.opening import open_journal
 from pooler.journal.work import TaskJournal
 from pooler.mcp.arguments import check_names, check_task, confine, optional
 from pooler.mcp.lookup import task_answer
-from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.outcome import Outcome, answered, with_notes
 from pooler.mcp.planning import commit, make_plan
 from pooler.mcp.plans import DEFAULT_TTL, PlanStore
 from pooler.mcp.schemas import MAX_POOL_STEPS
@@ -228,7 +228,8 @@ class PoolRuns:
                 # is checked by the seed's words already (an @word naming no step goes as data).
                 config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True,
                                    checked=True)
-                return run_session_pool(plan, self.client, config, self.journal(),
-                                        reporter=reporter, stop=stop)
+                answer = run_session_pool(plan, self.client, config, self.journal(),
+                                          reporter=reporter, stop=stop)
+                return with_notes(answer, plan)
             finally:
                 self.running -= {task, pooled}

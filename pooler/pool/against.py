@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from pooler.contract.fieldtypes import CastError, cast
 from pooler.errors import Problem, did_you_mean
@@ -96,11 +97,21 @@ def _check_probe(step: Step, units: dict[str, Tool], unit_names: list[str]) -> I
                                f"{', '.join(sorted(fields)) or 'none'}.", key)
 
 
-def field_types(pool: Pool, tools: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str, str]]]:
+class Declared(NamedTuple):
+    """What a step's rows are checked against: its command as the store names it, the types of its
+    declared fields, and for a chunked step whose field declares its rows, those row fields."""
+
+    command: str
+    types: dict[str, str]
+    #: The declared fields of each row the chunk's field takes (None: not declared, or no chunk).
+    rows: tuple[dict[str, Any], ...] | None = None
+
+
+def field_types(pool: Pool, tools: list[dict[str, Any]]) -> dict[int, Declared]:
     """Each step's command as the store names it and the types of its declared fields, by step
     number: what a row's values are checked against (a step the store does not know is left out)."""
     units = {str(t.get("unit", "")).upper(): t for t in tools if isinstance(t, dict)}
-    found: dict[int, tuple[str, dict[str, str]]] = {}
+    found: dict[int, Declared] = {}
     for step in pool.steps:
         tool = units.get(step.unit.upper())
         commands = [c for c in (tool or {}).get("commands", []) if isinstance(c, dict)]
@@ -109,8 +120,48 @@ def field_types(pool: Pool, tools: list[dict[str, Any]]) -> dict[int, tuple[str,
             continue
         types = {str(p["name"]): str(p.get("type", "")) for p in command.get("params", [])
                  if isinstance(p, dict) and "name" in p and p.get("type") != "files"}
-        found[step.num] = (f"{tool.get('unit')}.{command.get('name')}", types)
+        found[step.num] = Declared(f"{tool.get('unit')}.{command.get('name')}", types,
+                                   _row_fields(step, command))
     return found
+
+
+def _row_fields(step: Step, command: Tool) -> tuple[dict[str, Any], ...] | None:
+    """The declared fields of each row of the step's chunk field, where its declaration names them."""
+    each = step.for_each
+    if each is None or each.chunk is None or each.field is None:
+        return None
+    param = next((p for p in command.get("params", []) if isinstance(p, dict) and p.get("name") == each.field
+                  and p.get("type") == "jsonl"), None)
+    rows = param.get("rows") if param is not None else None
+    if not isinstance(rows, list):
+        return None
+    return tuple(r for r in rows if isinstance(r, dict) and isinstance(r.get("name"), str))
+
+
+def _needed(rows: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("required")]
+
+
+def _names(fields: list[str]) -> str:
+    shown = [f"[{f}]" for f in fields]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def unshaped_rows(step: Step, declared: Declared, path: Path, header: tuple[str, ...]) -> Problem | None:
+    """A chunked step without chunk_row whose file's rows lack fields each row of the command's
+    field requires: the rows go as the file holds them, so every chunk would be refused."""
+    each = step.for_each
+    if declared.rows is None or step.chunk_row is not None or each is None:
+        return None
+    missing = [str(r["name"]) for r in _needed(declared.rows) if r["name"] not in header]
+    if not missing:
+        return None
+    carry = "neither" if len(missing) == 2 else ("none of them" if len(missing) > 2 else "it not")
+    like = f"chunk_row: {{{missing[0]}: \"${{row.{header[0]}}}\"}}" if header else "chunk_row"
+    return step.problem(
+        f"each row of the field [{each.field}] of {declared.command} needs {_names(missing)}, and the rows "
+        f"of {path} carry {carry} (its fields: {', '.join(header)}) - shape each row with chunk_row, like "
+        f"{like}.", "for_each", KEY)
 
 
 def _check_fields(step: Step, unit: str, command: Tool) -> Iterator[Problem]:
@@ -136,6 +187,9 @@ def _check_fields(step: Step, unit: str, command: Tool) -> Iterator[Problem]:
             yield step.problem(f"for_each.field [{chunk_field}] of step {step.num} must be a jsonl field of "
                                f"the command [{name}], not {kind} - the chunk's rows go there as a list.",
                                "for_each", "field")
+        else:
+            rows = declared[chunk_field].get("rows")
+            yield from _check_chunk_row(step, f"{unit}.{name}", chunk_field, rows)
     for field, param in declared.items():
         if param.get("required") and param.get("type") != "files" and field not in given \
                 and field != chunk_field:
@@ -158,6 +212,27 @@ def _check_fields(step: Step, unit: str, command: Tool) -> Iterator[Problem]:
         except CastError as exc:
             yield step.problem(f"The field [{key}] of the command [{name}] takes {kind}: {exc}.",
                                "params", key)
+
+
+def _check_chunk_row(step: Step, command: str, field: str, rows: Any) -> Iterator[Problem]:
+    """The step's chunk_row against the declared fields of each row of its chunk field: every
+    required one given, and a value that is no template cast by its type."""
+    if step.chunk_row is None or not isinstance(rows, list):
+        return
+    declared = {str(r["name"]): r for r in rows if isinstance(r, dict) and isinstance(r.get("name"), str)}
+    for row_field, spec in declared.items():
+        if spec.get("required") and step.chunk_row.get(row_field) is None:
+            yield step.problem(f"chunk_row of step {step.num} gives no [{row_field}] - each row of the field "
+                               f"[{field}] of {command} needs it ({spec.get('type')}).", "chunk_row", KEY)
+    for key, value in step.chunk_row.items():
+        found = declared.get(key)
+        if found is None or value is None or _made_at_run_time(value):
+            continue
+        try:
+            cast(str(found.get("type", "")), value)
+        except CastError as exc:
+            yield step.problem(f"The field [{key}] of each row of [{field}] of {command} takes "
+                               f"{found.get('type')}: {exc}.", "chunk_row", key)
 
 
 def _too_many(command: str, key: str, fields: list[str]) -> str:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from pooler.errors import PoolerError, Problem, did_you_mean, in_order
+from pooler.errors import PoolerError, Problem, closest, did_you_mean, in_order
 from pooler.pool.against import check_against
 from pooler.pool.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.pool.numbers import DECIMALS
@@ -29,7 +30,7 @@ from pooler.pool.rules import DOTTED_PATTERN, MAX_CONCURRENCY, into_problem
 from pooler.pool.schema_problems import concurrency_message, describe, mode_message, serialize_on_message
 from pooler.pool.variables import OPEN, env_message, placeholders, strings, substitute, unset_problem
 
-__all__ = ["check_against", "check_options", "check_pool"]
+__all__ = ["NearMiss", "check_against", "check_options", "check_pool", "near_misses"]
 
 _DOTTED = re.compile(DOTTED_PATTERN)
 _BARE_REF = re.compile(r"@([^.@\s]+)")
@@ -118,6 +119,49 @@ def _earlier_names(pool: Pool, step: Step) -> list[str]:
     return [s.name for s in pool.steps[: step.num - 1] if s.name]
 
 
+def nearly_named(pool: Pool, step: Step, name: str) -> Step | None:
+    """The earlier step whose name ``name`` (of a reference that names no step) nearly is: a slip."""
+    near = closest(name, _earlier_names(pool, step))
+    return pool.step_named(near) if near is not None else None
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """An ``@name.field`` that names no step but nearly names an earlier one: by the seed a word of
+    data (tool_pool sends it as it is), told to the agent beside the answer."""
+
+    step: int
+    at: str
+    reference: str
+    near: Step
+
+    @property
+    def message(self) -> str:
+        field = self.reference.partition(".")[2]
+        return (f"{self.reference} in {self.at} of step {self.step} names no step, so it goes as text - "
+                f"did you mean @{self.near.name}.{field} (step {self.near.num})? Write @{self.reference} "
+                "to send the text without this note.")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"step": self.step, "at": self.at, "reference": self.reference,
+                "nearly_names": {"num": self.near.num, "name": self.near.name}, "message": self.message}
+
+
+def near_misses(pool: Pool) -> list[NearMiss]:
+    """Every reference in the steps' params that names no step but nearly names an earlier one."""
+    named = steps_by_name(pool)
+    found = []
+    for step in pool.steps:
+        for path, text in strings(step.params, ("params",)):
+            parsed = parse_ref(text) if text.startswith("@") and not text.startswith("@@") else None
+            if parsed is None or OPEN in parsed[0] or parsed[0].lower() in named:
+                continue
+            near = nearly_named(pool, step, parsed[0])
+            if near is not None:
+                found.append(NearMiss(step.num, ".".join(map(str, path)), text, near))
+    return found
+
+
 def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Problem]:
     if step.name and step.name.lower() in RESERVED_NAMES:
         yield step.problem(f"The name of step {step.num} is reserved: [{step.name}] - templates use it for "
@@ -144,6 +188,14 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
         for path, text in strings(step.probe.params):
             if OPEN in text:
                 templates.extend((("probe", "params", *path), name) for _, name in placeholders(text))
+    if step.chunk_row is not None:
+        # Each row's shape is filled as params are: the row (every one of the chunk) and the variables.
+        for path, text in strings(step.chunk_row):
+            if OPEN in text:
+                templates.extend((("chunk_row", *path), name) for _, name in placeholders(text))
+        if step.for_each is None or step.for_each.chunk is None:
+            yield step.problem(f"chunk_row of step {step.num} shapes the rows a chunk sends - give the step "
+                               "for_each with chunk and field, or fill params instead.", "chunk_row", KEY)
     data_file = step.for_each.file if step.for_each is not None else None
     if isinstance(data_file, str) and OPEN in data_file:
         templates.extend((("for_each", "file"), name) for _, name in placeholders(data_file))
@@ -172,8 +224,8 @@ def _check_ref(pool: Pool, step: Step, named: dict[str, Step], text: str) -> str
         return None  # the name comes from a template: known only at run time
     target = named.get(name.lower())
     if target is None:
-        close = did_you_mean(name, _earlier_names(pool, step))
-        guess = f" Did you mean @{close[len(' - did you mean '):-1]}.{parsed[1]}?" if close else ""
+        near = nearly_named(pool, step, name)
+        guess = f" Did you mean @{near.name}.{parsed[1]}?" if near is not None else ""
         return f"{text} names no step - it would be sent as text.{guess} Write @{text} to send a literal @."
     if target.num == step.num:
         return (f"{text} refers to its own step - a step's detail exists only after it ran; refer to an "
@@ -206,7 +258,8 @@ def _template_problem(pool: Pool, step: Step, where: tuple[str | int, ...], name
                     "or use a variable.")
         if each.chunk is not None and where[0] == "params":
             return (f"${{{name}}} in {spot}: a step with chunk sends its rows in "
-                    f"{each.field or 'its field'}, so there is no single row here.")
+                    f"{each.field or 'its field'}, so there is no single row here - shape each row with "
+                    "chunk_row.")
         return None
     if head.lower() in RESERVED_NAMES:
         return f"${{{name}}} in {spot}: [{head}] is a reserved name, not a variable."

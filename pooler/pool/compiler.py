@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import CheckFailed, PoolerError, Problem, UsageError, in_order
-from pooler.pool.against import check_against, field_types
-from pooler.pool.checks import check_pool
+from pooler.pool.against import Declared, check_against, field_types, unshaped_rows
+from pooler.pool.checks import NearMiss, check_pool, near_misses
 from pooler.pool.datafiles import DataFile, RowSink, data_path, locate, read_whole
 from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.loader import load_pool
@@ -49,6 +49,8 @@ class Plan:
     #: Whether every data file was read whole (rows counted, every row's key known).
     whole: bool = False
     sample: int | None = None
+    #: tool_pool (the seed's words of data): the references that nearly name a step, sent as text.
+    notes: list[NearMiss] = field(default_factory=list)
 
 
 def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[str, Any] | None = None,
@@ -105,7 +107,7 @@ def compile_pool(pool: Pool, *, inputs: Inputs | None = None, values: Mapping[st
     if problems:
         raise CheckFailed(list(dict.fromkeys(problems)))
     return Plan(pool=pool, variables=variables, data=data, whole=read_data and checks and data_files,
-                sample=sample)
+                sample=sample, notes=near_misses(pool) if seed_words else [])
 
 
 # What each caller needs of the compile step, by name: a caller says what it does, not which of
@@ -185,7 +187,7 @@ def _variables(pool: Pool, inputs: Inputs) -> tuple[Variables | None, list[Probl
 
 
 def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sample: int | None,
-                fields: bool, types: Mapping[int, tuple[str, dict[str, str]]] | None = None,
+                fields: bool, types: Mapping[int, Declared] | None = None,
                 sink: RowSink | None = None) -> tuple[dict[int, DataFile], list[Problem]]:
     values = variables.values if variables is not None else None
     # Variables not given (a plain check): rows are still read, with the defaults the pool declares;
@@ -204,10 +206,15 @@ def _data_files(pool: Pool, variables: Variables | None, *, read_data: bool, sam
             if data is None:
                 continue
             found[step.num] = data
+            declared = (types or {}).get(step.num)
+            unshaped = unshaped_rows(step, declared, data.path, data.fields) \
+                if declared is not None and data.fields is not None else None
+            if unshaped is not None:
+                problems.append(unshaped)
             if read_data:
                 # A field the header lacks is told once above, not again for every row.
                 problems.extend(read_whole(step, data, known, keys, sample, partial=values is None,
-                                           rows=not wrong, declared=(types or {}).get(step.num),
+                                           rows=not wrong and unshaped is None, declared=declared,
                                            sink=sink))
                 fe = step.for_each
                 if data.rows == 0 and not wrong and fe is not None and not fe.allow_empty:

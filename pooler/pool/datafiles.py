@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pooler.errors import PoolerError, Problem, did_you_mean
+from pooler.pool.against import Declared
 from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.model import Pool, Step
 from pooler.pool.rows import chunks, format_of, iter_rows, numbered_rows, open_file
@@ -129,6 +130,9 @@ def row_names(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
     if each.chunk is None:
         found.extend((("params", *path), name) for path, name in placeholders(step.params)
                      if name.partition(".")[0] == "row")
+    elif step.chunk_row is not None:
+        found.extend((("chunk_row", *path), name) for path, name in placeholders(step.chunk_row)
+                     if name.partition(".")[0] == "row")
     if isinstance(step.key, str):
         found.extend((("key",), name) for _, name in placeholders(step.key)
                      if name.partition(".")[0] == "row")
@@ -166,7 +170,7 @@ def _delimiter_hint(data: DataFile) -> str:
 
 def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeySet,
                sample: int | None, *, partial: bool = False, rows: bool = True,
-               declared: tuple[str, dict[str, str]] | None = None, sink: RowSink | None = None,
+               declared: Declared | None = None, sink: RowSink | None = None,
                ) -> list[Problem]:
     """Read every row (up to ``sample``): count them, fill each row's templates and key as a call
     would, and add the keys to ``keys``.  Every problem found, each row named.  ``partial``: not
@@ -179,7 +183,9 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     problems: list[str] = []
     key_problems: list[str] = []
     # The fields each ${row.a.b} needs, split once: a row is checked by plain lookups.
-    needed = [name.split(".")[1:] for _, name in row_names(step)] if rows and each.chunk is None else []
+    # A chunk's key and probe take its first row; its shape (chunk_row) takes every row.
+    needed = [name.split(".")[1:] for where, name in row_names(step)
+              if each.chunk is None or where[0] == "chunk_row"] if rows else []
     key = step.key if step.key is not None and not (partial and _needs_variable(step.key, values)) else None
     fill_key = key_filler(key) if key is not None else None
     scope = dict(values)

@@ -15,6 +15,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 from pooler.errors import InputError
 from pooler.infile import open_input
+from pooler.pool import streamed
 from pooler.pool.marks import LazyPositions
 from pooler.pool.model import JsonPath, Source
 from pooler.pool.positions import (
@@ -130,6 +131,11 @@ def parse_text(text: str, file: str, *, as_json: bool | None = None, max_depth: 
 
 def _parse_yaml(text: str, file: str, max_depth: int, max_nodes: int) -> Document:
     source = Source(file=file, lines=text.splitlines())
+    if "*" not in text:
+        # No alias can be in it: read from the parser's events, with no node graph held.
+        done, value = streamed.parse(text, source, max_depth=max_depth, max_nodes=max_nodes)
+        if done:
+            return Document(value, source)
     root = compose(text, source)
     if root is None:
         return Document(None, source)

@@ -237,7 +237,10 @@ class _Loader:
         return self.step(i, {k: v for k, v in raw.items() if k not in told}, source, at, base)
 
     def step(self, i: int, raw: dict[str, Any], source: Source, at: JsonPath, base: Path) -> Step:
-        params: dict[str, Any] = dict(raw.get("params") or {})
+        given = raw.get("params")
+        # The document's own mapping, not a copy: nothing changes a step's params once loaded, and a
+        # pool of 180,000 steps would hold every one twice.
+        params: dict[str, Any] = given if isinstance(given, dict) else dict(given or {})
         if "params_source" in raw and raw.get("params") is None:
             params = self.params_from(raw["params_source"], base, source, at)
         retry = raw.get("retry")
@@ -255,6 +258,7 @@ class _Loader:
             retry=_retry(retry) if isinstance(retry, dict) else None,
             for_each=ForEach(**each) if isinstance(each, dict) else None,
             probe=_probe(probe),
+            chunk_row=dict(raw["chunk_row"]) if isinstance(raw.get("chunk_row"), dict) else None,
             description=str(raw.get("description", "")),
             tolerate=tolerate_of(raw.get("tolerate")),
             rate=rate_of(raw.get("rate")),

@@ -196,6 +196,9 @@ class Step:
     retry: Retry | None = None
     for_each: ForEach | None = None
     probe: Probe | None = None
+    #: With ``for_each.chunk``: the shape of each row the chunk sends, filled like params from
+    #: ``${row.x}`` (None: the rows go as the source holds them).
+    chunk_row: dict[str, Any] | None = None
     description: str = ""
     #: The step's error budget (``tolerate``): it wins over the pool's.
     tolerate: Tolerate | None = None

@@ -10,6 +10,7 @@ read as a template or a reference.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +109,24 @@ class ParamsPlan:
             return found
         filled: dict[str, Any] = self.root.fill(scope, details)
         return filled
+
+
+def shape_rows(shape: ParamsPlan | None, rows: list[Any], variables: Mapping[str, Any]) -> list[Any]:
+    """The rows a chunk sends: each one filled into the step's ``chunk_row`` (None: as they are)."""
+    if shape is None:
+        return rows
+    scope = ChainMap[str, Any]({}, dict(variables))
+    shaped = []
+    for row in rows:
+        scope.maps[0]["row"] = row
+        shaped.append(shape.fill(scope, {}))
+    return shaped
+
+
+def plan_chunk_row(step: Step) -> ParamsPlan | None:
+    """The step's ``chunk_row`` walked once, as its params are (no references: a row's shape takes
+    its values from the row and the variables)."""
+    return plan_params(step.chunk_row, (), step) if step.chunk_row is not None else None
 
 
 def plan_params(params: dict[str, Any], known: Collection[str], step: Step | None = None) -> ParamsPlan:

@@ -79,6 +79,8 @@ def build_plan(plan: Plan) -> dict[str, Any]:
             if data is not None:
                 source = str(fe.file) if data.path.name == Path(str(fe.file)).name else str(data.path)
             entry["rows"] = {"source": source, "count": rows, "chunk": fe.chunk, "field": fe.field}
+            if step.chunk_row is not None:
+                entry["rows"]["row"] = step.chunk_row
         key = key_plan(step, values, row)
         if key is not None:
             entry["key"] = key

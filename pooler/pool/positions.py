@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
+from yaml.events import ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from pooler.errors import InputError
@@ -29,6 +30,19 @@ from pooler.pool.model import JsonPath, Pos, Source
 
 MAX_DEPTH = 64
 MAX_NODES = 1_000_000
+
+
+class Marked(Protocol):
+    """What a refusal can point at: a node, or an event of a file read without its node graph."""
+
+    start_mark: Any
+
+
+class Tagged(Marked, Protocol):
+    tag: Any
+
+
+Scalar = ScalarNode | ScalarEvent
 
 KEY = "<key>"
 """The last part of the path under which a mapping member's key position is recorded."""
@@ -191,14 +205,14 @@ def too_deep(source: Source, where: Pos | None, limit: int = MAX_DEPTH) -> Input
     )
 
 
-def node_error(source: Source, message: str, node: Node) -> InputError:
+def node_error(source: Source, message: str, node: Marked) -> InputError:
     """An ``InputError`` pointing at a node."""
     line, column = node.start_mark.line + 1, node.start_mark.column + 1
     return InputError(message, file=source.file, line=line, column=column,
                       source_line=line_text(source, line))
 
 
-def duplicate_message(key: str, first: Node) -> str:
+def duplicate_message(key: str, first: Marked) -> str:
     return (f"Duplicate key [{key}] - the first is on line {first.start_mark.line + 1}; "
             "a mapping holds each key once.")
 
@@ -275,7 +289,7 @@ class _Builder:
             return self.mapping(node, path, depth)
         raise self.bad_tag(node)
 
-    def scalar(self, node: ScalarNode) -> Any:
+    def scalar(self, node: Scalar) -> Any:
         tag = node.tag
         if tag == _PLAIN:
             try:
@@ -288,7 +302,7 @@ class _Builder:
             return self.explicit(node)
         raise self.bad_tag(node)
 
-    def explicit(self, node: ScalarNode) -> Any:
+    def explicit(self, node: Scalar) -> Any:
         """``!!int``, ``!!float``, ``!!bool``, ``!!null``: the core schema's reading, of that kind."""
         kind = str(node.tag).rsplit(":", 1)[-1]
         try:
@@ -304,7 +318,7 @@ class _Builder:
                              "the tag.", node)
         return value
 
-    def bad_tag(self, node: Node) -> InputError:
+    def bad_tag(self, node: Tagged) -> InputError:
         tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
         return node_error(self.source, f"the tag {tag} is not supported - a pool file holds JSON values "
                           "only: text, numbers, true/false, null, lists and mappings.", node)

@@ -106,9 +106,22 @@ def encoding_problem(encoding: str) -> str | None:
     return None
 
 
-def _text_lines(path: Path, raw: IO[bytes], encoding: str = UTF8) -> Iterator[tuple[int, str]]:
-    """(line number, text) for every line of ``raw``, decoded strictly so a bad byte names its line."""
-    for num, line in enumerate(raw, start=1):
+def _capped_lines(path: Path, raw: IO[bytes], cap: int) -> Iterator[bytes]:
+    """The lines of ``raw``, none read past ``cap`` bytes: a longer one is refused at its line."""
+    num = 0
+    while line := raw.readline(cap + 1):
+        num += 1
+        if len(line) > cap and not line.endswith(b"\n"):
+            raise InputError(f"{path} line {num} is longer than {cap:,} bytes, the most a row may take (as a "
+                             "CSV field) - keep big values out of the rows, in files of their own.")
+        yield line
+
+
+def _text_lines(path: Path, raw: IO[bytes], encoding: str = UTF8, *,
+                cap: int | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text) for every line of ``raw``, decoded strictly so a bad byte names its line;
+    with ``cap``, no line longer than that many bytes."""
+    for num, line in enumerate(raw if cap is None else _capped_lines(path, raw, cap), start=1):
         chunk = line[3:] if num == 1 and line.startswith(_BOM) and encoding == UTF8 else line
         try:
             text = chunk.decode(encoding)
@@ -138,7 +151,8 @@ def loads_strict(text: str) -> Any:
 
 def _jsonl(path: Path, encoding: str = UTF8) -> Iterator[tuple[int | None, dict[str, Any]]]:
     with open_file(path) as raw:
-        for num, text in _text_lines(path, raw, encoding):
+        # A row a line, held to the cap of a CSV field: a huge line is refused before it is read whole.
+        for num, text in _text_lines(path, raw, encoding, cap=csv.field_size_limit()):
             if not text.strip():
                 continue
             try:

@@ -90,7 +90,7 @@ class CallRunner:
                 ids = self.call_ids(call, self.redactor.text(key), None)
             params = plan.params.fill(scope, details)
             if plan.chunk_field is not None:
-                params = {**params, plan.chunk_field: call.data}
+                params = plan.chunk_params(params, call.data, self._vars)
             params = read_jsonl_fields(params, self.base)
             body = self.client.encode(step.unit, step.command, params, debug=step.debug)
         except PoolerError as exc:

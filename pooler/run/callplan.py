@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pooler.journal.records import CallId
 from pooler.pool.model import Step
-from pooler.pool.paramplan import ParamsPlan
+from pooler.pool.paramplan import ParamsPlan, shape_rows
 from pooler.run.entries import Entry, head
 
 
@@ -35,6 +36,14 @@ class StepPlan:
     keep_tables: bool = False
     #: The params of the step's probe, walked once as its own params are (None: no probe).
     probe: ParamsPlan | None = None
+    #: The shape of each row a chunk sends (``chunk_row``), walked once; None: the rows as they are.
+    chunk_row: ParamsPlan | None = None
+
+    def chunk_params(self, params: dict[str, Any], rows: list[Any], variables: Mapping[str, Any]
+                     ) -> dict[str, Any]:
+        """``params`` with the chunk's rows, each in the step's shape, in the chunk's field."""
+        assert self.chunk_field is not None
+        return {**params, self.chunk_field: shape_rows(self.chunk_row, rows, variables)}
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pooler.journal.work import Redrive
 from pooler.pool.model import Pool, Step
-from pooler.pool.paramplan import plan_params
+from pooler.pool.paramplan import plan_chunk_row, plan_params
 from pooler.pool.references import refs_to
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan
@@ -97,7 +97,8 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
                     params=plan_params(step.params, known, step), deps=frozenset(deps),
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables,
-                    probe=plan_params(step.probe.params, (), step) if step.probe is not None else None)
+                    probe=plan_params(step.probe.params, (), step) if step.probe is not None else None,
+                    chunk_row=plan_chunk_row(step) if fe and fe.chunk else None)
 
 
 def runner_width(pool: Pool, width: int | None) -> int:

@@ -38,7 +38,9 @@ def fingerprint(pool: Pool) -> str:
     steps = [{"num": s.num, "unit": s.unit, "command": s.command, "name": s.name, "params": s.params,
               "key": s.key, "into": s.into, "debug": s.debug,
               "for_each": dataclasses.asdict(s.for_each) if s.for_each else None,
-              "retry": dataclasses.asdict(s.retry) if s.retry else None} for s in pool.steps]
+              "retry": dataclasses.asdict(s.retry) if s.retry else None,
+              # Only where given: the fingerprint of a task planned before chunk_row stays its own.
+              **({"chunk_row": s.chunk_row} if s.chunk_row is not None else {})} for s in pool.steps]
     text = json.dumps(steps, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -254,10 +256,10 @@ class Planner:
             return None
         try:
             params = self.texts[plan.step.num].fill(scope, {})
+            if plan.chunk_field is not None:
+                params = plan.chunk_params(params, data, self.variables)
         except PoolerError:
             return None
-        if plan.chunk_field is not None:
-            params = {**params, plan.chunk_field: data}
         value = serial_value(params, self.serialize_on)
         return None if value is None else serial_digest(value)
 

@@ -75,6 +75,8 @@ def step_cells(entry: dict[str, Any]) -> list[str]:
         data = ("? rows" if rows["count"] is None else plural(rows["count"], "row")) + f" of {rows['source']}"
         if rows.get("chunk"):
             data += f", {rows['chunk']} a call as {rows['field']}"
+            if rows.get("row") is not None:
+                data += f", each row {json.dumps(rows['row'], ensure_ascii=False)}"
         if rows.get("problem"):
             data += f" ({rows['problem']})"
     key = entry.get("key")

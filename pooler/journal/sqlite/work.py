@@ -102,6 +102,18 @@ def _ms(now: float) -> int:
     return int(now * 1000)
 
 
+def claim_order(db: sqlite3.Connection, args: tuple[str, int]) -> list[tuple[Any, ...]]:
+    """The calls a claim takes, up to ``args[1]``: the first of each step that may go (fewest in
+    flight first), then the rest in file order."""
+    heads = db.execute(SQL["claimable_heads"], args).fetchall()
+    if len(heads) >= args[1]:
+        return heads
+    taken = {(r[0], r[1]) for r in heads}
+    rest = [r for r in db.execute(SQL["claimable"], (args[0], args[1] + len(heads))).fetchall()
+            if (r[0], r[1]) not in taken]
+    return heads + rest[:args[1] - len(heads)]
+
+
 class SqliteWorkStore:
     """The work of ``task`` in ``journal`` as the runner ``runner`` (its lease's id) sees it."""
 
@@ -138,7 +150,7 @@ class SqliteWorkStore:
             if limit <= 0:
                 return []
         gate = run is not None and bool(alive)
-        found = db.execute(SQL["claimable"], (self.task, min(limit, cap - busy))).fetchall()
+        found = claim_order(db, (self.task, min(limit, cap - busy)))
         epoch = first = int(epoch)
         out: list[WorkRow] = []
         for *columns, planned in found:

@@ -265,6 +265,38 @@ FROM work w WHERE w.task = ?1 AND w.state = 'ready' AND w.state <> 'done'
             OR s.state IN ('claimed', 'sent'))))
 ORDER BY w.num, w.idx LIMIT ?2;
 
+-- name: claimable_heads
+-- The first claimable call of each step whose steps referred to have completed, the steps with
+-- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
+-- in file order, so a step waits only for the steps it refers to, never for the rows of a step
+-- before it.  The steps are found by a seek each; deps are those of every row of a step, so they
+-- are weighed once a step, on its first ready row.
+WITH RECURSIVE steps(num) AS (
+    SELECT min(num) FROM work WHERE task = ?1 AND state = 'ready' AND state <> 'done'
+    UNION ALL
+    SELECT (SELECT min(n.num) FROM work n WHERE n.task = ?1 AND n.state = 'ready' AND n.state <> 'done'
+            AND n.num > steps.num)
+    FROM steps WHERE steps.num IS NOT NULL),
+heads(num, deps) AS (
+    SELECT steps.num, (SELECT f.deps FROM work f WHERE f.task = ?1 AND f.state = 'ready' AND f.state <> 'done'
+                       AND f.num = steps.num ORDER BY f.idx LIMIT 1)
+    FROM steps WHERE steps.num IS NOT NULL)
+SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted,
+       w.key_text, w.step_id, w.key_planned
+FROM heads JOIN work w ON w.task = ?1 AND w.state = 'ready' AND w.state <> 'done' AND w.num = heads.num
+  AND w.idx = (SELECT x.idx FROM work x WHERE x.task = ?1 AND x.state = 'ready' AND x.state <> 'done'
+               AND x.num = heads.num
+               AND (x.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = x.task
+                    AND s.serial = x.serial AND ((s.num, s.idx) < (x.num, x.idx) AND s.state NOT IN ('done', 'beyond')
+                                                 OR s.state IN ('claimed', 'sent'))))
+               ORDER BY x.idx LIMIT 1)
+WHERE heads.deps = '[]' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = ?1
+      AND d.num IN (SELECT value FROM json_each(heads.deps)) AND d.state <> 'beyond'
+      AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')))
+ORDER BY (SELECT count(*) FROM work b WHERE b.task = ?1 AND b.num = w.num AND b.state IN ('claimed', 'sent')
+          AND b.state <> 'done'), w.num
+LIMIT ?2;
+
 -- name: take_claimed
 UPDATE work SET state = 'claimed', runner = ? WHERE task = ? AND num = ? AND idx = ?;
 
