@@ -132,7 +132,8 @@ def _walk(loader: Any, path: JsonPath, marks: dict[JsonPath, Any]) -> None:
         while not loader.check_event(MappingEndEvent):
             key = loader.get_event()
             member = (*path, str(key.value))
-            marks[(*member, KEY)] = _At(key.start_mark.line, key.start_mark.column)
+            key_at = (*member, KEY)
+            marks[key_at] = _At(key.start_mark.line, key.start_mark.column)
             _walk(loader, member, marks)
         loader.get_event()
 
