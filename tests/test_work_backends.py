@@ -199,14 +199,16 @@ def test_references_wait_for_the_step_on_any_runner_and_are_not_run_after_a_fail
     plan(backend, [call(1, 0), call(1, 1), call(2, 0, (1,)), call(3, 0), call(4, 0, (3,))])
     la, a = runner(backend)
     lb, b = runner(backend)
-    assert claim(a, 2) == [(1, 0), (1, 1)]
-    assert claim(b) == [(3, 0)]
+    # A claim takes the first call of each step that may go before the rest of a step.
+    assert claim(a, 2) == [(1, 0), (3, 0)]
+    assert claim(b) == [(1, 1)]
     finish(a, 1, 0)
-    assert claim(b) == []
-    finish(a, 1, 1)
-    finish(b, 3, 0, "failed")
-    # Step 2 refers to step 1, done on the other runner; step 4 to step 3, which failed.
-    assert claim(b) == [(2, 0)]
+    assert claim(a) == []
+    finish(b, 1, 1)
+    finish(a, 3, 0, "failed")
+    # Step 2 refers to step 1, whose last call was done on the other runner; step 4 to step 3,
+    # which failed.
+    assert claim(a) == [(2, 0)]
     rows = backend.sql("SELECT status, entry FROM work WHERE task = 't' AND num = 4")
     assert rows == [("not_run", {"num": 4, "status": "not_run", "why": "3 failed"})]
     la.close()

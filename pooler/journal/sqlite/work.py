@@ -104,14 +104,14 @@ def _ms(now: float) -> int:
 
 def claim_order(db: sqlite3.Connection, args: tuple[str, int]) -> list[tuple[Any, ...]]:
     """The calls a claim takes, up to ``args[1]``: the first of each step that may go (fewest in
-    flight first), then the rest in file order."""
+    flight first), then the rest in file order; given in file order, as every claim is."""
     heads = db.execute(SQL["claimable_heads"], args).fetchall()
-    if len(heads) >= args[1]:
-        return heads
-    taken = {(r[0], r[1]) for r in heads}
-    rest = [r for r in db.execute(SQL["claimable"], (args[0], args[1] + len(heads))).fetchall()
-            if (r[0], r[1]) not in taken]
-    return heads + rest[:args[1] - len(heads)]
+    if len(heads) < args[1]:
+        taken = {(r[0], r[1]) for r in heads}
+        rest = [r for r in db.execute(SQL["claimable"], (args[0], args[1] + len(heads))).fetchall()
+                if (r[0], r[1]) not in taken]
+        heads += rest[:args[1] - len(heads)]
+    return sorted(heads, key=lambda r: (r[0], r[1]))
 
 
 class SqliteWorkStore:
