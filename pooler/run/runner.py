@@ -30,6 +30,7 @@ from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.pacing import Pacer
 from pooler.run.probing import gate_again
 from pooler.run.progress import Progress
+from pooler.run.seen import SeenKeys
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
@@ -93,9 +94,10 @@ class Runner:
         self._values: dict[Future[Any], str] = {}
         self._held: list[tuple[WorkRow, Prepared, int | None, str | None]] = []
         self.by_reference = serial_by_reference(pool, self.plans)
-        #: The keys this runner landed, with their entry and detail: a call of the same key later
-        #: in the run is skipped with them, not sent again.
-        self._landed: dict[str, tuple[dict[str, Any], Any]] = {}
+        #: The keys this runner landed: a call of one of them later in the run is skipped with the
+        #: entry and detail the journal recorded of it, not sent again.  Kept in a fixed size
+        #: (the journal holds the calls), so the run's memory does not grow with its rows.
+        self._landed = SeenKeys()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -228,9 +230,11 @@ class Runner:
             if isinstance(got, Outcome):
                 self._record(row, got, sent=False)
                 return
-            if got.ids.key is not None and got.ids.key in self._landed:
-                self._record(row, self._repeat(got), sent=False)
-                return
+            if got.ids.key is not None and self._landed.maybe(got.ids.key):
+                landed = self.work.landed(got.ids.key)
+                if landed is not None:
+                    self._record(row, self._repeat(got, *landed), sent=False)
+                    return
             got.doubted = row.doubted
             # The key's round is the work row's: a call that failed goes out again under the next.
             got.ids = replace(got.ids, round=row.round)
@@ -395,9 +399,8 @@ class Runner:
         if recorded:
             self._recorded(row, outcome)
 
-    def _repeat(self, ready: Prepared) -> Outcome:
+    def _repeat(self, ready: Prepared, entry: dict[str, Any], detail: Any) -> Outcome:
         """A call whose key this run landed already: skipped, with that call's answer."""
-        entry, detail = self._landed[ready.ids.key or ""]
         skipped = {**entry, **ready.call.head(), "status": CallStatus.SKIPPED, "key": entry.get("key"),
                    "step_id": entry.get("step_id")}
         return Outcome(ready.call, CallStatus.SKIPPED, skipped, detail, step_id=entry.get("step_id"))
@@ -406,7 +409,7 @@ class Runner:
         plan = self.plans[row.num]
         key = outcome.entry.get("key")
         if outcome.status == CallStatus.COMPLETED and key is not None:
-            self._landed.setdefault(str(key), (outcome.entry, outcome.detail))
+            self._landed.add(str(key))
         if outcome.status == CallStatus.COMPLETED and not plan.over_rows:
             # A step of one call is done: its detail is what references read - as received, not
             # as the journal keeps it (masked), so that a secret it echoes reaches the next call.

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pooler.journal.records import dumps, split_entry
+from pooler.journal.records import dumps, join_entry, split_entry
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.lease import fair_share, gone_runners
@@ -293,6 +293,14 @@ class SqliteWorkStore:
                 return False
             write_work(db, work)
             return True
+
+    def landed(self, key: str) -> tuple[dict[str, Any], Any] | None:
+        """The entry and detail of a call of ``key`` that completed in the run the task is in."""
+        found = self.journal.query(SQL["landed"], (self.task, key))
+        if not found:
+            return None
+        entry = join_entry(*found[0]) or {}
+        return entry, entry.get("detail")
 
     def kept_keys(self, num: int) -> set[str]:
         return {str(k) for (k,) in self.journal.query(SQL["kept_keys"], (self.task, num))}
