@@ -181,7 +181,7 @@ class Runner:
         *earlier, (row, outcome) = self._pending
         self._pending = []
         self._record_all(earlier)
-        detail = self.config.redactor.value(outcome.detail)
+        detail = self._masked(outcome)
         recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
                                                   doubt=outcome.in_doubt, limit=free, cap=self.cap,
                                                   gate_run=self.calls.run)
@@ -201,9 +201,8 @@ class Runner:
             return
         if not pending:
             return
-        value = self.config.redactor.value
         try:
-            recorded = self.work.done_all([Done(row, o.status, o.entry, value(o.detail), o.in_doubt)
+            recorded = self.work.done_all([Done(row, o.status, o.entry, self._masked(o), o.in_doubt)
                                            for row, o in pending])
         except JournalError as exc:
             self.broken = self._journal_gone(exc)
@@ -211,6 +210,13 @@ class Runner:
         for (row, outcome), ok in zip(pending, recorded, strict=True):
             if ok:
                 self._recorded(row, outcome)
+
+    def _masked(self, outcome: Outcome) -> Any:
+        """The outcome's detail as the journal keeps it: the entry's, masked with it already when
+        the entry holds it (the store's detail), so it is not looked through twice."""
+        if "detail" in outcome.entry and outcome.detail is not None:
+            return outcome.entry["detail"]
+        return self.config.redactor.value(outcome.detail)
 
     def _journal_gone(self, exc: JournalError) -> str:
         flying = len(self._inflight)
@@ -388,7 +394,7 @@ class Runner:
                 sent: bool = True) -> None:
         halt, judge = self._stopping(row, outcome)
         plan = self.plans[row.num]
-        detail = self.config.redactor.value(outcome.detail)
+        detail = self._masked(outcome)
         try:
             recorded = self.work.done(row, outcome.status, outcome.entry, detail, doubt=outcome.in_doubt,
                                       tables=kept, prefix=plan.prefix, into=plan.step.into, halt=halt,

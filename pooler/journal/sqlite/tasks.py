@@ -249,8 +249,8 @@ class SqliteTaskJournal:
         for (num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, sent, done, earlier,
              *rest) in self.journal.cursor(SQL["answer_rows"], (task_id,)):
             yield (num, idx, kind, size, state, status, None if entry is None else json.loads(entry), doubt,
-                   doubted, step_id, None if detail is None else json.loads(detail), sent, done, bool(earlier),
-                   *rest)
+                   doubted, step_id, None if detail is None else json.loads(detail), sent, done,
+                   bool(earlier), *rest)
 
     def budget_counts(self, task_id: str) -> dict[int, Counts]:
         return counts_of(self.journal.query(SQL["budget_counts"], (task_id,)))
