@@ -76,3 +76,19 @@ def test_a_twenty_thousand_row_keyed_import_peaks_far_below_what_keeping_its_cal
     assert (status, answer["status"], answer["succeeded"]) == (0, "completed", ROWS)
     assert answer["steps"][0]["message"] == f"{ROWS:,} rows: {ROWS:,} completed"
     assert peak <= LIMIT_MB, f"a {ROWS:,}-row import peaked at {peak:.0f} MB"
+
+
+def test_the_keys_a_runner_landed_take_a_fixed_size_and_a_key_never_landed_is_almost_never_looked_up(
+        ) -> None:
+    from pooler.run.seen import SeenKeys  # noqa: PLC0415
+
+    seen = SeenKeys()
+    landed = [f"k-S{i:07d}" for i in range(100_000)]
+    size = len(seen._bits)  # the size is the point: it does not grow
+    for key in landed:
+        seen.add(key)
+    assert len(seen._bits) == size == 4 * 1024 * 1024
+    # Every key landed is a "maybe", for the journal to settle; a new key almost never is.
+    assert all(seen.maybe(key) for key in landed)
+    assert sum(seen.maybe(f"new-{i}") for i in range(100_000)) <= 10
+    assert not SeenKeys().maybe("k-S0000000")
