@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -250,6 +250,10 @@ class WorkStore(Protocol):
     def expand(self, row: WorkRow, work: list[tuple[Any, ...]]) -> bool:
         """Put the calls of a step over an earlier step's table in place of its placeholder."""
 
+    def landed(self, key: str) -> tuple[dict[str, Any], Any] | None:
+        """The entry and detail of a call of ``key`` that completed in the run the task is in, or
+        None."""
+
     def kept_keys(self, num: int) -> set[str]:
         """The keys of the calls step ``num`` holds (done, in doubt or in flight): a placeholder
         a run again put back makes its calls again without them."""
@@ -339,8 +343,8 @@ class TaskJournal(Protocol):
     def budget_counts(self, task_id: str) -> dict[int, Counts]:
         """What the task's error budgets count, by step (see ``budget_counts``)."""
 
-    def answer_rows(self, task_id: str) -> list[tuple[Any, ...]]:
-        """Every call of the task in file order (but those beyond its sample): num, idx, kind,
+    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
+        """Every call of the task, streamed, in file order (but those beyond its sample): num, idx, kind,
         size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and done (ms
         since the epoch, or None), whether it was done in an earlier run than the task's current one,
         its key, and its first and last row (None for a step of one call)."""

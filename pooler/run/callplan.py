@@ -15,6 +15,7 @@ from typing import Any
 from pooler.journal.records import CallId
 from pooler.pool.model import Step
 from pooler.pool.paramplan import ParamsPlan, shape_rows
+from pooler.redact import Redactor
 from pooler.run.entries import Entry, head
 
 
@@ -135,6 +136,13 @@ class Outcome:
     busy: bool = False
     #: Refused as busy (``retry.refusals``) with attempts left: sent again under the next key round.
     next_round: bool = False
+
+    def kept_detail(self, redactor: Redactor) -> Any:
+        """The detail as the journal keeps it: the entry's, masked with it already when the entry
+        holds it (the store's detail), so it is not looked through twice."""
+        if "detail" in self.entry and self.detail is not None:
+            return self.entry["detail"]
+        return redactor.value(self.detail)
 
 
 def serial_value(params: Any, path: str) -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, cast
@@ -31,6 +30,8 @@ from pooler.run.gated import GatedClient, KeepingWriter
 from pooler.run.pacing import Pacer
 from pooler.run.probing import gate_again
 from pooler.run.progress import Progress
+from pooler.run.seen import SeenKeys, repeat
+from pooler.run.serial import SerialGate
 from pooler.run.unrecorded import Unrecorded, journal_gone
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
@@ -92,13 +93,12 @@ class Runner:
         #: The ``serialize_on`` path (parallel mode), the resolved values of the calls in flight,
         #: and the calls waiting for theirs.
         self.serial_path = pool.options.serialize_on if self.parallel else None
-        self._busy: Counter[str] = Counter()
-        self._values: dict[Future[Any], str] = {}
-        self._held: list[tuple[WorkRow, Prepared, int | None, str | None]] = []
+        self.serial = SerialGate()
         self.by_reference = serial_by_reference(pool, self.plans)
-        #: The keys this runner landed, with their entry and detail: a call of the same key later
-        #: in the run is skipped with them, not sent again.
-        self._landed: dict[str, tuple[dict[str, Any], Any]] = {}
+        #: The keys this runner landed: a call of one of them later in the run is skipped with the
+        #: entry and detail the journal recorded of it, not sent again.  Kept in a fixed size
+        #: (the journal holds the calls), so the run's memory does not grow with its rows.
+        self._landed = SeenKeys()
         #: The calls this runner sent whose outcome the journal did not take: in doubt.
         self.unrecorded = Unrecorded(config.redactor)
 
@@ -125,7 +125,7 @@ class Runner:
             if self.flow.tripped and self.down is None:
                 self._breaker()
                 continue
-            free = min(self.width, self.flow.width) - len(self._inflight) - len(self._held)
+            free = min(self.width, self.flow.width) - len(self._inflight) - len(self.serial.held)
             rows: list[WorkRow] = []
             if free > 0:
                 tidy = self._empty or time.monotonic() >= self._tidied + TIDY
@@ -151,7 +151,7 @@ class Runner:
             if rows:
                 continue
             self._flush()
-            if not self._inflight and self._held:
+            if not self._inflight and self.serial.held:
                 # Calls whose value another runner had in flight: gated again.
                 self._start_held()
             if not self._inflight:
@@ -186,7 +186,7 @@ class Runner:
         *earlier, (row, outcome) = self._pending
         self._pending = []
         self._record_all(earlier)
-        detail = self.config.redactor.value(outcome.detail)
+        detail = outcome.kept_detail(self.config.redactor)
         try:
             recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
                                                       doubt=outcome.in_doubt, limit=free, cap=self.cap,
@@ -210,9 +210,9 @@ class Runner:
             return
         if not pending:
             return
-        value = self.config.redactor.value
         try:
-            recorded = self.work.done_all([Done(row, o.status, o.entry, value(o.detail), o.in_doubt)
+            masking = self.config.redactor
+            recorded = self.work.done_all([Done(row, o.status, o.entry, o.kept_detail(masking), o.in_doubt)
                                            for row, o in pending])
         except JournalError as exc:
             self.broken = journal_gone(exc)
@@ -235,9 +235,11 @@ class Runner:
             if isinstance(got, Outcome):
                 self._record(row, got, sent=False)
                 return
-            if got.ids.key is not None and got.ids.key in self._landed:
-                self._record(row, self._repeat(got), sent=False)
-                return
+            if got.ids.key is not None and self._landed.maybe(got.ids.key):
+                landed = self.work.landed(got.ids.key)
+                if landed is not None:
+                    self._record(row, repeat(got, *landed), sent=False)
+                    return
             got.doubted = row.doubted
             got.left_at = self.unsent.left.pop((row.num, row.idx), None)
             # The key's round is the work row's: a call that failed goes out again under the next.
@@ -264,12 +266,8 @@ class Runner:
         it: it waits, still this runner's, and starts once that value is free.  A call whose value
         a reference gave (``epoch`` None) is gated with it: while a call of that value is claimed
         or sent by any runner it waits too, and is gated again when this runner next looks."""
-        # A call gated already waits only for this runner's call in flight: the journal let it
-        # out, so no call of its value waits on another runner (one that waits here for it would
-        # wait for ever).
-        waiting = epoch is None and any(v == value for *_, v in self._held)
-        if value is not None and (self._busy[value] or waiting):
-            self._held.append((row, got, epoch, value))
+        if self.serial.waits(value, epoch):
+            self.serial.hold((row, got, epoch, value))
             return
         if epoch is None:
             try:
@@ -279,7 +277,7 @@ class Runner:
                 self.broken = journal_gone(exc)
                 return
             if epoch == BUSY:
-                self._held.append((row, got, None, value))
+                self.serial.hold((row, got, None, value))
                 return
             if epoch is None:
                 self._quiet(self.work.release, row)
@@ -299,20 +297,16 @@ class Runner:
         else:
             future = self._pool.submit(self._send, got, epoch)
         self._inflight[future] = (row, got)
-        if value is not None:
-            self._busy[value] += 1
-            self._values[future] = value
+        self.serial.started(future, value)
 
     def _start_held(self) -> None:
         """The calls that waited for a ``serialize_on`` value now free, in the order they came."""
-        held, self._held = self._held, []
-        for row, got, epoch, value in held:
+        for row, got, epoch, value in self.serial.take():
             self._start(row, got, epoch, value)
 
     def _release_held(self) -> None:
         """Calls that waited and will not start now (the run stops): back to ready, unsent."""
-        held, self._held = self._held, []
-        for row, *_ in held:
+        for row, *_ in self.serial.take():
             self._quiet(self.work.release, row)
 
     def _refs(self, row: WorkRow) -> dict[str, Any]:
@@ -341,9 +335,7 @@ class Runner:
             done, _ = wait(list(self._inflight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
             for future in done:
                 row, got = self._inflight.pop(future)
-                value = self._values.pop(future, None)
-                if value is not None:
-                    self._busy[value] -= 1
+                value = self.serial.ended(future)
                 outcome, kept, left = future.result()
                 if outcome is not None and outcome.unsent and self.flow.holds_back():
                     # Never reached the store, which looks down: back to ready, for when it is up.
@@ -375,7 +367,7 @@ class Runner:
                     # Recorded with the next claim, in one transaction (before anything reads it),
                     # with those that ended meanwhile.
                     self._pending.append((row, outcome))
-            if self._held and not self.stop.is_set() and self.broken is None:
+            if self.serial.held and not self.stop.is_set() and self.broken is None:
                 self._start_held()
             if not until_empty:
                 return
@@ -401,7 +393,7 @@ class Runner:
                 sent: bool = True) -> None:
         halt, judge = self._stopping(row, outcome)
         plan = self.plans[row.num]
-        detail = self.config.redactor.value(outcome.detail)
+        detail = outcome.kept_detail(self.config.redactor)
         try:
             recorded = self.work.done(row, outcome.status, outcome.entry, detail, doubt=outcome.in_doubt,
                                       tables=kept, prefix=plan.prefix, into=plan.step.into, halt=halt,
@@ -414,18 +406,11 @@ class Runner:
         if recorded:
             self._recorded(row, outcome)
 
-    def _repeat(self, ready: Prepared) -> Outcome:
-        """A call whose key this run landed already: skipped, with that call's answer."""
-        entry, detail = self._landed[ready.ids.key or ""]
-        skipped = {**entry, **ready.call.head(), "status": CallStatus.SKIPPED, "key": entry.get("key"),
-                   "step_id": entry.get("step_id")}
-        return Outcome(ready.call, CallStatus.SKIPPED, skipped, detail, step_id=entry.get("step_id"))
-
     def _recorded(self, row: WorkRow, outcome: Outcome) -> None:
         plan = self.plans[row.num]
         key = outcome.entry.get("key")
         if outcome.status == CallStatus.COMPLETED and key is not None:
-            self._landed.setdefault(str(key), (outcome.entry, outcome.detail))
+            self._landed.add(str(key))
         if outcome.status == CallStatus.COMPLETED and not plan.over_rows:
             # A step of one call is done: its detail is what references read - as received, not
             # as the journal keeps it (masked), so that a secret it echoes reaches the next call.

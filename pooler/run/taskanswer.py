@@ -9,7 +9,9 @@ when the runner that asks sent it and could not record its outcome (``unrecorded
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
@@ -45,30 +47,24 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool.
     A task whose runners died (``interrupted`` is ``DIED``) tells the calls they left sent in doubt;
     so does the runner whose journal failed under it, with the in-doubt entries it gives of the
-    calls it sent and could not record (``unrecorded``, by step and idx)."""
-    by_num: dict[int, list[tuple[Any, ...]]] = {}
+    calls it sent and could not record (``unrecorded``, by step and idx).
+
+    The rows are read once, streamed in file order, and added up as they come: the answer of a
+    task of a million calls holds a step's counts and its first failures, never its calls."""
     steps = {int(s["num"]): s for s in shared["steps"]}
-    unrecorded = unrecorded or {}
-    for found in map(list, journal.answer_rows(task)):
-        told = unrecorded.get((int(found[0]), int(found[1]))) if found[4] != WorkState.DONE else None
-        row = found if told is None else _in_doubt(found, told)
-        if told is None and interrupted == DIED and found[4] == WorkState.SENT:
-            row = _left(found, steps[int(found[0])])
-        if row[13] and row[5] == CallStatus.COMPLETED:
-            # Done by an earlier run of the task: not sent in this one, as a single-host run
-            # tells a key an earlier run did.
-            row[5], row[6] = CallStatus.SKIPPED, {**row[6], "status": CallStatus.SKIPPED}
-        by_num.setdefault(int(row[0]), []).append(tuple(row))
+    told = unrecorded or {}
     collector = Collector(include_results=bool(shared["options"]["include_results"]))
     total = 0
-    for step in shared["steps"]:
-        calls = by_num.get(int(step["num"]), [])
+    rows = (_as_run(found, steps, interrupted, told) for found in journal.answer_rows(task))
+    by_num = groupby(rows, key=lambda r: int(r[0]))
+    ahead = next(by_num, None)
+    for num in sorted(steps):
+        while ahead is not None and ahead[0] < num:
+            ahead = next(by_num, None)
+        calls: Iterator[tuple[Any, ...]] = ahead[1] if ahead is not None and ahead[0] == num else iter(())
         # A step over rows planned with none (an empty file it allows) has no call to count.
-        total += len(calls) if step["over_rows"] else max(len(calls), 1)
-        if not step["over_rows"]:
-            _single(collector, calls)
-        else:
-            _over_rows(collector, step, calls)
+        total += _over_rows(collector, steps[num], calls) if steps[num]["over_rows"] else max(
+            _single(collector, calls), 1)
     answer = collector.answer(total=total, task=task, trip_ms=trip_ms, interrupted=interrupted)
     budgets = shared_budgets(shared)
     if budgets.all:
@@ -115,66 +111,110 @@ def _doubt(collector: Collector, row: tuple[Any, ...]) -> None:
         collector.add_in_doubt(entry, doubt, doubted or step_id)
 
 
-def _single(collector: Collector, calls: list[tuple[Any, ...]]) -> None:
+def _as_run(found: tuple[Any, ...], steps: dict[int, dict[str, Any]], interrupted: str | None,
+            unrecorded: Mapping[tuple[int, int], dict[str, Any]]) -> tuple[Any, ...]:
+    """A work row as this run tells it: one this runner sent and could not record, or one a dead
+    runner left sent, is in doubt; one done by an earlier run of the task is skipped, as a
+    single-host run tells a key an earlier run did."""
+    row = list(found)
+    told = unrecorded.get((int(row[0]), int(row[1]))) if row[4] != WorkState.DONE else None
+    if told is not None:
+        row = _in_doubt(row, told)
+    elif interrupted == DIED and row[4] == WorkState.SENT:
+        row = _left(row, steps[int(row[0])])
+    if row[13] and row[5] == CallStatus.COMPLETED:
+        row[5], row[6] = CallStatus.SKIPPED, {**row[6], "status": CallStatus.SKIPPED}
+    return tuple(row)
+
+
+def _single(collector: Collector, calls: Iterator[tuple[Any, ...]]) -> int:
+    """The calls of a step of one call told; how many work rows it has."""
+    count = 0
     for row in calls:
+        count += 1
         if row[4] == WorkState.DONE and row[6] is not None:
             collector.add(row[6])
             _doubt(collector, row)
+    return count
 
 
-def _over_rows(collector: Collector, step: dict[str, Any], calls: list[tuple[Any, ...]]) -> None:
-    collector.open_rows(head_of(step))
-    if not calls:
-        # Planned with no rows (an empty source it allows): nothing to do, and nothing left undone.
-        collector.close_rows(int(step["num"]), status=CallStatus.COMPLETED, rows_total=0, whole=True)
-        return
-    # A placeholder counts once it is done: its step could not read the table it runs over.
-    real = [r for r in calls if r[2] == "call" or r[4] == WorkState.DONE]
-    rows_total = sum(int(r[3]) for r in real) if real else None
-    blocked = [r for r in real if r[4] == WorkState.DONE and r[5] == CallStatus.NOT_RUN]
-    if real and len(blocked) == len(real):
-        why = (blocked[0][6] or {}).get("message", "")
-        if all(r[2] != "call" for r in real):
-            # A step over a table never written: its rows were never counted.
-            rows_total = None
-        collector.close_rows(int(step["num"]), status=CallStatus.NOT_RUN, rows_total=rows_total, whole=False,
-                             why=why,
-                             calls=len(real))
-        return
-    statuses = set()
+@dataclass
+class _Rows:
+    """What the calls of a step over rows add up to, as they stream past."""
+
+    every: int = 0
+    real: int = 0
+    rows_total: int = 0
+    calls: int = 0
+    done: int = 0
+    blocked: int = 0
+    why: str = ""
+    statuses: set[str] = field(default_factory=set)
     detail: Any = None
-    last = -1
-    done = 0
-    for row in real:
+    last: int = -1
+    first_sent: int | None = None
+    last_done: int | None = None
+
+
+def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[tuple[Any, ...]]) -> int:
+    """The step's calls added up, and its one entry made; how many work rows it has."""
+    num = int(step["num"])
+    collector.open_rows(head_of(step))
+    n = _Rows()
+    for row in calls:
+        n.every += 1
+        # A placeholder counts once it is done: its step could not read the table it runs over.
+        if row[2] != "call" and row[4] != WorkState.DONE:
+            continue
+        n.real += 1
+        n.rows_total += int(row[3])
+        n.calls += row[2] == "call"
+        if row[12] is not None:
+            n.last_done = max(n.last_done or 0, int(row[12]))
+            if row[11] is not None and not row[13]:
+                n.first_sent = int(row[11]) if n.first_sent is None else min(n.first_sent, int(row[11]))
         if row[4] != WorkState.DONE:
             continue
-        done += 1
+        n.done += 1
         status = row[5]
         if status == CallStatus.NOT_RUN:
+            if n.blocked == 0:
+                n.why = (row[6] or {}).get("message", "")
+            n.blocked += 1
             continue
-        statuses.add(status)
+        n.statuses.add(status)
         collector.add_row(row[6], int(row[3]))
         _doubt(collector, row)
-        if status in LANDED and int(row[1]) > last:
-            last, detail = int(row[1]), row[10]
+        if status in LANDED and int(row[1]) > n.last:
+            n.last, n.detail = int(row[1]), row[10]
+    if not n.every:
+        # Planned with no rows (an empty source it allows): nothing to do, and nothing left undone.
+        collector.close_rows(num, status=CallStatus.COMPLETED, rows_total=0, whole=True)
+        return 0
+    rows_total = n.rows_total if n.real else None
+    if n.real and n.blocked == n.real:
+        # Every call it has is blocked (nothing was added up): not run, with the reason.
+        collector.close_rows(num, status=CallStatus.NOT_RUN, rows_total=None if n.calls == 0 else rows_total,
+                             whole=False, why=n.why, calls=n.real)
+        return n.every
     # A call set aside not run (by a redrive that left it) keeps the step from being whole.
-    whole = bool(real) and done == len(real) and not blocked
+    whole = bool(n.real) and n.done == n.real and not n.blocked
     # The step's wall time in this run: from its first call sent to its last answer.
-    sent = [int(r[11]) for r in real if r[11] is not None and r[12] is not None and not r[13]]
-    trip = max(int(r[12]) for r in real if r[12] is not None) - min(sent) if sent else None
-    if CallStatus.IN_DOUBT in statuses:
+    trip = None if n.first_sent is None or n.last_done is None else n.last_done - n.first_sent
+    if CallStatus.IN_DOUBT in n.statuses:
         status = CallStatus.IN_DOUBT
-    elif CallStatus.FAILED in statuses:
+    elif CallStatus.FAILED in n.statuses:
         status = CallStatus.FAILED
     elif whole:
         status = CallStatus.COMPLETED
-    elif statuses & set(LANDED):
+    elif n.statuses & set(LANDED):
         # Cut short (a signal, a stop): rows that landed make it partial, not "not run".
         status = StepStatus.PARTIAL
     else:
         status = CallStatus.NOT_RUN
-    collector.close_rows(int(step["num"]), status=status, rows_total=rows_total, whole=whole,
-                         detail=detail if status == CallStatus.COMPLETED else None, trip_ms=trip)
+    collector.close_rows(num, status=status, rows_total=rows_total, whole=whole,
+                         detail=n.detail if status == CallStatus.COMPLETED else None, trip_ms=trip)
+    return n.every
 
 
 def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> dict[str, Any] | None:

@@ -36,17 +36,17 @@ class PgHistory:
         return [flow_of(run, doc) for run, doc in self.journal.query(SQL["flows"], (task_id,))]
 
     def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
-        for r in self.journal.query(SQL["report_calls"], (task_id, task_id)):
+        for r in self.journal.stream(SQL["report_calls"], (task_id, task_id)):
             yield CallRecordRow._make((*r, None, None))
 
     def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
-        for num, entry in self.journal.query(SQL["report_first_entries"], (task_id,)):
+        for num, entry in self.journal.stream(SQL["report_first_entries"], (task_id,)):
             yield int(num), entry or {}
 
     def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-        for rid, entry in self.journal.query(SQL["report_entries"], (task_id, list(ids))):
+        for rid, entry in self.journal.stream(SQL["report_entries"], (task_id, list(ids))):
             yield int(rid), entry or {}
 
     def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
-        for (entry,) in self.journal.query(SQL["report_table_entries"], (task_id, run)):
+        for (entry,) in self.journal.stream(SQL["report_table_entries"], (task_id, run)):
             yield entry

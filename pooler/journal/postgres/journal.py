@@ -92,6 +92,17 @@ class PgJournal:
             except psycopg.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
 
+    def stream(self, sql: str, args: Iterable[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        """The rows of a read-only query one at a time, as the server sends them (a task of a
+        million calls never sits in memory whole); the connection is held until the last row."""
+        import psycopg  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                yield from self.conn.cursor().stream(sql, tuple(args))
+            except psycopg.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
+
     # What runs and show read
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
@@ -345,8 +356,8 @@ class PgJournal:
     def budget_counts(self, task_id: str) -> dict[int, Counts]:
         return counts_of(self.query(SQL["budget_counts"], (task_id,)))
 
-    def answer_rows(self, task_id: str) -> list[tuple[Any, ...]]:
-        return self.query(SQL["answer_rows"], (task_id, task_id))
+    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
+        return self.stream(SQL["answer_rows"], (task_id, task_id))
 
     def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
         rows = self.query(SQL["answer_state"], (task_id,))

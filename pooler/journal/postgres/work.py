@@ -228,6 +228,11 @@ class WorkStore:
                     copy.write_row(values)
             return True
 
+    def landed(self, key: str) -> tuple[dict[str, Any], Any] | None:
+        """The entry and detail of a call of ``key`` that completed in the run the task is in."""
+        found = self.journal.query(SQL["landed"], (self.task, key, self.task))
+        return (found[0][0], found[0][1]) if found else None
+
     def kept_keys(self, num: int) -> set[str]:
         return {str(k) for (k,) in self.journal.query(SQL["kept_keys"], (self.task, num))}
 

@@ -241,15 +241,16 @@ class SqliteTaskJournal:
 
     # The answer and the report
 
-    def answer_rows(self, task_id: str) -> list[tuple[Any, ...]]:
-        """Every call of the task in file order (but those beyond its sample): num, idx, kind,
-        size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and done (ms),
-        whether it was done in an earlier run than the task's current one, its key, first and last row."""
-        return [(num, idx, kind, size, state, status, None if entry is None else json.loads(entry), doubt,
-                 doubted, step_id, None if detail is None else json.loads(detail), sent, done, bool(earlier),
-                 *rest)
-                for num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, sent, done,
-                earlier, *rest in self.journal.query(SQL["answer_rows"], (task_id,))]
+    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
+        """Every call of the task in file order (but those beyond its sample), one at a time: num,
+        idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and
+        done (ms), whether it was done in an earlier run than the task's current one, its key, first
+        and last row.  Streamed: a task of a million calls never sits in memory whole."""
+        for (num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, sent, done, earlier,
+             *rest) in self.journal.cursor(SQL["answer_rows"], (task_id,)):
+            yield (num, idx, kind, size, state, status, None if entry is None else json.loads(entry), doubt,
+                   doubted, step_id, None if detail is None else json.loads(detail), sent, done,
+                   bool(earlier), *rest)
 
     def budget_counts(self, task_id: str) -> dict[int, Counts]:
         return counts_of(self.journal.query(SQL["budget_counts"], (task_id,)))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pooler.journal.records import dumps, split_entry
+from pooler.journal.records import dumps, join_entry, split_entry
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.lease import fair_share, gone_runners
@@ -207,9 +207,15 @@ class SqliteWorkStore:
             db.execute(SQL["halt_task"], (halt, self.task))
 
     def _history(self, db: sqlite3.Connection, num: int, idx: int, entry: dict[str, Any] | None, *,
-                 sent: bool) -> None:
-        """The call's record joins the task's history (``calls``), its detail in a column of its own."""
-        body, detail = split_entry(entry)
+                 sent: bool, detail_text: str | None = None) -> None:
+        """The call's record joins the task's history (``calls``), its detail in a column of its own
+        (``detail_text``: the entry's detail, encoded already)."""
+        body: str | None
+        detail: str | None
+        if detail_text is not None and entry is not None:
+            body, detail = dumps({k: v for k, v in entry.items() if k != "detail"}), detail_text
+        else:
+            body, detail = split_entry(entry)
         db.execute(SQL["record_call"], (int(sent), body, detail, self.task, num, idx))
 
     def gate(self, row: WorkRow, key: str | None, step_id: str, rnd: int, serial: str | None = None
@@ -254,12 +260,15 @@ class SqliteWorkStore:
 
     def _done(self, db: sqlite3.Connection, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
               *, doubt: str | None, now: float) -> bool:
+        detail_text = None if detail is None else dumps(detail)
         changed = db.execute(SQL["done_call"], (
-            status, dumps(entry), None if detail is None else dumps(detail), doubt, entry.get("key"),
+            status, dumps(entry), detail_text, doubt, entry.get("key"),
             entry.get("step_id"), _ms(now), self.task, row.num, row.idx, self.runner)).rowcount
         if changed != 1:
             return False
-        self._history(db, row.num, row.idx, entry, sent=True)
+        # The detail the runner gives is the entry's own (masked with it): encoded once for both.
+        same = detail_text is not None and "detail" in entry and entry["detail"] is detail
+        self._history(db, row.num, row.idx, entry, sent=True, detail_text=detail_text if same else None)
         return True
 
     def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
@@ -306,6 +315,14 @@ class SqliteWorkStore:
                 return False
             write_work(db, work)
             return True
+
+    def landed(self, key: str) -> tuple[dict[str, Any], Any] | None:
+        """The entry and detail of a call of ``key`` that completed in the run the task is in."""
+        found = self.journal.query(SQL["landed"], (self.task, key))
+        if not found:
+            return None
+        entry = join_entry(*found[0]) or {}
+        return entry, entry.get("detail")
 
     def kept_keys(self, num: int) -> set[str]:
         return {str(k) for (k,) in self.journal.query(SQL["kept_keys"], (self.task, num))}

@@ -101,6 +101,13 @@ SELECT count(*) FROM work WHERE task = %s AND num = %s AND idx = %s;
 DELETE FROM table_rows t WHERE t.task = %s AND NOT EXISTS (SELECT 1 FROM work w
     WHERE w.task = t.task AND w.num = t.num AND w.idx = t.idx AND w.state = 'done');
 
+-- name: landed
+-- A call of the key that completed in the run the task is in: its entry and detail.
+SELECT entry, detail FROM work
+WHERE task = %s AND key_text = %s AND state = 'done' AND status = 'completed'
+  AND done_run >= (SELECT again FROM tasks WHERE id = %s)
+ORDER BY num, idx LIMIT 1;
+
 -- name: kept_keys
 -- The keys of the calls a step holds (done, in doubt, or in flight): its placeholder made again
 -- leaves them out.

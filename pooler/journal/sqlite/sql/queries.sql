@@ -461,6 +461,13 @@ UPDATE work SET round = ? WHERE task = ? AND num = ? AND idx = ?;
 -- Every table part the task's calls gave, for pooler gather: each table's parts in call order.
 SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = ? ORDER BY num, name, idx;
 
+-- name: landed
+-- A call of the key that completed in the run the task is in (its record, by the calls' key index):
+-- the entry without its detail, and the detail.
+SELECT result, detail FROM calls
+WHERE task = ?1 AND key = ?2 AND status = 'completed' AND run = (SELECT again FROM tasks WHERE id = ?1)
+ORDER BY id LIMIT 1;
+
 -- name: kept_keys
 -- The keys of the calls a step holds (done, in doubt, or in flight): its placeholder made again
 -- leaves them out.
