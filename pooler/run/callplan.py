@@ -108,6 +108,9 @@ class Prepared:
     #: Refused with a refusal its step's ``retry.refusals`` names, attempts left: the runner sends it
     #: again under its key's next round.
     next_round: bool = False
+    #: The store's last answer that turned it away (busy, or a busy refusal), while it waits to be
+    #: sent again: what it ends with if the run stops before it goes.
+    turned_away: Outcome | None = None
 
 
 @dataclass

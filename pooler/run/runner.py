@@ -284,8 +284,12 @@ class Runner:
                 return
         paced = self._quiet(self.pacer.wait, row, got)
         if not paced:
-            # The run stopped (or the journal failed) before the call's slot: not sent.
-            self._quiet(self.work.release, row)
+            # The run stopped (or the journal failed) before the call's slot: not sent; one the
+            # store turned away ends as its answer said (not run, or refused), not unlisted.
+            if got.turned_away is None:
+                self._quiet(self.work.release, row)
+            else:
+                self._record(row, got.turned_away)
             return
         self._number += 1
         got.number = self._number
@@ -345,6 +349,7 @@ class Runner:
                     stopping = self.stop.is_set() or self.broken is not None or self.down is not None
                     epoch = self._quiet(self.again.epoch, row, got, outcome, stopping)  # the store busy
                     self.down = self.down or self.again.down
+                    got.turned_away = outcome
                     if epoch is not None:
                         self._start(row, got, epoch, value)
                         continue
