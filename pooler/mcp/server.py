@@ -228,9 +228,8 @@ async def serve(tools: PoolerTools) -> None:
 async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
     server = build_server(tools)
     # A session the SDK lets go (deleted by its client, or idle) takes no pool with it: the pools
-    # run to their end in their own threads.  The SDK's Host and Origin checks guard a server
-    # that asks for no credential against DNS rebinding; this one asks every request for its
-    # token, and the checks would refuse a TLS proxy in front of a loopback address.
+    # run to their end in their own threads.  The SDK's Host and Origin checks are off: the gate
+    # (pooler/mcp/gate.py) makes them after the token, admitting the hosts of --allow-origin too.
     app = server.streamable_http_app(
         host=listen.host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     await serve_http(app, listen, sock)
