@@ -60,7 +60,7 @@ def test_the_url_comes_first_and_a_made_token_second_and_the_sdk_client_is_serve
                 ran = answer_of(await session.call_tool("tool_run", {**ECHO, "params": {"n": 1}}))
                 pooled = answer_of(await session.call_tool("tool_pool",
                                                            {"pool": [{**ECHO, "params": {"n": 2}}]}))
-            assert tools == ["tool_list", "tool_pool", "tool_run"]
+            assert tools == ["pool_run", "tool_list", "tool_pool", "tool_run"]
             assert ran["detail"] == {"n": 1}
             assert pooled["result"] is True
             assert pooled["steps"][0]["detail"] == {"n": 2}

@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
+from pooler.mcp import pool_run
 from pooler.mcp.http import Listen, serve_http
 from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
@@ -99,6 +100,9 @@ class PoolerTools:
                 outcome = self.calls.tool_list(arguments)
             elif name == "tool_run":
                 outcome = self.calls.tool_run(arguments)
+            elif name == "pool_run":
+                outcome = pool_run.call(self.pools, arguments, session_task=self.session_task(session),
+                                        reporter=reporter, stop=stop)
             else:
                 outcome = self.pools.call(arguments, session_task=self.session_task(session),
                                           reporter=reporter, stop=stop)
