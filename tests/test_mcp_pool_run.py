@@ -142,3 +142,26 @@ def test_a_variable_the_pool_does_not_declare_is_named_as_an_argument(store: Sto
     assert text == (f"vars.colour: {out / 'pools' / 'rows.yaml'} declares no variable [colour] - it "
                     "declares: tag.")
     assert echoes(store) == []
+
+
+def test_a_client_with_a_progress_token_is_told_the_rows_done(store: Store, out: Path) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async def scenario() -> dict[str, Any]:
+        async with connect(store, out) as session:
+            arguments = {"file": "pools/rows.yaml", "vars": {"tag": "p"}}
+            return answer_of(await session.call_tool("pool_run", arguments, progress_callback=on_progress))
+
+    answer = anyio.run(scenario)
+    assert answer["result"] is True
+    messages = [m for _, _, m in seen]
+    assert "step 1 add MELBIS_AGENT_TEST.CmdEcho: 300 of 300 rows done" in messages
+    assert "step 2 bulk MELBIS_AGENT_TEST.CmdEcho: 300 of 300 rows done" in messages
+    # Told as the rows go, not once a call: a notification a row would be 600 of them.
+    assert len(seen) < 100
+    assert {total for _, total, _ in seen} == {306.0}
+    done = sorted(p for p, _, _ in seen)
+    assert done[-1] == 306

@@ -122,8 +122,13 @@ class PoolerTools:
             self.watch.close()
 
 
+#: Seconds between two progress notifications of a step over rows.
+ROWS_EVERY = 0.5
+
+
 class Progress:
-    """Tells the MCP client how far a pool has got, when it asked to be told (a progress token)."""
+    """Tells the MCP client how far a pool has got, when it asked to be told (a progress token):
+    the calls done of the pool's calls, and a step over rows by its rows."""
 
     def __init__(self, session: ServerSession, token: anyio.lowlevel.EventLoopToken) -> None:
         self._session = session
@@ -131,6 +136,7 @@ class Progress:
         self._lock = threading.Lock()
         self._done = 0
         self._total: int | None = None
+        self._rows_told = 0.0
 
     def _send(self, done: int, message: str) -> None:
         try:
@@ -155,10 +161,20 @@ class Progress:
         with self._lock:
             self._done += 1
             done = self._done
-        self._send(done, f"step {step.num} {step.label} {step.unit}.{step.command}: {result.get('status')}")
+        if step.for_each is None:
+            status = result.get("status")
+            self._send(done, f"step {step.num} {step.label} {step.unit}.{step.command}: {status}")
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
-        return None
+        # A step over rows tells its rows, not each call: at most twice a second, and its last row.
+        now = time.monotonic()
+        with self._lock:
+            if now - self._rows_told < ROWS_EVERY and done != total:
+                return
+            self._rows_told = now
+            calls = self._done
+        of = "" if total is None else f" of {total}"
+        self._send(calls, f"step {step.num} {step.label} {step.unit}.{step.command}: {done}{of} rows done")
 
     def calls_planned(self, total: int) -> None:
         with self._lock:
