@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.from_thread
@@ -40,6 +40,7 @@ from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
+from pooler.mcp.tasks import EXTENSION, TaskCalls, TaskIdParams, declared
 from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
@@ -48,6 +49,9 @@ from pooler.run.events import CallEnd, Reporter
 from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
+
+#: The tools whose call may be answered with a task (the Tasks extension, pooler/mcp/tasks.py).
+LONG_TOOLS = ("pool_run", "tool_pool")
 
 INSTRUCTIONS = (
     "Runs the AI tools of one store. tool_list shows the tools, their commands and fields; tool_run "
@@ -71,6 +75,7 @@ class PoolerTools:
         self.watch = watch
         self.calls = StoreCalls(client, out)
         self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
+        self.tasks = TaskCalls(self.pools, self.call)
         #: The operator named the task (``--task``): every session shares it.
         self.pinned = pinned
         self._sessions: dict[str, str] = {}
@@ -115,7 +120,9 @@ class PoolerTools:
         return outcome.redacted(self.redactor)
 
     def close(self) -> None:
-        """Waits for a pool still finishing its calls in flight, then lets go of the journal."""
+        """Stops the tasks as SIGTERM stops a run, waits for a pool still finishing its calls in
+        flight, then lets go of the journal."""
+        self.tasks.close()
         self.pools.close()
         self.calls.client.close()
         if self.watch is not None:
@@ -223,6 +230,17 @@ def build_server(tools: PoolerTools) -> Server[Any]:
         if params.name not in names:
             raise MCPError(types.INVALID_PARAMS,
                            f"Unknown tool [{params.name}] - this server has: {', '.join(sorted(names))}.")
+        if params.name in LONG_TOOLS and declared(ctx):
+            session = session_of(ctx)
+            long = functools.partial(tools.tasks.long_task, params.name, params.arguments or {},
+                                     tools.session_task(session))
+            task_id = await anyio.to_thread.run_sync(long)
+            if task_id is not None:
+                started = await tools.tasks.start(task_id, params.name, params.arguments or {}, session)
+                if isinstance(started, Outcome):
+                    return _result(started.redacted(tools.redactor))
+                # The extension's CreateTaskResult, in place of the tool's result.
+                return cast(types.CallToolResult, started)
         stop = threading.Event()
         progress = Progress(ctx.session, anyio.lowlevel.current_token())
         run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop,
@@ -235,8 +253,19 @@ def build_server(tools: PoolerTools) -> Server[Any]:
             raise
         return _result(outcome)
 
-    return Server("pooler", version=__version__, title="pooler",
-                  instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    async def get_task(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
+        found = await anyio.to_thread.run_sync(tools.tasks.get, params.taskId)
+        return {"resultType": "complete", **found}
+
+    async def cancel_task(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
+        return {"resultType": "complete", **await tools.tasks.cancel(params.taskId)}
+
+    server = Server("pooler", version=__version__, title="pooler",
+                    instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    server.add_request_handler("tasks/get", TaskIdParams, get_task)
+    server.add_request_handler("tasks/cancel", TaskIdParams, cancel_task)
+    server.extensions[EXTENSION] = {}
+    return server
 
 
 async def serve(tools: PoolerTools) -> None:
