@@ -187,3 +187,21 @@ def test_tasks_cancel_halts_the_task_and_leaves_the_unsent_calls_not_run(store: 
     assert later == {**cancelled, "resultType": "complete", "_meta": later["_meta"]}
     # Nothing was sent after the cancel's answer.
     assert len(keys_at_store(store, "CmdSleep")) == sent == counts["completed"]
+
+
+def test_the_commit_of_a_long_plan_is_a_task_and_a_second_commit_gets_the_answer(store: Store,
+                                                                                 out: Path) -> None:
+    steps = [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "key": f"k{n}", "params": {"n": n}}
+             for n in range(60)]
+    with http_server(store, out) as server:
+        planned = result_of(call_tool(server.url, server.token, "tool_pool", {"plan": True, "pool": steps}))
+        plan_id = planned["structuredContent"]["plan_id"]
+        created = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}))
+        assert created["resultType"] == "task"
+        final = poll(server, created["taskId"], done)[-1]
+        again = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}))
+    assert final["status"] == "completed"
+    assert final["counts"]["completed"] == 60
+    assert again["structuredContent"]["result"] is True
+    assert again["structuredContent"]["succeeded"] == 60
+    assert len(keys_at_store(store)) == 60

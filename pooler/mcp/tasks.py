@@ -1,5 +1,6 @@
 """The Tasks extension of MCP 2026-07-28 (``io.modelcontextprotocol/tasks``): a long ``pool_run`` or
-``tool_pool`` is answered with a task handle at once, and the client polls it with ``tasks/get``.
+``tool_pool`` (a pool, or the commit of a plan) is answered with a task handle at once, and the
+client polls it with ``tasks/get``.
 
 The handle is the journal's task id (the pool task the call runs as), not something this process
 keeps: ``tasks/get`` reads the task from the journal, so any ``pooler mcp`` process of the same
@@ -32,7 +33,7 @@ from pooler.mcp.outcome import Outcome
 from pooler.mcp.session import pool_task_id
 from pooler.run.config import StopSignal
 from pooler.run.taskanswer import DEAD, WorkTasks
-from pooler.statuses import TaskStatus
+from pooler.statuses import PlanState, TaskStatus
 
 if TYPE_CHECKING:
     from pooler.mcp.tool_pool import PoolRuns
@@ -92,6 +93,12 @@ class TaskCalls:
                 plan, task, dry_run = pool_run.load(self.pools, arguments, session_task)
                 if dry_run:
                     return None
+            elif name == "tool_pool" and isinstance(arguments.get("plan_id"), str):
+                # A commit: the plan's own pool and task; a plan committed already answers as before.
+                row = self.pools.plans().get(arguments["plan_id"])
+                if row is None or row.state != PlanState.PLANNED or len(arguments) != 1:
+                    return None
+                plan, task = self.pools.load(row.arguments, row.task)
             elif name == "tool_pool" and not {"plan", "plan_id"} & set(arguments) and \
                     {k for k, v in arguments.items() if v is not None} != {"task"}:
                 plan, task = self.pools.load(arguments, session_task)
