@@ -81,6 +81,14 @@ def poll(server: HttpServer, task_id: str, until: Any, *, budget: float = 300.0)
         time.sleep(min(task["pollIntervalMs"], 200) / 1000)
 
 
+def settle(server: HttpServer, task_id: str, key: str, decision: str) -> None:
+    """tasks/update: the client's word on the task's calls in doubt."""
+    answer = {key: {"action": "accept", "content": {"decision": decision}}}
+    params = {"taskId": task_id, "inputResponses": answer}
+    update = result_of(rpc(server.url, server.token, "tasks/update", params))
+    assert update["resultType"] == "complete"
+
+
 def done(task: dict[str, Any]) -> bool:
     return task["status"] != "working"
 
@@ -158,6 +166,10 @@ def test_a_server_killed_and_started_again_answers_for_the_task_and_takes_it_up(
         taken = result_of(call_tool(again.url, again.token, "pool_run", {"file": "pools/slow.yaml",
                                                                          "task": session}))
         assert taken["taskId"] == task_id
+        if taken["status"] == "input_required":
+            # The kill left a call in flight: sent again under its key, the store carries it out once.
+            [key] = taken["inputRequests"]
+            settle(again, task_id, key, "retry")
         final = poll(again, task_id, done)[-1]
     assert final["status"] == "completed"
     assert final["counts"]["completed"] + final["counts"]["skipped"] == ROWS
@@ -205,3 +217,54 @@ def test_the_commit_of_a_long_plan_is_a_task_and_a_second_commit_gets_the_answer
     assert again["structuredContent"]["result"] is True
     assert again["structuredContent"]["succeeded"] == 60
     assert len(keys_at_store(store)) == 60
+
+
+DOUBT = """\
+pool:
+  - name: long
+    unit: MELBIS_AGENT_TEST
+    command: CmdSleep
+    for_each: {file: three.csv}
+    key: "long-${row.sku}"
+    params: {ms: 1500}
+"""
+
+
+def test_input_required_settles_a_call_in_doubt_with_skip(store: Store, out: Path) -> None:
+    (out / "pools" / "three.csv").write_text("sku\nA\nB\nC\n", encoding="utf-8")
+    (out / "pools" / "doubt.yaml").write_text(DOUBT, encoding="utf-8")
+    arguments = {"file": "pools/doubt.yaml", "task": "doubt"}
+    first = start_http(store, out)
+    try:
+        task_id = result_of(call_tool(first.url, first.token, "pool_run", arguments))["taskId"]
+        # The first call is sent and its answer not recorded yet: killed now, it stays in doubt.
+        poll(first, task_id, lambda t: t["counts"]["in_doubt"] == 1)
+    finally:
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.communicate(timeout=60)
+    with http_server(store, out) as again:
+        asked = result_of(call_tool(again.url, again.token, "pool_run", arguments))
+        polled = result_of(rpc(again.url, again.token, "tasks/get", {"taskId": task_id}))
+        assert asked["status"] == polled["status"] == "input_required"
+        assert asked["inputRequests"] == polled["inputRequests"]
+        [(key, request)] = asked["inputRequests"].items()
+        assert key == "in-doubt-1"
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["requestedSchema"]["properties"]["decision"]["enum"] == ["retry", "skip"]
+        assert request["params"]["message"] == (
+            f"1 calls of task {task_id} were sent by an earlier run whose answers were never recorded: they "
+            "may or may not have been carried out (step 1 row 0 (key long-A)). retry: send them again under "
+            "their keys (a store carries out a key once); skip: leave them in doubt and send the rest.")
+        settle(again, task_id, key, "skip")
+        final = poll(again, task_id, done)[-1]
+    assert final["status"] == "completed"
+    # As `pooler run --in-doubt skip` does: the call is skipped, and the answer names it in doubt.
+    assert final["counts"] == {"planned": 3, "completed": 2, "failed": 0, "in_doubt": 0, "skipped": 1,
+                               "not_run": 0}
+    answer = final["result"]["structuredContent"]
+    assert [(c["key"], c["action"]) for c in answer["in_doubt"]] == [("long-A", "skipped")]
+    # The call in doubt was not sent again: the store has it once at most (it may have ended there).
+    keys = keys_at_store(store, "CmdSleep")
+    # Sent as Idempotency-Key <task>:<key>, the task being the one named.
+    assert keys["doubt:long-B"] == keys["doubt:long-C"] == 1
+    assert keys["doubt:long-A"] <= 1

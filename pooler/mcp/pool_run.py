@@ -76,8 +76,10 @@ def load(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -> tup
 
 
 def call(runs: PoolRuns, arguments: Mapping[str, Any], *, session_task: str,
-         reporter: Reporter | None = None, stop: threading.Event | None = None) -> Outcome:
-    """pool_run: the run's answer, or with dry_run its plan."""
+         reporter: Reporter | None = None, stop: threading.Event | None = None,
+         in_doubt: str | None = None) -> Outcome:
+    """pool_run: the run's answer, or with dry_run its plan; ``in_doubt``: retry or skip the calls
+    an earlier run left in doubt, as the client said (else as ``pooler run`` does: probe, retry)."""
     plan, task, dry_run = load(runs, arguments, session_task)
     if dry_run:
         document = build_plan(plan)
@@ -86,6 +88,7 @@ def call(runs: PoolRuns, arguments: Mapping[str, Any], *, session_task: str,
                                     "dry_run to run it."}, is_error=False)
     assert plan.variables is not None
     config = RunConfig(out=runs.out, task_id=task, redactor=runs.redactor,
-                       variables=plan.variables.values, sample=plan.sample)
+                       variables=plan.variables.values, sample=plan.sample,
+                       in_doubt="skip" if in_doubt == "skip" else "retry", probe=in_doubt is None)
     answer = runs.execute(plan, task, reporter=reporter, stop=stop, config=config)
     return answered(answer, is_error=answer.get("result") is not True)

@@ -40,7 +40,7 @@ from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
-from pooler.mcp.tasks import EXTENSION, TaskCalls, TaskIdParams, declared
+from pooler.mcp.tasks import EXTENSION, TaskCalls, TaskIdParams, UpdateParams, declared
 from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
@@ -92,14 +92,16 @@ class PoolerTools:
             return found
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
-             stop: threading.Event | None = None, session: str | None = None) -> Outcome:
+             stop: threading.Event | None = None, session: str | None = None,
+             in_doubt: str | None = None) -> Outcome:
+        """``in_doubt``: what the client said of the calls in doubt (retry, skip), when it was asked."""
         if self.watch is None:
-            return self._call(name, arguments, reporter, stop, session)
-        return self.watch.call(name, lambda heard: self._call(name, arguments, heard, stop, session),
-                               reporter)
+            return self._call(name, arguments, reporter, stop=stop, session=session, in_doubt=in_doubt)
+        return self.watch.call(name, lambda heard: self._call(
+            name, arguments, heard, stop=stop, session=session, in_doubt=in_doubt), reporter)
 
-    def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None,
-              stop: threading.Event | None, session: str | None) -> Outcome:
+    def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None, *,
+              stop: threading.Event | None, session: str | None, in_doubt: str | None = None) -> Outcome:
         try:
             if name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
@@ -107,7 +109,7 @@ class PoolerTools:
                 outcome = self.calls.tool_run(arguments)
             elif name == "pool_run":
                 outcome = pool_run.call(self.pools, arguments, session_task=self.session_task(session),
-                                        reporter=reporter, stop=stop)
+                                        reporter=reporter, stop=stop, in_doubt=in_doubt)
             else:
                 outcome = self.pools.call(arguments, session_task=self.session_task(session),
                                           reporter=reporter, stop=stop)
@@ -260,10 +262,15 @@ def build_server(tools: PoolerTools) -> Server[Any]:
     async def cancel_task(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
         return {"resultType": "complete", **await tools.tasks.cancel(params.taskId)}
 
+    async def update_task(ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[str, Any]:
+        await tools.tasks.update(params.taskId, params.inputResponses)
+        return {"resultType": "complete"}
+
     server = Server("pooler", version=__version__, title="pooler",
                     instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
     server.add_request_handler("tasks/get", TaskIdParams, get_task)
     server.add_request_handler("tasks/cancel", TaskIdParams, cancel_task)
+    server.add_request_handler("tasks/update", UpdateParams, update_task)
     server.extensions[EXTENSION] = {}
     return server
 

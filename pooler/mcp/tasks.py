@@ -15,9 +15,11 @@ flight end, the unsent ones are not_run and the ones in doubt are named in the a
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ from pooler.mcp.outcome import Outcome
 from pooler.mcp.session import pool_task_id
 from pooler.run.config import StopSignal
 from pooler.run.taskanswer import DEAD, WorkTasks
-from pooler.statuses import PlanState, TaskStatus
+from pooler.statuses import McpTaskStatus, PlanState, TaskStatus
 
 if TYPE_CHECKING:
     from pooler.mcp.tool_pool import PoolRuns
@@ -44,6 +46,8 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 LONG_CALLS = 50
 #: Why a pool stopped when its client cancelled the task: the answer's ``interrupted``.
 CANCELLED = "tasks/cancel"
+#: What a client may say of calls in doubt (input_required).
+DECISIONS = ("retry", "skip")
 #: How often the handle's answer looks whether the journal holds the task yet.
 SEEN_EVERY = 0.05
 
@@ -52,6 +56,23 @@ class TaskIdParams(types.RequestParams):
     """The params of tasks/get and tasks/cancel."""
 
     taskId: str  # noqa: N815 - the wire's name
+
+
+class UpdateParams(TaskIdParams):
+    """The params of tasks/update: the client's answers to the task's input requests, by key."""
+
+    inputResponses: dict[str, Any]  # noqa: N815 - the wire's name
+
+
+@dataclass(frozen=True)
+class Question:
+    """A task held before it runs until the client says what to do with its calls in doubt."""
+
+    key: str
+    name: str
+    arguments: Mapping[str, Any]
+    session: str | None
+    message: str
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
@@ -84,6 +105,9 @@ class TaskCalls:
         self._call = call
         self._stops: dict[str, StopSignal] = {}
         self._threads: dict[str, threading.Thread] = {}
+        #: Tasks waiting for the client's word on their calls in doubt, and how often each was asked.
+        self._questions: dict[str, Question] = {}
+        self._asked: dict[str, int] = {}
 
     def long_task(self, name: str, arguments: Mapping[str, Any], session_task: str) -> str | None:
         """The journal task a call that may take long runs as; None when it runs as a plain call
@@ -108,19 +132,50 @@ class TaskCalls:
             return None
         return pool_task_id(task, plan.pool) if is_long(plan) else None
 
-    async def start(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None
-                    ) -> dict[str, Any] | Outcome:
-        """Run the call in a thread of its own; the task handle once the journal holds the task,
-        or the call's own answer when it ended first (refused before it began)."""
+    def _launch(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None,
+                in_doubt: str | None = None) -> list[Outcome]:
         stop = StopSignal()
         outcome: list[Outcome] = []
 
         def work() -> None:
-            outcome.append(self._call(name, arguments, stop=stop, session=session))
+            outcome.append(self._call(name, arguments, stop=stop, session=session, in_doubt=in_doubt))
 
         thread = threading.Thread(target=work, name=f"pooler mcp task {task_id}")
         self._stops[task_id], self._threads[task_id] = stop, thread
         thread.start()
+        return outcome
+
+    def _doubtful(self, task_id: str, name: str) -> str | None:
+        """What to ask of a task taken up with calls an earlier run left in doubt; None when there
+        are none (or it runs now, or the tool settles them its own way)."""
+        journal = self.pools.journal()
+        row = WorkTasks(journal).task(task_id)
+        counts = journal.plan_counts(task_id)
+        if name != "pool_run" or row is None or row.status == TaskStatus.RUNNING or counts is None \
+                or not counts.in_doubt or self.running_here(task_id):
+            return None
+        answer = task_answer(WorkTasks(journal), task_id)
+        named = ", ".join(f"step {c.get('num')} row {c.get('row')} (key {c.get('key')})"
+                          for c in answer.get("in_doubt", [])[:5])
+        more = counts.in_doubt - min(5, len(answer.get("in_doubt", [])))
+        return (f"{counts.in_doubt:,} calls of task {task_id} were sent by an earlier run whose answers "
+                f"were never recorded: they may or may not have been carried out ({named}"
+                f"{f', and {more:,} more' if more > 0 else ''}). retry: send them again under their keys "
+                "(a store carries out a key once); skip: leave them in doubt and send the rest.")
+
+    async def start(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None
+                    ) -> dict[str, Any] | Outcome:
+        """Run the call in a thread of its own; the task handle once the journal holds the task,
+        or the call's own answer when it ended first (refused before it began).  A task taken up
+        with calls in doubt waits for the client's word on them (``input_required``)."""
+        message = await anyio.to_thread.run_sync(self._doubtful, task_id, name)
+        if message is not None:
+            self._asked[task_id] = self._asked.get(task_id, 0) + 1
+            self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", name, arguments, session,
+                                                message)
+            return {"resultType": "task", **self.get(task_id)}
+        outcome = self._launch(task_id, name, arguments, session)
+        thread = self._threads[task_id]
         journal = self.pools.journal()
         # The handle is given only once a tasks/get of it resolves (the extension's rule).
         while thread.is_alive() and journal.task(task_id) is None:
@@ -148,12 +203,19 @@ class TaskCalls:
             "ttlMs": None, "pollIntervalMs": poll_interval(counts.planned if counts else 0),
         }
         if counts is not None:
-            found["counts"] = {"planned": counts.planned, "completed": counts.completed,
-                               "failed": counts.failed, "in_doubt": counts.in_doubt,
-                               "skipped": counts.skipped, "not_run": counts.not_run}
+            found["counts"] = dataclasses.asdict(counts)
+        question = self._questions.get(task_id)
+        if question is not None:
+            return {**found, "status": McpTaskStatus.INPUT_REQUIRED, "statusMessage": question.message,
+                    "inputRequests": {question.key: {"method": "elicitation/create", "params": {
+                        "mode": "form", "message": question.message,
+                        "requestedSchema": {"type": "object", "required": ["decision"], "properties": {
+                            "decision": {"type": "string", "enum": list(DECISIONS),
+                                         "description": "retry: send them again under their keys; skip: "
+                                                        "leave them in doubt."}}}}}}}
         if here or (row.status == TaskStatus.RUNNING):
             text = counts.text() if counts is not None else "planning"
-            return {**found, "status": "working", "statusMessage": text}
+            return {**found, "status": McpTaskStatus.WORKING, "statusMessage": text}
         answer = task_answer(view, task_id, running_here=here)
         if row.status == DEAD:
             # The pool task is named after the session's task: given as task, the same call joins it.
@@ -161,22 +223,45 @@ class TaskCalls:
             message = (f"{counts.text() if counts else ''} - the run died before it finished (its server was "
                        f"killed, or its machine went down): call the tool again with the same arguments and "
                        f"task {session} to take the task up; it sends only what did not land.")
-            return {**found, "status": "completed", "statusMessage": message.lstrip(" -"),
+            return {**found, "status": McpTaskStatus.COMPLETED, "statusMessage": message.lstrip(" -"),
                     "result": _call_result(answer)}
-        status = "cancelled" if answer.get("interrupted") == CANCELLED else "completed"
+        cancelled = answer.get("interrupted") == CANCELLED
+        status = McpTaskStatus.CANCELLED if cancelled else McpTaskStatus.COMPLETED
         message = f"{counts.text()}" if counts is not None else str(answer.get("status"))
         result = {**found, "status": status, "statusMessage": message}
-        if status == "completed":
+        if status == McpTaskStatus.COMPLETED:
             result["result"] = _call_result(answer)
         return result
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> None:
+        """The client's word on the calls in doubt: the task runs, retrying or skipping them."""
+        question = self._questions.get(task_id)
+        if question is None:
+            # An answer to no open question is ignored, as the extension lets a server do.
+            return
+        answer = responses.get(question.key)
+        content = answer.get("content") if isinstance(answer, dict) else None
+        decision = content.get("decision") if isinstance(content, dict) else None
+        if answer is None:
+            return
+        if not isinstance(answer, dict) or answer.get("action") != "accept" or decision not in DECISIONS:
+            raise MCPError(types.INVALID_PARAMS, f"{question.key} takes {{\"action\": \"accept\", "
+                                                 f"\"content\": {{\"decision\": \"retry\"}}}} or \"skip\" - "
+                                                 "tasks/cancel leaves the task as it is.")
+        del self._questions[task_id]
+        self._launch(task_id, question.name, question.arguments, question.session, in_doubt=decision)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         """Stop the task as SIGTERM stops ``pooler run``, wait for its calls in flight, tell it."""
         self.get(task_id)
+        if self._questions.pop(task_id, None) is not None:
+            found = self.get(task_id)
+            return {**found, "status": McpTaskStatus.CANCELLED,
+                    "statusMessage": f"cancelled before it was taken up: {found['statusMessage']}"}
         stop = self._stops.get(task_id)
         if stop is None or not self.running_here(task_id):
             found = self.get(task_id)
-            if found["status"] == "working":
+            if found["status"] == McpTaskStatus.WORKING:
                 raise MCPError(types.INVALID_PARAMS, f"task {task_id} runs in another pooler mcp process - "
                                                      "cancel it there (tasks/get tells its progress here).")
             return found
