@@ -93,12 +93,13 @@ class PoolerTools:
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
              stop: threading.Event | None = None, session: str | None = None,
-             in_doubt: str | None = None) -> Outcome:
-        """``in_doubt``: what the client said of the calls in doubt (retry, skip), when it was asked."""
+             in_doubt: str | None = None, traceparent: str | None = None) -> Outcome:
+        """``in_doubt``: what the client said of the calls in doubt (retry, skip), when it was asked;
+        ``traceparent``: the agent's trace, from the request's ``_meta``."""
         if self.watch is None:
             return self._call(name, arguments, reporter, stop=stop, session=session, in_doubt=in_doubt)
         return self.watch.call(name, lambda heard: self._call(
-            name, arguments, heard, stop=stop, session=session, in_doubt=in_doubt), reporter)
+            name, arguments, heard, stop=stop, session=session, in_doubt=in_doubt), reporter, traceparent)
 
     def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None, *,
               stop: threading.Event | None, session: str | None, in_doubt: str | None = None) -> Outcome:
@@ -219,6 +220,13 @@ def session_of(ctx: ServerRequestContext[Any]) -> str | None:
     return str(found) if found else None
 
 
+def traceparent_of(ctx: ServerRequestContext[Any]) -> str | None:
+    """The W3C ``traceparent`` of the agent's trace, when its request carried one in ``_meta``."""
+    meta = (ctx.params or {}).get("_meta")
+    found = meta.get("traceparent") if isinstance(meta, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def build_server(tools: PoolerTools) -> Server[Any]:
     """The MCP server: the three tools' declarations and one handler that runs them in threads."""
     names = {t.name for t in TOOLS}
@@ -238,7 +246,8 @@ def build_server(tools: PoolerTools) -> Server[Any]:
                                      tools.session_task(session))
             task_id = await anyio.to_thread.run_sync(long)
             if task_id is not None:
-                started = await tools.tasks.start(task_id, params.name, params.arguments or {}, session)
+                started = await tools.tasks.start(task_id, params.name, params.arguments or {}, session,
+                                                  traceparent=traceparent_of(ctx))
                 if isinstance(started, Outcome):
                     return _result(started.redacted(tools.redactor))
                 # The extension's CreateTaskResult, in place of the tool's result.
@@ -246,7 +255,7 @@ def build_server(tools: PoolerTools) -> Server[Any]:
         stop = threading.Event()
         progress = Progress(ctx.session, anyio.lowlevel.current_token())
         run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop,
-                                session=session_of(ctx))
+                                session=session_of(ctx), traceparent=traceparent_of(ctx))
         try:
             outcome = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():

@@ -73,6 +73,7 @@ class Question:
     arguments: Mapping[str, Any]
     session: str | None
     message: str
+    traceparent: str | None = None
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
@@ -132,13 +133,14 @@ class TaskCalls:
             return None
         return pool_task_id(task, plan.pool) if is_long(plan) else None
 
-    def _launch(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None,
-                in_doubt: str | None = None) -> list[Outcome]:
+    def _launch(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None, *,
+                in_doubt: str | None = None, traceparent: str | None = None) -> list[Outcome]:
         stop = StopSignal()
         outcome: list[Outcome] = []
 
         def work() -> None:
-            outcome.append(self._call(name, arguments, stop=stop, session=session, in_doubt=in_doubt))
+            outcome.append(self._call(name, arguments, stop=stop, session=session, in_doubt=in_doubt,
+                                      traceparent=traceparent))
 
         thread = threading.Thread(target=work, name=f"pooler mcp task {task_id}")
         self._stops[task_id], self._threads[task_id] = stop, thread
@@ -163,8 +165,8 @@ class TaskCalls:
                 f"{f', and {more:,} more' if more > 0 else ''}). retry: send them again under their keys "
                 "(a store carries out a key once); skip: leave them in doubt and send the rest.")
 
-    async def start(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None
-                    ) -> dict[str, Any] | Outcome:
+    async def start(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None, *,
+                    traceparent: str | None = None) -> dict[str, Any] | Outcome:
         """Run the call in a thread of its own; the task handle once the journal holds the task,
         or the call's own answer when it ended first (refused before it began).  A task taken up
         with calls in doubt waits for the client's word on them (``input_required``)."""
@@ -172,9 +174,9 @@ class TaskCalls:
         if message is not None:
             self._asked[task_id] = self._asked.get(task_id, 0) + 1
             self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", name, arguments, session,
-                                                message)
+                                                message, traceparent)
             return {"resultType": "task", **self.get(task_id)}
-        outcome = self._launch(task_id, name, arguments, session)
+        outcome = self._launch(task_id, name, arguments, session, traceparent=traceparent)
         thread = self._threads[task_id]
         journal = self.pools.journal()
         # The handle is given only once a tasks/get of it resolves (the extension's rule).
@@ -249,7 +251,8 @@ class TaskCalls:
                                                  f"\"content\": {{\"decision\": \"retry\"}}}} or \"skip\" - "
                                                  "tasks/cancel leaves the task as it is.")
         del self._questions[task_id]
-        self._launch(task_id, question.name, question.arguments, question.session, in_doubt=decision)
+        self._launch(task_id, question.name, question.arguments, question.session, in_doubt=decision,
+                     traceparent=question.traceparent)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         """Stop the task as SIGTERM stops ``pooler run``, wait for its calls in flight, tell it."""
