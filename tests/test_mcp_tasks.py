@@ -5,6 +5,7 @@ after SIGKILL."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections import Counter
@@ -268,3 +269,42 @@ def test_input_required_settles_a_call_in_doubt_with_skip(store: Store, out: Pat
     # Sent as Idempotency-Key <task>:<key>, the task being the one named.
     assert keys["doubt:long-B"] == keys["doubt:long-C"] == 1
     assert keys["doubt:long-A"] <= 1
+
+
+FAILING = """\
+stop_on_error: false
+mode: parallel
+max_concurrency: 8
+pool:
+  - name: bad
+    unit: MELBIS_AGENT_TEST
+    command: CmdFail
+    for_each: {file: goods.csv}
+    params: {}
+"""
+
+
+def test_failed_calls_beyond_the_answer_are_a_resource_link_the_server_reads(store: Store, out: Path) -> None:
+    (out / "pools" / "goods.csv").write_text("sku\n" + "".join(f"S-{n}\n" for n in range(150)),
+                                             encoding="utf-8")
+    (out / "pools" / "failing.yaml").write_text(FAILING, encoding="utf-8")
+    with http_server(store, out) as server:
+        created = result_of(call_tool(server.url, server.token, "pool_run", {"file": "pools/failing.yaml"}))
+        task_id = created["taskId"]
+        final = poll(server, task_id, done)[-1]
+        [text, link] = final["result"]["content"]
+        uri = link["uri"]
+        read = result_of(rpc(server.url, server.token, "resources/read", {"uri": uri}, name=uri))
+    assert final["counts"]["failed"] == 150
+    assert text["type"] == "text"
+    step = final["result"]["structuredContent"]["steps"][0]
+    assert (len(step["failures"]), step["failures_omitted"]) == (100, 50)
+    assert link == {"type": "resource_link", "uri": f"pooler://tasks/{task_id}/failed-or-in-doubt.jsonl",
+                    "name": "failed-or-in-doubt", "mimeType": "application/x-ndjson",
+                    "description": f"Every failed and in-doubt call of task {task_id} (50 left out of the "
+                                   "answer), one JSON object a line, from the journal."}
+    [contents] = read["contents"]
+    lines = [json.loads(line) for line in contents["text"].splitlines()]
+    assert len(lines) == 150
+    assert {line["status"] for line in lines} == {"failed"}
+    assert sorted(line["row"] for line in lines) == list(range(150))

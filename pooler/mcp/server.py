@@ -40,7 +40,7 @@ from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
-from pooler.mcp.tasks import EXTENSION, TaskCalls, TaskIdParams, UpdateParams, declared
+from pooler.mcp.tasks import EXTENSION, NDJSON, TaskCalls, TaskIdParams, UpdateParams, declared
 from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
@@ -275,8 +275,14 @@ def build_server(tools: PoolerTools) -> Server[Any]:
         await tools.tasks.update(params.taskId, params.inputResponses)
         return {"resultType": "complete"}
 
-    server = Server("pooler", version=__version__, title="pooler",
-                    instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    async def read_resource(ctx: ServerRequestContext[Any],
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        text = await anyio.to_thread.run_sync(tools.tasks.read, str(params.uri))
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=params.uri, mime_type=NDJSON, text=tools.redactor.text(text))])
+
+    server = Server("pooler", version=__version__, title="pooler", instructions=INSTRUCTIONS,
+                    on_list_tools=list_tools, on_call_tool=call_tool, on_read_resource=read_resource)
     server.add_request_handler("tasks/get", TaskIdParams, get_task)
     server.add_request_handler("tasks/cancel", TaskIdParams, cancel_task)
     server.add_request_handler("tasks/update", UpdateParams, update_task)

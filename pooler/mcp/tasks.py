@@ -28,14 +28,15 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from pooler import strictjson
 from pooler.errors import PoolerError
 from pooler.mcp import pool_run
 from pooler.mcp.lookup import task_answer
-from pooler.mcp.outcome import Outcome
+from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.session import pool_task_id
 from pooler.run.config import StopSignal
 from pooler.run.taskanswer import DEAD, WorkTasks
-from pooler.statuses import McpTaskStatus, PlanState, TaskStatus
+from pooler.statuses import CallStatus, McpTaskStatus, PlanState, TaskStatus
 
 if TYPE_CHECKING:
     from pooler.mcp.tool_pool import PoolRuns
@@ -46,6 +47,9 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 LONG_CALLS = 50
 #: Why a pool stopped when its client cancelled the task: the answer's ``interrupted``.
 CANCELLED = "tasks/cancel"
+#: Where the resources of a task's calls live (``resources/read``).
+CALLS_SCHEME = "pooler://tasks/"
+NDJSON = "application/x-ndjson"
 #: What a client may say of calls in doubt (input_required).
 DECISIONS = ("retry", "skip")
 #: How often the handle's answer looks whether the journal holds the task yet.
@@ -226,13 +230,13 @@ class TaskCalls:
                        f"killed, or its machine went down): call the tool again with the same arguments and "
                        f"task {session} to take the task up; it sends only what did not land.")
             return {**found, "status": McpTaskStatus.COMPLETED, "statusMessage": message.lstrip(" -"),
-                    "result": _call_result(answer)}
+                    "result": _call_result(answer, task_id)}
         cancelled = answer.get("interrupted") == CANCELLED
         status = McpTaskStatus.CANCELLED if cancelled else McpTaskStatus.COMPLETED
         message = f"{counts.text()}" if counts is not None else str(answer.get("status"))
         result = {**found, "status": status, "statusMessage": message}
         if status == McpTaskStatus.COMPLETED:
-            result["result"] = _call_result(answer)
+            result["result"] = _call_result(answer, task_id)
         return result
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> None:
@@ -274,6 +278,19 @@ class TaskCalls:
             await anyio.sleep(SEEN_EVERY)
         return self.get(task_id)
 
+    def read(self, uri: str) -> str:
+        """The resource ``calls_uri`` names: every failed and in-doubt call of the task, from the
+        journal, one JSON object a line."""
+        task_id = uri.removeprefix(CALLS_SCHEME).removesuffix("/failed-or-in-doubt.jsonl")
+        journal = self.pools.journal()
+        if not uri.startswith(CALLS_SCHEME) or uri != calls_uri(task_id) or journal.task(task_id) is None:
+            raise MCPError(types.INVALID_PARAMS, f"no resource {uri} - a task's result links the resource of "
+                                                 "its failed and in-doubt calls.")
+        lines = [strictjson.dumps({**row[6], "status": row[5]}, ensure_ascii=False)
+                 for row in journal.answer_rows(task_id)
+                 if row[5] in (CallStatus.FAILED, CallStatus.IN_DOUBT) and row[6] is not None]
+        return "".join(f"{line}\n" for line in lines)
+
     def close(self) -> None:
         """The server stops: its tasks stop as ``pooler run`` does on SIGTERM."""
         for stop in self._stops.values():
@@ -283,10 +300,22 @@ class TaskCalls:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def _call_result(answer: dict[str, Any]) -> dict[str, Any]:
-    from pooler.mcp.outcome import answered  # noqa: PLC0415
+def calls_uri(task_id: str) -> str:
+    """The resource of every failed and in-doubt call of a task, one JSON object a line."""
+    return f"{CALLS_SCHEME}{task_id}/failed-or-in-doubt.jsonl"
 
+
+def _call_result(answer: dict[str, Any], task_id: str) -> dict[str, Any]:
+    """The tool's result a finished task carries: the pool's answer, and when its steps left out
+    failed or in-doubt calls (more than fit), a link to the resource that lists them all."""
     outcome = answered(answer, is_error=answer.get("result") is not True)
-    result = types.CallToolResult(content=[types.TextContent(text=outcome.text)],
-                                  structured_content=outcome.answer, is_error=outcome.is_error)
+    content: list[types.ContentBlock] = [types.TextContent(text=outcome.text)]
+    omitted = sum(int(step.get("failures_omitted") or 0) for step in answer.get("steps", []))
+    if omitted:
+        content.append(types.ResourceLink(
+            uri=calls_uri(task_id), name="failed-or-in-doubt", mime_type=NDJSON,
+            description=f"Every failed and in-doubt call of task {task_id} ({omitted:,} left out of the "
+                        "answer), one JSON object a line, from the journal."))
+    result = types.CallToolResult(content=content, structured_content=outcome.answer,
+                                  is_error=outcome.is_error)
     return result.model_dump(by_alias=True, exclude_none=True, mode="json")
