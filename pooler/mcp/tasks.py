@@ -10,7 +10,8 @@ before.
 
 A call may take long when a step runs over rows, or when it makes more than ``LONG_CALLS`` calls.
 ``tasks/cancel`` stops the pool as SIGTERM stops ``pooler run``: nothing new is sent, the calls in
-flight end, the unsent ones are not_run and the ones in doubt are named in the answer.
+flight end, the unsent ones are not_run and the ones in doubt are named in the answer.  A process
+that does not run the task halts it in the journal, which every runner of it reads before it sends.
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ class TaskCalls:
                        f"task {session} to take the task up; it sends only what did not land.")
             return {**found, "status": McpTaskStatus.COMPLETED, "statusMessage": message.lstrip(" -"),
                     "result": _call_result(answer, task_id)}
-        cancelled = answer.get("interrupted") == CANCELLED
+        halted = journal.work(task_id, CANCELLED).open_counts()[2]
+        cancelled = CANCELLED in (answer.get("interrupted"), halted)
         status = McpTaskStatus.CANCELLED if cancelled else McpTaskStatus.COMPLETED
         message = f"{counts.text()}" if counts is not None else str(answer.get("status"))
         result = {**found, "status": status, "statusMessage": message}
@@ -266,17 +268,21 @@ class TaskCalls:
             return {**found, "status": McpTaskStatus.CANCELLED,
                     "statusMessage": f"cancelled before it was taken up: {found['statusMessage']}"}
         stop = self._stops.get(task_id)
-        if stop is None or not self.running_here(task_id):
-            found = self.get(task_id)
-            if found["status"] == McpTaskStatus.WORKING:
-                raise MCPError(types.INVALID_PARAMS, f"task {task_id} runs in another pooler mcp process - "
-                                                     "cancel it there (tasks/get tells its progress here).")
-            return found
-        stop.request(CANCELLED)
-        thread = self._threads[task_id]
-        while thread.is_alive():
-            await anyio.sleep(SEEN_EVERY)
-        return self.get(task_id)
+        if stop is not None and self.running_here(task_id):
+            stop.request(CANCELLED)
+            thread = self._threads[task_id]
+            while thread.is_alive():
+                await anyio.sleep(SEEN_EVERY)
+            return self.get(task_id)
+        if self.get(task_id)["status"] != McpTaskStatus.WORKING:
+            return self.get(task_id)
+        # Run by another process: halted in the journal, its runners send nothing new (a claim
+        # and a send both look at the halt), and end once their calls in flight have.
+        journal = self.pools.journal()
+        await anyio.to_thread.run_sync(journal.work(task_id, CANCELLED).halt, CANCELLED)
+        while (found := await anyio.to_thread.run_sync(self.get, task_id))["status"] == McpTaskStatus.WORKING:
+            await anyio.sleep(SEEN_EVERY * 4)
+        return found
 
     def read(self, uri: str) -> str:
         """The resource ``calls_uri`` names: every failed and in-doubt call of the task, from the
