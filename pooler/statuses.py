@@ -75,6 +75,17 @@ class RecordStatus(_Word):
     SENT = "sent"
 
 
+class McpTaskStatus(_Word):
+    """A task's status as the MCP Tasks extension (2026-07-28) tells it to a client: ``working``,
+    ``input_required`` (the client's word is asked), then ``completed`` (the tool's result, whatever
+    the pool's outcome) or ``cancelled``."""
+
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
 class PlanState(_Word):
     """A plan ``pooler mcp`` made for an agent: waiting to be committed,
     committed (running), done, or failed."""

@@ -62,16 +62,19 @@ def described(schema: Any, where: str = "") -> list[str]:
 
 # The tools and their schemas
 
-def test_lists_three_tools_with_described_input_schemas(store: Store, out: Path) -> None:
+def test_lists_four_tools_with_described_input_schemas(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             from mcp.shared.exceptions import MCPError  # noqa: PLC0415
 
-            with pytest.raises(MCPError, match=r"^Unknown tool \[tool_nope\] - this server has: tool_list, "
-                                               r"tool_pool, tool_run\.$"):
+            with pytest.raises(MCPError, match=r"^Unknown tool \[tool_nope\] - this server has: pool_run, "
+                                               r"tool_list, tool_pool, tool_run\.$"):
                 await session.call_tool("tool_nope", {})
-        assert sorted(tools) == ["tool_list", "tool_pool", "tool_run"]
+        assert sorted(tools) == ["pool_run", "tool_list", "tool_pool", "tool_run"]
+        assert tools["pool_run"].input_schema["required"] == ["file"]
+        assert sorted(tools["pool_run"].input_schema["properties"]) == [
+            "dry_run", "file", "sample", "task", "vars"]
         for tool in tools.values():
             assert tool.description
             assert tool.input_schema["type"] == "object"

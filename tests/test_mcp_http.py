@@ -60,7 +60,7 @@ def test_the_url_comes_first_and_a_made_token_second_and_the_sdk_client_is_serve
                 ran = answer_of(await session.call_tool("tool_run", {**ECHO, "params": {"n": 1}}))
                 pooled = answer_of(await session.call_tool("tool_pool",
                                                            {"pool": [{**ECHO, "params": {"n": 2}}]}))
-            assert tools == ["tool_list", "tool_pool", "tool_run"]
+            assert tools == ["pool_run", "tool_list", "tool_pool", "tool_run"]
             assert ran["detail"] == {"n": 1}
             assert pooled["result"] is True
             assert pooled["steps"][0]["detail"] == {"n": 2}
@@ -83,13 +83,8 @@ def test_a_request_without_the_token_gets_401_and_opens_nothing(store: Store, ou
             assert denied.json() == DENIED
             assert denied.headers["www-authenticate"] == 'Bearer realm="pooler mcp"'
             assert "mcp-session-id" not in denied.headers
-        # A TLS proxy in front may pass another Host: the token, not the Host, is the gate.
-        proxied = requests.post(server.url, json=INITIALIZE, timeout=30, headers={
-            **headers, "Host": "pooler.example.com", "Origin": "https://pooler.example.com",
-            "Authorization": "Bearer http-token-0123456789abcdef"})
-        for served in (right, proxied):
-            assert served.status_code == 200
-            assert served.headers["mcp-session-id"]
+        assert right.status_code == 200
+        assert right.headers["mcp-session-id"]
 
         async def scenario() -> None:
             with pytest.raises(BaseException) as caught:
@@ -256,3 +251,83 @@ def test_a_token_file_others_can_read_is_warned_of_and_its_token_never_shown(sto
     assert (f"pooler mcp: WARNING: the token file {path} can be read by others (mode 644) - "
             f"chmod 600 {path}") in err.splitlines()
     assert "http-token-0123456789abcdef" not in err
+
+
+RIGHT = "Bearer http-token-0123456789abcdef"
+REBINDING = ("pooler mcp does not answer to Host 'evil.example.com': it answers to the address it listens "
+             "on, and to the hosts of --allow-origin (DNS rebinding protection)")
+
+
+def post(server: Any, **headers: str) -> requests.Response:
+    return requests.post(server.url, json=INITIALIZE, timeout=30,
+                         headers={"Accept": "application/json, text/event-stream", **headers})
+
+
+def rpc_error(message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+
+
+def test_a_foreign_origin_or_host_gets_403_after_the_token_is_checked(store: Store, out: Path) -> None:
+    with http_server(store, out, token="http-token-0123456789abcdef") as server:
+        port = server.url.split(":")[2].split("/")[0]
+        foreign_origin = post(server, Authorization=RIGHT, Origin="https://evil.example.com")
+        foreign_host = post(server, Authorization=RIGHT, Host="evil.example.com")
+        rebound = post(server, Authorization=RIGHT, Host=f"evil.example.com:{port}",
+                       Origin=f"http://evil.example.com:{port}")
+        # The token first: a wrong token is 401 whatever the Host and Origin say.
+        wrong = post(server, Authorization="Bearer nope", Host="evil.example.com",
+                     Origin="https://evil.example.com")
+        own = [post(server, Authorization=RIGHT, Host=f"{name}:{port}", Origin=f"http://{name}:{port}")
+               for name in ("127.0.0.1", "localhost", "[::1]")]
+        bare = post(server, Authorization=RIGHT)
+    assert foreign_origin.status_code == 403
+    assert foreign_origin.json() == rpc_error(
+        "pooler mcp does not answer to pages of Origin 'https://evil.example.com': give it with "
+        "--allow-origin to let them call")
+    assert foreign_host.status_code == 403
+    assert foreign_host.json() == rpc_error(REBINDING)
+    assert rebound.status_code == 403
+    assert "mcp-session-id" not in foreign_origin.headers
+    assert wrong.status_code == 401
+    assert wrong.json() == DENIED
+    assert [r.status_code for r in own] == [200, 200, 200]
+    assert bare.status_code == 200
+    assert ops_of(store) == []
+
+
+def test_an_allowed_origin_and_a_proxy_passing_its_host_are_served(store: Store, out: Path) -> None:
+    with http_server(store, out, "--allow-origin", "https://Pooler.example.com",
+                     token="http-token-0123456789abcdef") as server:
+        proxied = post(server, Authorization=RIGHT, Host="pooler.example.com",
+                       Origin="https://pooler.example.com")
+        other = post(server, Authorization=RIGHT, Host="pooler.example.com", Origin="https://other.example.com")
+    assert proxied.status_code == 200
+    assert proxied.headers["mcp-session-id"]
+    assert other.status_code == 403
+
+
+def test_an_unsupported_protocol_version_gets_400(store: Store, out: Path) -> None:
+    with http_server(store, out, token="http-token-0123456789abcdef") as server:
+        old = post(server, Authorization=RIGHT, **{"MCP-Protocol-Version": "2024-01-01"})
+        known = post(server, Authorization=RIGHT, **{"MCP-Protocol-Version": "2025-06-18"})
+    assert old.status_code == 400
+    assert old.json() == rpc_error(
+        "Unsupported MCP-Protocol-Version '2024-01-01' - pooler mcp speaks 2024-11-05, 2025-03-26, "
+        "2025-06-18, 2025-11-25, 2026-07-28")
+    assert known.status_code == 200
+
+
+def test_a_bad_allow_origin_is_refused_before_listening(store: Store, out: Path) -> None:
+    token = out.parent / "token"
+    token.write_text(store.token, encoding="utf-8")
+    bad = pooler("mcp", "--http", "127.0.0.1:0", "--allow-origin", "evil.example.com/x", "--store", store.url,
+                 "--token-file", str(token), "--out", str(out))
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert bad.stderr == ("pooler mcp: --allow-origin takes an origin as a browser sends it, like "
+                          "https://tools.example.com or http://localhost:3000, not 'evil.example.com/x'\n")
+    stray = pooler("mcp", "--allow-origin", "https://a.example.com", "--store", store.url,
+                   "--token-file", str(token))
+    assert stray.returncode == 2
+    assert stray.stderr == ("pooler mcp: --allow-origin goes with --http HOST:PORT - over stdio no web page "
+                            "can reach the server.\n")

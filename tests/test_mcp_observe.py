@@ -94,3 +94,37 @@ def test_pooler_mcp_refuses_a_metrics_file_it_could_not_write_before_it_serves(
                            "create it (node_exporter's --collector.textfile.directory), or name a file in a "
                            "folder that exists\n")
     assert done.stdout == ""
+
+
+@pytest.mark.process
+def test_a_tool_call_that_carries_the_agent_s_traceparent_joins_its_trace(store: Store,
+                                                                          tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    token = tmp_path / "token"
+    token.write_text(store.token + "\n", encoding="utf-8")
+    agent_trace, agent_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    with otlp_receiver() as receiver:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("POOLER_", "OTEL_"))}
+        env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "agent-tools"})
+        from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
+
+        params = StdioServerParameters(
+            command=sys.executable, cwd=ROOT, env=env,
+            args=["-m", "pooler", "mcp", "--store", store.url, "--token-file", str(token), "--out", str(out),
+                  "--trace"])
+
+        async def scenario() -> None:
+            with (tmp_path / "mcp-stderr.log").open("a", encoding="utf-8") as err:
+                async with stdio_client(params, errlog=err) as (read, write), \
+                        checked_session(read, write) as session:
+                    await session.initialize()
+                    pooled = await session.call_tool(
+                        "tool_pool", {"pool": [{"unit": TEST, "command": "CmdEcho"}]},
+                        meta={"traceparent": f"00-{agent_trace}-{agent_span}-01"})
+                    assert pooled.is_error is False
+        anyio.run(scenario)
+    tool = next(s for s in receiver.spans if s.name == "mcp tool_pool")
+    assert tool.trace_id.hex() == agent_trace
+    assert tool.parent_span_id.hex() == agent_span
+    assert {s.trace_id.hex() for s in receiver.spans} == {agent_trace}
+    assert store.ops()[0]["traceparent"].startswith(f"00-{agent_trace}-")

@@ -91,3 +91,33 @@ def test_a_key_one_pool_landed_is_skipped_by_another_pool_of_the_session_on_eith
         assert two["steps"][1]["detail"] == {"from": 1}
         assert [op["params"] for op in ops_of(store, "MELBIS_AGENT_TEST")] == [{"n": 1}, {"from": 1}]
     run(scenario)
+
+
+def test_a_second_server_on_the_postgres_journal_answers_for_a_task_the_first_runs(
+        store: Store, pg_url: str, tmp_path: Path) -> None:
+    from mcpkit import http_server  # noqa: PLC0415
+    from taskskit import call_tool, rpc  # noqa: PLC0415
+    from test_mcp_tasks import done, poll  # noqa: PLC0415
+
+    upgrade(pg_url)
+    first_out, second_out = tmp_path / "a" / "out", tmp_path / "b" / "out"
+    (first_out / "pools").mkdir(parents=True)
+    second_out.mkdir(parents=True)
+    (first_out / "pools" / "goods.csv").write_text("sku\n" + "".join(f"S-{n}\n" for n in range(300)),
+                                                   encoding="utf-8")
+    (first_out / "pools" / "rows.yaml").write_text(
+        "pool:\n  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: goods.csv}, "
+        "key: 'e-${row.sku}', params: {sku: '${row.sku}'}}\n", encoding="utf-8")
+    with http_server(store, first_out, "--journal", pg_url) as first, \
+            http_server(store, second_out, "--journal", pg_url) as second:
+        created = call_tool(first.url, first.token, "pool_run", {"file": "pools/rows.yaml"})["result"]
+        task_id = created["taskId"]
+        seen = rpc(second.url, second.token, "tasks/get", {"taskId": task_id})["result"]
+        assert seen["taskId"] == task_id
+        assert seen["counts"]["planned"] == 300
+        # The first server ends the pool; the second tells its end from the journal.
+        told = poll(second, task_id, done)[-1]
+    assert told["status"] == "completed"
+    assert told["counts"]["completed"] == 300
+    assert told["result"]["structuredContent"]["result"] is True
+    assert len(ops_of(store, "MELBIS_AGENT_TEST")) == 300

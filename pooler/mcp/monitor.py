@@ -1,5 +1,6 @@
 """``pooler mcp --metrics-file`` and ``--trace``: the server's metrics file, kept for its whole life,
-and one trace per tool call (a tool_pool's run under its tool call's span)."""
+and one trace per tool call (a tool_pool's run under its tool call's span), or the agent's own trace
+when the call's ``_meta`` carries its ``traceparent``."""
 
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ class ToolWatch:
             self.metrics.start()
 
     def call(self, name: str, run: Callable[[Reporter | None], Outcome],
-             reporter: Reporter | None) -> Outcome:
+             reporter: Reporter | None, traceparent: str | None = None) -> Outcome:
         """``run(reporter)`` inside the tool call's span, with the pool's events also told to the
-        metrics and the trace."""
+        metrics and the trace; the span joins the agent's trace when its request carried a
+        ``traceparent`` in ``_meta``."""
         listeners: list[Any] = [] if reporter is None else [reporter]
         if self.metrics is not None:
             listeners.append(self.metrics)
@@ -43,7 +45,13 @@ class ToolWatch:
             return run(FanOut(listeners) if listeners else None)
         from pooler.report.tracing import TraceReporter  # noqa: PLC0415 - only --trace loads OpenTelemetry
 
-        span = self.tracing.tracer.start_span(f"mcp {name}", attributes={
+        joined = None
+        if traceparent:
+            from opentelemetry.trace.propagation.tracecontext import (  # noqa: PLC0415
+                TraceContextTextMapPropagator,
+            )
+            joined = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+        span = self.tracing.tracer.start_span(f"mcp {name}", context=joined, attributes={
             "pooler.mcp.tool": name, "pooler.store": self.redactor.text(self.store)})
         before = self.tracing.enter(span)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,10 +51,15 @@ FOR_AN_AGENT: tuple[tuple[str, str], ...] = (
 )
 
 
+#: A pool file's variables come from pool_run's ``vars``, not from ``--var``.
+VAR_FLAG = re.compile(r"--var ([A-Za-z_][A-Za-z0-9_]*)(=VALUE|:)")
+
+
 def for_an_agent(text: str) -> str:
     for shell, tool in FOR_AN_AGENT:
         text = text.replace(shell, tool)
-    return text
+    return VAR_FLAG.sub(lambda m: f'vars {{"{m[1]}": "VALUE"}}' if m[2] == "=VALUE" else f"vars.{m[1]}:",
+                        text)
 
 
 def refused(text: str) -> Outcome:

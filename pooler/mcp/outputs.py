@@ -1,4 +1,4 @@
-"""The output schemas of the three tools: what their ``structuredContent`` holds, for a client to
+"""The output schemas of the tools: what their ``structuredContent`` holds, for a client to
 check or type it.
 
 Each schema states what every answer of its tool carries and leaves room for more (a store may add
@@ -152,6 +152,42 @@ TOOL_POOL_OUTPUT: dict[str, Any] = {
                                  "nearly names an earlier one (step, where in its params, the step it "
                                  "nearly names, did you mean). It goes as text, a word of data; write "
                                  "@@ to send such text without a note."},
+    },
+    "required": ["result", "task"],
+}
+
+_DRY_STEP: dict[str, Any] = {
+    "type": "object",
+    "description": "A step of a dry run's plan: its calls (null while its rows cannot be counted "
+                   "before the run), its rows, its key, what it waits for.",
+    "properties": {
+        "num": {"type": "integer", "description": "The step's place in the pool, from 1."},
+        "unit": {"type": "string", "description": "The tool's address."},
+        "command": {"type": "string", "description": "The command."},
+        "calls": {"type": ["integer", "null"], "description": "The calls the step will make."},
+        "rows": {"type": "object", "description": "A step over rows: its source, count and chunk."},
+        "key": {"type": "object", "description": "The key's template and its first value."},
+        "waits_for": {"type": "array", "items": {"type": "string"},
+                      "description": "The earlier steps it refers to."},
+    },
+    "required": ["num", "unit", "command", "calls", "waits_for"],
+}
+
+POOL_RUN_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "description": "A run's answer (status, counts of calls, steps: a step over rows is one entry with "
+                   "its rows' counts and its failed calls), or with dry_run: true its plan. Every answer "
+                   "names its task.",
+    "properties": {
+        **{k: v for k, v in TOOL_POOL_OUTPUT["properties"].items()
+           if k not in ("steps", "plan_id", "expires", "calls", "problems")},
+        "dry_run": {"type": "boolean", "description": "true: a plan; nothing was sent."},
+        "pool": {"type": "string", "description": "The pool file."},
+        "calls": {"type": ["integer", "null"],
+                  "description": "A dry run: the calls the pool will make (null while a step's rows "
+                                 "cannot be counted before the run)."},
+        "steps": {"type": "array", "items": {"anyOf": [_RUN_STEP, _DRY_STEP]},
+                  "description": "A run: the steps that ran, in step order. A dry run: every step's plan."},
     },
     "required": ["result", "task"],
 }

@@ -1,4 +1,4 @@
-"""The three tools ``pooler mcp`` offers, as an agent reads them: names, descriptions, input schemas.
+"""The tools ``pooler mcp`` offers, as an agent reads them: names, descriptions, input schemas.
 
 The schemas tell an agent what to send; the server still checks every argument itself (the SDK does
 not), so a wrong call gets the seeds' refusal texts rather than a schema validator's.  Every input
@@ -13,7 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
-from pooler.mcp.outputs import TOOL_LIST_OUTPUT, TOOL_POOL_OUTPUT, TOOL_RUN_OUTPUT
+from pooler.mcp.outputs import POOL_RUN_OUTPUT, TOOL_LIST_OUTPUT, TOOL_POOL_OUTPUT, TOOL_RUN_OUTPUT
 from pooler.pool.budget import KINDS
 from pooler.pool.rules import INTO_PATTERN, MAX_INTO, NAME_PATTERN
 
@@ -299,7 +299,45 @@ TOOL_POOL = types.Tool(
     annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True),
 )
 
-TOOLS: tuple[types.Tool, ...] = (TOOL_LIST, TOOL_RUN, TOOL_POOL)
+POOL_RUN = types.Tool(
+    name="pool_run",
+    title="Run a pool file",
+    description=(
+        "Run a pool file this server can read, as `pooler run` runs it: steps over rows (for_each over a "
+        "data file, in chunks), keys, error budgets, rates and flow control all apply, with no limit on "
+        "the number of calls. The answer has the counts of calls (a step over rows is one entry with its "
+        "rows' counts and its failed calls) and the task; tool_pool {\"task\": ...} tells a task's "
+        "answer so far at any time, sending nothing. Call it again with the same arguments after a lost "
+        "answer: the calls that landed are skipped. dry_run: true shows the plan (calls, rows, keys, "
+        "order) and sends nothing."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "file": {"type": "string", "minLength": 1,
+                     "description": "The pool file (YAML or JSON). " + _PATH_NOTE + " Its data files are "
+                                    "read from beside it, as `pooler run` reads them."},
+            "vars": {"type": "object", "additionalProperties": {"type": "string"},
+                     "description": "Values of the variables the pool declares, by name, as `pooler run "
+                                    "--var NAME=VALUE` gives them (a number or true/false is taken as its "
+                                    "text)."},
+            "sample": {"type": "integer", "minimum": 1,
+                       "description": "Only the first N rows of every step over rows: a trial run."},
+            "task": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+                     "description": "The task keys are remembered under, as for tool_pool. Left out, the "
+                                    "session's task."},
+            "dry_run": {"type": "boolean",
+                        "description": "true: check the pool and read its data files, and return the plan "
+                                       "(calls, rows, keys, order, budgets); nothing is sent."},
+        },
+        "required": ["file"],
+        "additionalProperties": False,
+    },
+    output_schema=POOL_RUN_OUTPUT,
+    annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True),
+)
+
+TOOLS: tuple[types.Tool, ...] = (TOOL_LIST, TOOL_RUN, TOOL_POOL, POOL_RUN)
 
 
 def argument_names(tool: str) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.from_thread
@@ -34,11 +34,13 @@ from mcp.shared.exceptions import MCPError
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
+from pooler.mcp import pool_run
 from pooler.mcp.http import Listen, serve_http
 from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
 from pooler.mcp.plans import DEFAULT_TTL
 from pooler.mcp.schemas import TOOLS
+from pooler.mcp.tasks import EXTENSION, NDJSON, TaskCalls, TaskIdParams, UpdateParams, declared
 from pooler.mcp.tool_pool import PoolRuns
 from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
@@ -47,6 +49,9 @@ from pooler.run.events import CallEnd, Reporter
 from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
+
+#: The tools whose call may be answered with a task (the Tasks extension, pooler/mcp/tasks.py).
+LONG_TOOLS = ("pool_run", "tool_pool")
 
 INSTRUCTIONS = (
     "Runs the AI tools of one store. tool_list shows the tools, their commands and fields; tool_run "
@@ -70,6 +75,7 @@ class PoolerTools:
         self.watch = watch
         self.calls = StoreCalls(client, out)
         self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
+        self.tasks = TaskCalls(self.pools, self.call)
         #: The operator named the task (``--task``): every session shares it.
         self.pinned = pinned
         self._sessions: dict[str, str] = {}
@@ -86,19 +92,25 @@ class PoolerTools:
             return found
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
-             stop: threading.Event | None = None, session: str | None = None) -> Outcome:
+             stop: threading.Event | None = None, session: str | None = None,
+             in_doubt: str | None = None, traceparent: str | None = None) -> Outcome:
+        """``in_doubt``: what the client said of the calls in doubt (retry, skip), when it was asked;
+        ``traceparent``: the agent's trace, from the request's ``_meta``."""
         if self.watch is None:
-            return self._call(name, arguments, reporter, stop, session)
-        return self.watch.call(name, lambda heard: self._call(name, arguments, heard, stop, session),
-                               reporter)
+            return self._call(name, arguments, reporter, stop=stop, session=session, in_doubt=in_doubt)
+        return self.watch.call(name, lambda heard: self._call(
+            name, arguments, heard, stop=stop, session=session, in_doubt=in_doubt), reporter, traceparent)
 
-    def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None,
-              stop: threading.Event | None, session: str | None) -> Outcome:
+    def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None, *,
+              stop: threading.Event | None, session: str | None, in_doubt: str | None = None) -> Outcome:
         try:
             if name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
             elif name == "tool_run":
                 outcome = self.calls.tool_run(arguments)
+            elif name == "pool_run":
+                outcome = pool_run.call(self.pools, arguments, session_task=self.session_task(session),
+                                        reporter=reporter, stop=stop, in_doubt=in_doubt)
             else:
                 outcome = self.pools.call(arguments, session_task=self.session_task(session),
                                           reporter=reporter, stop=stop)
@@ -111,15 +123,22 @@ class PoolerTools:
         return outcome.redacted(self.redactor)
 
     def close(self) -> None:
-        """Waits for a pool still finishing its calls in flight, then lets go of the journal."""
+        """Stops the tasks as SIGTERM stops a run, waits for a pool still finishing its calls in
+        flight, then lets go of the journal."""
+        self.tasks.close()
         self.pools.close()
         self.calls.client.close()
         if self.watch is not None:
             self.watch.close()
 
 
+#: Seconds between two progress notifications of a step over rows.
+ROWS_EVERY = 0.5
+
+
 class Progress:
-    """Tells the MCP client how far a pool has got, when it asked to be told (a progress token)."""
+    """Tells the MCP client how far a pool has got, when it asked to be told (a progress token):
+    the calls done of the pool's calls, and a step over rows by its rows."""
 
     def __init__(self, session: ServerSession, token: anyio.lowlevel.EventLoopToken) -> None:
         self._session = session
@@ -127,6 +146,7 @@ class Progress:
         self._lock = threading.Lock()
         self._done = 0
         self._total: int | None = None
+        self._rows_told = 0.0
 
     def _send(self, done: int, message: str) -> None:
         try:
@@ -151,10 +171,20 @@ class Progress:
         with self._lock:
             self._done += 1
             done = self._done
-        self._send(done, f"step {step.num} {step.label} {step.unit}.{step.command}: {result.get('status')}")
+        if step.for_each is None:
+            status = result.get("status")
+            self._send(done, f"step {step.num} {step.label} {step.unit}.{step.command}: {status}")
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
-        return None
+        # A step over rows tells its rows, not each call: at most twice a second, and its last row.
+        now = time.monotonic()
+        with self._lock:
+            if now - self._rows_told < ROWS_EVERY and done != total:
+                return
+            self._rows_told = now
+            calls = self._done
+        of = "" if total is None else f" of {total}"
+        self._send(calls, f"step {step.num} {step.label} {step.unit}.{step.command}: {done}{of} rows done")
 
     def calls_planned(self, total: int) -> None:
         with self._lock:
@@ -190,6 +220,13 @@ def session_of(ctx: ServerRequestContext[Any]) -> str | None:
     return str(found) if found else None
 
 
+def traceparent_of(ctx: ServerRequestContext[Any]) -> str | None:
+    """The W3C ``traceparent`` of the agent's trace, when its request carried one in ``_meta``."""
+    meta = (ctx.params or {}).get("_meta")
+    found = meta.get("traceparent") if isinstance(meta, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def build_server(tools: PoolerTools) -> Server[Any]:
     """The MCP server: the three tools' declarations and one handler that runs them in threads."""
     names = {t.name for t in TOOLS}
@@ -203,10 +240,22 @@ def build_server(tools: PoolerTools) -> Server[Any]:
         if params.name not in names:
             raise MCPError(types.INVALID_PARAMS,
                            f"Unknown tool [{params.name}] - this server has: {', '.join(sorted(names))}.")
+        if params.name in LONG_TOOLS and declared(ctx):
+            session = session_of(ctx)
+            long = functools.partial(tools.tasks.long_task, params.name, params.arguments or {},
+                                     tools.session_task(session))
+            task_id = await anyio.to_thread.run_sync(long)
+            if task_id is not None:
+                started = await tools.tasks.start(task_id, params.name, params.arguments or {}, session,
+                                                  traceparent=traceparent_of(ctx))
+                if isinstance(started, Outcome):
+                    return _result(started.redacted(tools.redactor))
+                # The extension's CreateTaskResult, in place of the tool's result.
+                return cast(types.CallToolResult, started)
         stop = threading.Event()
         progress = Progress(ctx.session, anyio.lowlevel.current_token())
         run = functools.partial(tools.call, params.name, params.arguments or {}, reporter=progress, stop=stop,
-                                session=session_of(ctx))
+                                session=session_of(ctx), traceparent=traceparent_of(ctx))
         try:
             outcome = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
@@ -215,8 +264,30 @@ def build_server(tools: PoolerTools) -> Server[Any]:
             raise
         return _result(outcome)
 
-    return Server("pooler", version=__version__, title="pooler",
-                  instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    async def get_task(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
+        found = await anyio.to_thread.run_sync(tools.tasks.get, params.taskId)
+        return {"resultType": "complete", **found}
+
+    async def cancel_task(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
+        return {"resultType": "complete", **await tools.tasks.cancel(params.taskId)}
+
+    async def update_task(ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[str, Any]:
+        await tools.tasks.update(params.taskId, params.inputResponses)
+        return {"resultType": "complete"}
+
+    async def read_resource(ctx: ServerRequestContext[Any],
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        text = await anyio.to_thread.run_sync(tools.tasks.read, str(params.uri))
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=params.uri, mime_type=NDJSON, text=tools.redactor.text(text))])
+
+    server = Server("pooler", version=__version__, title="pooler", instructions=INSTRUCTIONS,
+                    on_list_tools=list_tools, on_call_tool=call_tool, on_read_resource=read_resource)
+    server.add_request_handler("tasks/get", TaskIdParams, get_task)
+    server.add_request_handler("tasks/cancel", TaskIdParams, cancel_task)
+    server.add_request_handler("tasks/update", UpdateParams, update_task)
+    server.extensions[EXTENSION] = {}
+    return server
 
 
 async def serve(tools: PoolerTools) -> None:
@@ -228,9 +299,8 @@ async def serve(tools: PoolerTools) -> None:
 async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
     server = build_server(tools)
     # A session the SDK lets go (deleted by its client, or idle) takes no pool with it: the pools
-    # run to their end in their own threads.  The SDK's Host and Origin checks guard a server
-    # that asks for no credential against DNS rebinding; this one asks every request for its
-    # token, and the checks would refuse a TLS proxy in front of a loopback address.
+    # run to their end in their own threads.  The SDK's Host and Origin checks are off: the gate
+    # (pooler/mcp/gate.py) makes them after the token, admitting the hosts of --allow-origin too.
     app = server.streamable_http_app(
         host=listen.host, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     await serve_http(app, listen, sock)

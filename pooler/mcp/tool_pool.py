@@ -216,8 +216,9 @@ class PoolRuns:
         return answered(answer, is_error=answer.get("result") is not True)
 
     def execute(self, plan: Plan, task: str, *, reporter: Reporter | None = None,
-                stop: threading.Event | None = None) -> dict[str, Any]:
-        """The pool's answer, run under ``task``, one pool at a time."""
+                stop: threading.Event | None = None, config: RunConfig | None = None) -> dict[str, Any]:
+        """The pool's answer, run under ``task``, one pool at a time; ``config``: pool_run's, else
+        tool_pool's."""
         with self._lock:
             pooled = pool_task_id(task, plan.pool)
             self.running |= {task, pooled}
@@ -226,8 +227,9 @@ class PoolRuns:
                 # Every tool_pool call is a new pool (the seed: "the next pool overwrites these
                 # files"), even when the session's keys carry over from an earlier call.  The plan
                 # is checked by the seed's words already (an @word naming no step goes as data).
-                config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True,
-                                   checked=True)
+                if config is None:
+                    config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True,
+                                       checked=True)
                 answer = run_session_pool(plan, self.client, config, self.journal(),
                                           reporter=reporter, stop=stop)
                 return with_notes(answer, plan)

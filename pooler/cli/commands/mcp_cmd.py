@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--http-token-file", metavar="PATH",
                         help="with --http: the file holding the token every request must give as "
                              "Authorization: Bearer <token> (default: a random token, printed)")
+    parser.add_argument("--allow-origin", metavar="ORIGIN", action="append", default=[],
+                        help="with --http: a web origin (https://tools.example.com) whose pages may call the "
+                             "server, and whose host it answers to behind a proxy; repeat for more. Other "
+                             "Origin and Host headers get 403 (DNS rebinding protection)")
     parser.add_argument("--plan-ttl", metavar="SECONDS", type=float, default=DEFAULT_TTL,
                         help="how long a plan of tool_pool {\"plan\": true} can be committed "
                              f"(default {DEFAULT_TTL:g})")
@@ -74,9 +78,13 @@ def main(argv: list[str]) -> int:
         if args.http_token_file is not None and args.http is None:
             raise UsageError("--http-token-file goes with --http HOST:PORT - over stdio the client "
                              "starts the server itself, and no token is asked for.")
+        if args.allow_origin and args.http is None:
+            raise UsageError("--allow-origin goes with --http HOST:PORT - over stdio no web page can reach "
+                             "the server.")
         if not args.plan_ttl > 0:
             raise UsageError(f"--plan-ttl takes a number of seconds above 0, not {args.plan_ttl:g}")
-        listen, warning = parse_listen(args.http, args.http_token_file) if args.http else (None, None)
+        listen, warning = (parse_listen(args.http, args.http_token_file, args.allow_origin) if args.http
+                           else (None, None))
         client: ToolRunClient = make_client(args, ctx)
         task = session_task()
         if args.task is not None:
