@@ -115,7 +115,7 @@ def test_a_pool_run_over_rows_is_a_task_polled_to_its_end_with_growing_counts(st
     assert final["status"] == "completed"
     assert final["counts"] == {"planned": 2 * ROWS, "completed": 2 * ROWS, "failed": 0, "in_doubt": 0,
                                "skipped": 0, "not_run": 0}
-    assert final["statusMessage"] == "2,000 planned: 2,000 completed"
+    assert final["statusMessage"] == "2,000 calls planned: 2,000 completed"
     completed = [t["counts"]["completed"] for t in seen]
     assert completed == sorted(completed)
     answer = final["result"]["structuredContent"]
