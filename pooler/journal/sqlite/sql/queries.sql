@@ -269,14 +269,15 @@ ORDER BY w.num, w.idx LIMIT ?2;
 -- The first claimable call of each step whose steps referred to have completed, the steps with
 -- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
 -- in file order, so a step waits only for the steps it refers to, never for the rows of a step
--- before it.  The steps are found by a seek each; deps are those of every row of a step, so they
+-- before it.  The steps are found by a seek each, the first ?3 steps with ready calls only (a
+-- claim costs the same whatever the pool's steps); deps are those of every row of a step, so they
 -- are weighed once a step, on its first ready row.
-WITH RECURSIVE steps(num) AS (
-    SELECT min(num) FROM work WHERE task = ?1 AND state = 'ready' AND state <> 'done'
+WITH RECURSIVE steps(num, n) AS (
+    SELECT min(num), 1 FROM work WHERE task = ?1 AND state = 'ready' AND state <> 'done'
     UNION ALL
     SELECT (SELECT min(n.num) FROM work n WHERE n.task = ?1 AND n.state = 'ready' AND n.state <> 'done'
-            AND n.num > steps.num)
-    FROM steps WHERE steps.num IS NOT NULL),
+            AND n.num > steps.num), steps.n + 1
+    FROM steps WHERE steps.num IS NOT NULL AND steps.n < ?3),
 heads(num, deps) AS (
     SELECT steps.num, (SELECT f.deps FROM work f WHERE f.task = ?1 AND f.state = 'ready' AND f.state <> 'done'
                        AND f.num = steps.num ORDER BY f.idx LIMIT 1)

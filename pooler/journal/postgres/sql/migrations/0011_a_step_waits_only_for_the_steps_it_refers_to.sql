@@ -3,8 +3,10 @@
 -- then the rest in file order: in a parallel pool a step waits only for the steps it refers to,
 -- never for the rows of a step before it (file order alone sent a lone step after all of them).
 -- Sequential pools keep file order: with one call at a time every step has none in flight.
--- The steps are found by a seek each; deps are those of every row of a step, so they are weighed
--- once a step, on its first ready row.  The claim of 0008 otherwise.
+-- The steps are found by a seek each, the first v_take + 32 steps with ready calls only (a claim
+-- costs the same whatever the pool's steps), and none for one call at a time (p_cap 1: file order);
+-- deps are those of every row of a step, so they are weighed once a step, on its first ready row.
+-- The claim of 0008 otherwise.
 CREATE OR REPLACE FUNCTION pooler_claim_gate(p_task TEXT, p_runner TEXT, p_limit INTEGER, p_cap INTEGER,
     p_run INTEGER)
 RETURNS SETOF work LANGUAGE plpgsql AS $$
@@ -40,11 +42,12 @@ BEGIN
     v_gate := p_run IS NOT NULL AND EXISTS (SELECT 1 FROM runners WHERE id = p_runner
                                             AND lease_until > clock_timestamp());
     v_heads := ARRAY(
-        WITH RECURSIVE steps(num) AS (
-            SELECT min(num) FROM work WHERE task = p_task AND state = 'ready'
+        WITH RECURSIVE steps(num, n) AS (
+            SELECT min(num), 1 FROM work WHERE task = p_task AND state = 'ready'
             UNION ALL
-            SELECT (SELECT min(n.num) FROM work n WHERE n.task = p_task AND n.state = 'ready' AND n.num > steps.num)
-            FROM steps WHERE steps.num IS NOT NULL)
+            SELECT (SELECT min(n.num) FROM work n WHERE n.task = p_task AND n.state = 'ready' AND n.num > steps.num),
+                   steps.n + 1
+            FROM steps WHERE steps.num IS NOT NULL AND steps.n < v_take + 32 AND p_cap > 1)
         SELECT x.ctid FROM steps
         CROSS JOIN LATERAL (SELECT f.deps FROM work f WHERE f.task = p_task AND f.state = 'ready'
                             AND f.num = steps.num ORDER BY f.idx LIMIT 1) h
@@ -55,7 +58,7 @@ BEGIN
                                                               AND s.state NOT IN ('done', 'beyond')
                                                               OR s.state IN ('claimed', 'sent'))))
                             ORDER BY w.idx LIMIT 1) x
-        WHERE steps.num IS NOT NULL
+        WHERE steps.num IS NOT NULL AND p_cap > 1
           AND (h.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = p_task
                AND d.num = ANY(h.deps) AND d.state <> 'beyond'
                AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
