@@ -205,6 +205,17 @@ def too_deep(source: Source, where: Pos | None, limit: int = MAX_DEPTH) -> Input
     )
 
 
+def within_bounds(source: Source, at: Marked, *, visits: int, max_nodes: int, depth: int,
+                  max_depth: int) -> None:
+    """The bounds every reader of a YAML file keeps, whether it builds from nodes or from events:
+    at most ``max_nodes`` values, nested at most ``max_depth`` deep."""
+    if visits > max_nodes:
+        raise node_error(source, f"the file holds more than {max_nodes:,} values - split it into smaller "
+                         "files.", at)
+    if depth > max_depth:
+        raise too_deep(source, Pos(at.start_mark.line + 1, at.start_mark.column + 1), max_depth)
+
+
 def node_error(source: Source, message: str, node: Marked) -> InputError:
     """An ``InputError`` pointing at a node."""
     line, column = node.start_mark.line + 1, node.start_mark.column + 1
@@ -267,12 +278,8 @@ class _Builder:
 
     def build(self, node: Node, path: JsonPath, depth: int) -> Any:
         self.visits += 1
-        if self.visits > self.max_nodes:
-            raise node_error(self.source, f"the file holds more than {self.max_nodes:,} values - "
-                             "split it into smaller files.", node)
-        if depth > self.max_depth:
-            raise too_deep(self.source, Pos(node.start_mark.line + 1, node.start_mark.column + 1),
-                           self.max_depth)
+        within_bounds(self.source, node, visits=self.visits, max_nodes=self.max_nodes, depth=depth,
+                      max_depth=self.max_depth)
         self.marks[path] = node.start_mark
         if isinstance(node, ScalarNode):
             if node.tag == _PLAIN:

@@ -27,7 +27,7 @@ from yaml.events import (
 
 from pooler.errors import InputError
 from pooler.pool.marks import LazyPositions
-from pooler.pool.model import JsonPath, Pos, Source
+from pooler.pool.model import JsonPath, Source
 from pooler.pool.positions import (
     _MAP,
     _MERGE,
@@ -43,6 +43,7 @@ from pooler.pool.positions import (
     duplicate_message,
     node_error,
     too_deep,
+    within_bounds,
 )
 
 _NON_SPECIFIC = (None, "!")
@@ -171,12 +172,8 @@ class _Streamed(_Builder):
         if isinstance(event, AliasEvent):
             raise _Aliased
         self.visits += 1
-        if self.visits > self.max_nodes:
-            raise node_error(self.source, f"the file holds more than {self.max_nodes:,} values - "
-                             "split it into smaller files.", event)
-        if depth > self.max_depth:
-            raise too_deep(self.source, Pos(event.start_mark.line + 1, event.start_mark.column + 1),
-                           self.max_depth)
+        within_bounds(self.source, event, visits=self.visits, max_nodes=self.max_nodes, depth=depth,
+                      max_depth=self.max_depth)
         if isinstance(event, ScalarEvent):
             if event.tag in _NON_SPECIFIC:
                 event.tag = _PLAIN if event.implicit[0] else _STR
