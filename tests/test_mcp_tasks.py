@@ -160,9 +160,9 @@ def test_a_server_killed_and_started_again_answers_for_the_task_and_takes_it_up(
         assert died["status"] == "completed"
         session = task_id.rsplit("-", 1)[0]
         assert died["statusMessage"].endswith(
-            " - the run died before it finished (its server was killed, or its machine went down): call the "
-            f"tool again with the same arguments and task {session} to take the task up; it sends only what "
-            "did not land.")
+            " - the run died before it finished (its server was killed, or its machine went down): "
+            "tasks/update of it takes the task up in this server, as does the tool called again with the "
+            f"same arguments and task {session}; it sends only what did not land.")
         assert died["result"]["isError"] is True
         taken = result_of(call_tool(again.url, again.token, "pool_run", {"file": "pools/slow.yaml",
                                                                          "task": session}))
@@ -313,3 +313,38 @@ def test_failed_calls_beyond_the_answer_are_a_resource_link_the_server_reads(sto
     assert len(lines) == 150
     assert {line["status"] for line in lines} == {"failed"}
     assert sorted(line["row"] for line in lines) == list(range(150))
+
+
+def test_tasks_update_takes_up_a_task_whose_runner_died_and_it_completes_with_each_call_once(
+        store: Store, out: Path) -> None:
+    first = start_http(store, out)
+    try:
+        created = result_of(call_tool(first.url, first.token, "pool_run", {"file": "pools/slow.yaml"}))
+        task_id = created["taskId"]
+        poll(first, task_id, lambda t: t["counts"]["completed"] >= 20)
+    finally:
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.communicate(timeout=60)
+    with http_server(store, out) as again:
+        died = result_of(rpc(again.url, again.token, "tasks/get", {"taskId": task_id}))
+        assert died["status"] == "completed"
+        assert " - the run died before it finished " in died["statusMessage"]
+        assert "tasks/update" in died["statusMessage"]
+        # No answer to give: the task's journal holds its pool, and this server runs it again.
+        update = result_of(rpc(again.url, again.token, "tasks/update",
+                               {"taskId": task_id, "inputResponses": {}}))
+        assert update["resultType"] == "complete"
+        taken = result_of(rpc(again.url, again.token, "tasks/get", {"taskId": task_id}))
+        if taken["status"] == "input_required":
+            # The kill left a call in flight: sent again under its key, the store carries it out once.
+            [key] = taken["inputRequests"]
+            settle(again, task_id, key, "retry")
+        else:
+            assert taken["status"] == "working"
+        final = poll(again, task_id, done)[-1]
+    assert final["status"] == "completed"
+    assert final["counts"]["completed"] == ROWS
+    assert final["result"]["structuredContent"]["result"] is True
+    keys = keys_at_store(store, "CmdSleep")
+    assert len(keys) == ROWS
+    assert set(keys.values()) == {1}

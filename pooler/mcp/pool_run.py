@@ -18,14 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pooler.errors import InputError
+from pooler.errors import InputError, JournalError
 from pooler.mcp.arguments import check_names, check_task, confine, optional
 from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.session import pool_task_id
 from pooler.pool.compiler import Inputs, Plan, plan_for_run
 from pooler.pool.loader import load_pool
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rows import json_kind
 from pooler.run.config import RunConfig
+from pooler.run.redrive import stored_pool
 
 if TYPE_CHECKING:
     from pooler.mcp.tool_pool import PoolRuns
@@ -75,6 +77,34 @@ def load(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -> tup
     return plan, task, dry_run
 
 
+def stored(runs: PoolRuns, task_id: str) -> tuple[Plan, str]:
+    """The plan of a pool task as its journal keeps it (the pool's document and the folder of its
+    data files, as ``pooler redrive`` reads them), and the session task it runs under."""
+    found = runs.journal().shared(task_id)
+    if found is None:
+        raise JournalError(f"no task {task_id} in the journal {runs.journal().where()}.")
+    pool = stored_pool(found, task_id)
+    # The variables are those of the server's environment and the pool's defaults, as for a
+    # redrive: the rows and their keys are the journal's already.
+    plan = plan_for_run(pool, Inputs(overrides={}, environ=os.environ), sample=found.get("sample"),
+                        data_files=False)
+    assert plan.variables is not None
+    for secret in plan.variables.secrets:
+        runs.redactor.add(secret)
+    session = task_id.rsplit("-", 1)[0]
+    if pool_task_id(session, plan.pool) != task_id:
+        raise JournalError(f"the task {task_id} is not a task pool_run ran - run it again with "
+                           f"'pooler redrive {task_id}'.")
+    return plan, session
+
+
+def take_up(runs: PoolRuns, task_id: str, *, reporter: Reporter | None = None,
+            stop: threading.Event | None = None, in_doubt: str | None = None) -> Outcome:
+    """A pool task whose runner died, run again from its journal: what landed is skipped."""
+    plan, session = stored(runs, task_id)
+    return _run(runs, plan, session, reporter=reporter, stop=stop, in_doubt=in_doubt)
+
+
 def call(runs: PoolRuns, arguments: Mapping[str, Any], *, session_task: str,
          reporter: Reporter | None = None, stop: threading.Event | None = None,
          in_doubt: str | None = None) -> Outcome:
@@ -86,6 +116,11 @@ def call(runs: PoolRuns, arguments: Mapping[str, Any], *, session_task: str,
         return answered({"result": True, "task": task, **document,
                          "message": "Nothing was sent: this is the plan. Call pool_run again without "
                                     "dry_run to run it."}, is_error=False)
+    return _run(runs, plan, task, reporter=reporter, stop=stop, in_doubt=in_doubt)
+
+
+def _run(runs: PoolRuns, plan: Plan, task: str, *, reporter: Reporter | None, stop: threading.Event | None,
+         in_doubt: str | None) -> Outcome:
     assert plan.variables is not None
     config = RunConfig(out=runs.out, task_id=task, redactor=runs.redactor,
                        variables=plan.variables.values, sample=plan.sample,

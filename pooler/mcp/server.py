@@ -93,18 +93,26 @@ class PoolerTools:
 
     def call(self, name: str, arguments: Mapping[str, Any], *, reporter: Reporter | None = None,
              stop: threading.Event | None = None, session: str | None = None,
-             in_doubt: str | None = None, traceparent: str | None = None) -> Outcome:
+             in_doubt: str | None = None, traceparent: str | None = None,
+             resume: str | None = None) -> Outcome:
         """``in_doubt``: what the client said of the calls in doubt (retry, skip), when it was asked;
-        ``traceparent``: the agent's trace, from the request's ``_meta``."""
+        ``traceparent``: the agent's trace, from the request's ``_meta``; ``resume``: a pool task
+        whose runner died, run again from its journal (tasks/update)."""
         if self.watch is None:
-            return self._call(name, arguments, reporter, stop=stop, session=session, in_doubt=in_doubt)
+            return self._call(name, arguments, reporter, stop=stop, session=session, in_doubt=in_doubt,
+                              resume=resume)
         return self.watch.call(name, lambda heard: self._call(
-            name, arguments, heard, stop=stop, session=session, in_doubt=in_doubt), reporter, traceparent)
+            name, arguments, heard, stop=stop, session=session, in_doubt=in_doubt, resume=resume),
+            reporter, traceparent)
 
     def _call(self, name: str, arguments: Mapping[str, Any], reporter: Reporter | None, *,
-              stop: threading.Event | None, session: str | None, in_doubt: str | None = None) -> Outcome:
+              stop: threading.Event | None, session: str | None, in_doubt: str | None = None,
+              resume: str | None = None) -> Outcome:
         try:
-            if name == "tool_list":
+            if resume is not None:
+                outcome = pool_run.take_up(self.pools, resume, reporter=reporter, stop=stop,
+                                           in_doubt=in_doubt)
+            elif name == "tool_list":
                 outcome = self.calls.tool_list(arguments)
             elif name == "tool_run":
                 outcome = self.calls.tool_run(arguments)

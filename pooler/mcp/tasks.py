@@ -79,6 +79,8 @@ class Question:
     session: str | None
     message: str
     traceparent: str | None = None
+    #: A task taken up from its journal (tasks/update of a task whose runner died): its pool task.
+    resume: str | None = None
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
@@ -139,13 +141,14 @@ class TaskCalls:
         return pool_task_id(task, plan.pool) if is_long(plan) else None
 
     def _launch(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None, *,
-                in_doubt: str | None = None, traceparent: str | None = None) -> list[Outcome]:
+                in_doubt: str | None = None, traceparent: str | None = None,
+                resume: str | None = None) -> list[Outcome]:
         stop = StopSignal()
         outcome: list[Outcome] = []
 
         def work() -> None:
             outcome.append(self._call(name, arguments, stop=stop, session=session, in_doubt=in_doubt,
-                                      traceparent=traceparent))
+                                      traceparent=traceparent, resume=resume))
 
         thread = threading.Thread(target=work, name=f"pooler mcp task {task_id}")
         self._stops[task_id], self._threads[task_id] = stop, thread
@@ -228,8 +231,9 @@ class TaskCalls:
             # The pool task is named after the session's task: given as task, the same call joins it.
             session = task_id.rsplit("-", 1)[0]
             message = (f"{counts.text() if counts else ''} - the run died before it finished (its server was "
-                       f"killed, or its machine went down): call the tool again with the same arguments and "
-                       f"task {session} to take the task up; it sends only what did not land.")
+                       f"killed, or its machine went down): tasks/update of it takes the task up in this "
+                       f"server, as does the tool called again with the same arguments and task {session}; "
+                       "it sends only what did not land.")
             return {**found, "status": McpTaskStatus.COMPLETED, "statusMessage": message.lstrip(" -"),
                     "result": _call_result(answer, task_id)}
         halted = journal.work(task_id, CANCELLED).open_counts()[2]
@@ -245,7 +249,9 @@ class TaskCalls:
         """The client's word on the calls in doubt: the task runs, retrying or skipping them."""
         question = self._questions.get(task_id)
         if question is None:
-            # An answer to no open question is ignored, as the extension lets a server do.
+            # A task whose runner died is taken up; an answer to no open question is ignored
+            # otherwise, as the extension lets a server do.
+            await self._take_up(task_id)
             return
         answer = responses.get(question.key)
         content = answer.get("content") if isinstance(answer, dict) else None
@@ -258,7 +264,36 @@ class TaskCalls:
                                                  "tasks/cancel leaves the task as it is.")
         del self._questions[task_id]
         self._launch(task_id, question.name, question.arguments, question.session, in_doubt=decision,
-                     traceparent=question.traceparent)
+                     traceparent=question.traceparent, resume=question.resume)
+
+    async def _take_up(self, task_id: str) -> None:
+        """Run again, in this server, a task whose runner died, from the pool its journal keeps;
+        a task taken up with calls in doubt first asks what to do with them."""
+        if self.running_here(task_id) or not await anyio.to_thread.run_sync(self._dead, task_id):
+            return
+        try:
+            await anyio.to_thread.run_sync(pool_run.stored, self.pools, task_id)
+        except PoolerError as exc:
+            raise MCPError(types.INVALID_PARAMS, f"task {task_id} cannot be taken up from its journal: "
+                                                 f"{exc} Call the tool again with its arguments and task "
+                                                 f"{task_id.rsplit('-', 1)[0]}.") from exc
+        message = await anyio.to_thread.run_sync(self._doubtful, task_id, pool_run.TOOL)
+        if message is not None:
+            self._asked[task_id] = self._asked.get(task_id, 0) + 1
+            self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", pool_run.TOOL, {}, None,
+                                                message, resume=task_id)
+            return
+        outcome = self._launch(task_id, pool_run.TOOL, {}, None, resume=task_id)
+        thread = self._threads[task_id]
+        # Answered once the run has joined the task, or told why it could not.
+        while thread.is_alive() and await anyio.to_thread.run_sync(self._dead, task_id):
+            await anyio.sleep(SEEN_EVERY)
+        if not thread.is_alive() and outcome and await anyio.to_thread.run_sync(self._dead, task_id):
+            raise MCPError(types.INVALID_PARAMS, f"task {task_id} was not taken up: {outcome[0].text}")
+
+    def _dead(self, task_id: str) -> bool:
+        row = WorkTasks(self.pools.journal()).task(task_id)
+        return row is not None and row.status == DEAD
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         """Stop the task as SIGTERM stops ``pooler run``, wait for its calls in flight, tell it."""
