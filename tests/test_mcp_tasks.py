@@ -207,22 +207,73 @@ def test_tasks_cancel_halts_the_task_and_leaves_the_unsent_calls_not_run(store: 
     assert sent == counts["completed"]
 
 
+#: A plan of more calls than the long-call threshold (50): 58 of one command, 2 of another.
+LONG_PLAN = [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "key": f"k{n}", "params": {"n": n}}
+             for n in range(58)] + [{"unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "key": f"s{n}",
+                                     "params": {"ms": 1}} for n in range(2)]
+
+
+def confirm(server: HttpServer, task_id: str, key: str, answer: dict[str, Any]) -> None:
+    update = result_of(rpc(server.url, server.token, "tasks/update",
+                           {"taskId": task_id, "inputResponses": {key: answer}}))
+    assert update["resultType"] == "complete"
+
+
 def test_the_commit_of_a_long_plan_is_a_task_and_a_second_commit_gets_the_answer(store: Store,
                                                                                  out: Path) -> None:
-    steps = [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "key": f"k{n}", "params": {"n": n}}
-             for n in range(60)]
     with http_server(store, out) as server:
-        planned = result_of(call_tool(server.url, server.token, "tool_pool", {"plan": True, "pool": steps}))
+        plan = {"plan": True, "pool": LONG_PLAN}
+        planned = result_of(call_tool(server.url, server.token, "tool_pool", plan))
         plan_id = planned["structuredContent"]["plan_id"]
         created = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}))
         assert created["resultType"] == "task"
+        assert created["status"] == "input_required"
+        # Nothing is sent until the client confirms the counts.
+        assert keys_at_store(store) == Counter()
+        confirm(server, created["taskId"], "confirm-1", {"action": "accept", "content": {"confirm": True}})
         final = poll(server, created["taskId"], done)[-1]
         again = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}))
     assert final["status"] == "completed"
     assert final["counts"]["completed"] == 60
     assert again["structuredContent"]["result"] is True
     assert again["structuredContent"]["succeeded"] == 60
-    assert len(keys_at_store(store)) == 60
+    assert len(keys_at_store(store)) == 58
+    assert len(keys_at_store(store, "CmdSleep")) == 2
+
+
+def test_the_commit_of_a_long_plan_asks_to_confirm_its_counts_and_a_decline_sends_nothing(
+        store: Store, out: Path) -> None:
+    with http_server(store, out) as server:
+        plan = {"plan": True, "pool": LONG_PLAN}
+        planned = result_of(call_tool(server.url, server.token, "tool_pool", plan))
+        plan_id = planned["structuredContent"]["plan_id"]
+        asked = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}))
+        task_id = asked["taskId"]
+        polled = result_of(rpc(server.url, server.token, "tasks/get", {"taskId": task_id}))
+        confirm(server, task_id, "confirm-1", {"action": "decline"})
+        ended = result_of(rpc(server.url, server.token, "tasks/get", {"taskId": task_id}))
+        # The plan stays planned: a client without the extension commits it, as before.
+        later = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}, tasks=False))
+    assert asked["status"] == polled["status"] == "input_required"
+    assert asked["inputRequests"] == polled["inputRequests"]
+    assert asked["counts"] == {"planned": 60, "completed": 0, "failed": 0, "in_doubt": 0, "skipped": 0,
+                               "not_run": 60}
+    [(key, request)] = asked["inputRequests"].items()
+    assert key == "confirm-1"
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["requestedSchema"]["properties"]["confirm"]["type"] == "boolean"
+    assert request["params"]["message"] == asked["statusMessage"] == (
+        f"60 calls: 58 MELBIS_AGENT_TEST.CmdEcho, 2 MELBIS_AGENT_TEST.CmdSleep - the plan {plan_id}, to be "
+        "sent to the store. confirm true sends them; false (or decline) ends the task with nothing sent, "
+        "the plan still planned.")
+    assert ended["status"] == "cancelled"
+    assert ended["statusMessage"] == (f"declined: nothing was sent of the 60 calls of the plan {plan_id}, "
+                                      "which stays planned.")
+    assert ended["counts"]["not_run"] == 60
+    assert "result" not in ended
+    assert "taskId" not in later
+    assert later["structuredContent"]["succeeded"] == 60
+    assert len(keys_at_store(store)) == 58
 
 
 DOUBT = """\

@@ -32,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 from pooler import strictjson
 from pooler.errors import PoolerError
 from pooler.mcp import pool_run
+from pooler.mcp.asking import ACCEPT, DECISIONS, DECLINE, Counts, asking, confirmed, counts, declined, unsent
 from pooler.mcp.lookup import task_answer
 from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.session import pool_task_id
@@ -51,8 +52,6 @@ CANCELLED = "tasks/cancel"
 #: Where the resources of a task's calls live (``resources/read``).
 CALLS_SCHEME = "pooler://tasks/"
 NDJSON = "application/x-ndjson"
-#: What a client may say of calls in doubt (input_required).
-DECISIONS = ("retry", "skip")
 #: How often the handle's answer looks whether the journal holds the task yet.
 SEEN_EVERY = 0.05
 
@@ -81,6 +80,9 @@ class Question:
     traceparent: str | None = None
     #: A task taken up from its journal (tasks/update of a task whose runner died): its pool task.
     resume: str | None = None
+    #: The commit of a long plan, asked to be confirmed before the journal holds its task.
+    confirm: Counts | None = None
+    since: str = ""
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
@@ -116,6 +118,8 @@ class TaskCalls:
         #: Tasks waiting for the client's word on their calls in doubt, and how often each was asked.
         self._questions: dict[str, Question] = {}
         self._asked: dict[str, int] = {}
+        #: Tasks that ended before the journal held them (a declined commit), as tasks/get gives them.
+        self._settled: dict[str, dict[str, Any]] = {}
 
     def long_task(self, name: str, arguments: Mapping[str, Any], session_task: str) -> str | None:
         """The journal task a call that may take long runs as; None when it runs as a plain call
@@ -184,15 +188,40 @@ class TaskCalls:
             self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", name, arguments, session,
                                                 message, traceparent)
             return {"resultType": "task", **self.get(task_id)}
+        self._settled.pop(task_id, None)
+        asked = await anyio.to_thread.run_sync(self._confirming, name, arguments)
+        if asked is not None:
+            self._asked[task_id] = self._asked.get(task_id, 0) + 1
+            self._questions[task_id] = Question(f"confirm-{self._asked[task_id]}", name, arguments, session,
+                                                asked.message, traceparent, confirm=asked, since=_stamp(None))
+            return {"resultType": "task", **self.get(task_id)}
         outcome = self._launch(task_id, name, arguments, session, traceparent=traceparent)
-        thread = self._threads[task_id]
-        journal = self.pools.journal()
-        # The handle is given only once a tasks/get of it resolves (the extension's rule).
-        while thread.is_alive() and journal.task(task_id) is None:
-            await anyio.sleep(SEEN_EVERY)
-        if journal.task(task_id) is None and outcome:
+        await self._journaled(task_id)
+        if self.pools.journal().task(task_id) is None and outcome:
             return outcome[0]
         return {"resultType": "task", **self.get(task_id)}
+
+    async def _journaled(self, task_id: str) -> None:
+        """Until the journal holds the task this process runs, or its call ended first: a handle
+        is given only once a tasks/get of it resolves (the extension's rule)."""
+        thread = self._threads[task_id]
+        journal = self.pools.journal()
+        while thread.is_alive() and journal.task(task_id) is None:
+            await anyio.sleep(SEEN_EVERY)
+
+    def _confirming(self, name: str, arguments: Mapping[str, Any]) -> Counts | None:
+        """What to confirm of the commit of a plan of more than ``LONG_CALLS`` calls; else None."""
+        plan_id = arguments.get("plan_id")
+        if name != "tool_pool" or not isinstance(plan_id, str):
+            return None
+        try:
+            row = self.pools.plans().get(plan_id)
+            if row is None or row.state != PlanState.PLANNED:
+                return None
+            plan, _ = self.pools.load(row.arguments, row.task)
+        except PoolerError:
+            return None
+        return counts(plan, plan_id) if len(plan.pool.steps) > LONG_CALLS else None
 
     def running_here(self, task_id: str) -> bool:
         thread = self._threads.get(task_id)
@@ -200,9 +229,17 @@ class TaskCalls:
 
     def get(self, task_id: str) -> dict[str, Any]:
         """The task as tasks/get gives it, from the journal."""
+        if task_id in self._settled:
+            return self._settled[task_id]
         journal = self.pools.journal()
         view = WorkTasks(journal)
         row = view.task(task_id)
+        question = self._questions.get(task_id)
+        if row is None and question is not None and question.confirm is not None:
+            # Asked before it was planned: the plan's calls, none sent.
+            pending = {**unsent(task_id, question.confirm, question.since, question.since),
+                       "pollIntervalMs": poll_interval(question.confirm.calls)}
+            return asking(question.key, question.message, question.confirm is not None, pending)
         if row is None:
             raise MCPError(types.INVALID_PARAMS, f"no task {task_id} in the journal {journal.where()} - a "
                                                  "task id comes from a tools/call answered with a task.")
@@ -214,15 +251,8 @@ class TaskCalls:
         }
         if counts is not None:
             found["counts"] = dataclasses.asdict(counts)
-        question = self._questions.get(task_id)
         if question is not None:
-            return {**found, "status": McpTaskStatus.INPUT_REQUIRED, "statusMessage": question.message,
-                    "inputRequests": {question.key: {"method": "elicitation/create", "params": {
-                        "mode": "form", "message": question.message,
-                        "requestedSchema": {"type": "object", "required": ["decision"], "properties": {
-                            "decision": {"type": "string", "enum": list(DECISIONS),
-                                         "description": "retry: send them again under their keys; skip: "
-                                                        "leave them in doubt."}}}}}}}
+            return asking(question.key, question.message, question.confirm is not None, found)
         if here or (row.status == TaskStatus.RUNNING):
             text = counts.text() if counts is not None else "planning"
             return {**found, "status": McpTaskStatus.WORKING, "statusMessage": text}
@@ -253,6 +283,9 @@ class TaskCalls:
             # otherwise, as the extension lets a server do.
             await self._take_up(task_id)
             return
+        if question.confirm is not None and question.key in responses:
+            await self._confirmed(task_id, question, confirmed(responses[question.key]))
+            return
         answer = responses.get(question.key)
         content = answer.get("content") if isinstance(answer, dict) else None
         decision = content.get("decision") if isinstance(content, dict) else None
@@ -265,6 +298,28 @@ class TaskCalls:
         del self._questions[task_id]
         self._launch(task_id, question.name, question.arguments, question.session, in_doubt=decision,
                      traceparent=question.traceparent, resume=question.resume)
+
+    async def _confirmed(self, task_id: str, question: Question, word: bool | None) -> None:
+        """The client's word on a long commit: sent, or ended with nothing sent."""
+        if word is None:
+            raise MCPError(types.INVALID_PARAMS, f"{question.key} takes {ACCEPT} to send the calls, or "
+                                                 f"{DECLINE} to send nothing.")
+        del self._questions[task_id]
+        if not word:
+            self._settled[task_id] = self._declined(task_id, question)
+            return
+        outcome = self._launch(task_id, question.name, question.arguments, question.session,
+                               traceparent=question.traceparent)
+        await self._journaled(task_id)
+        if self.pools.journal().task(task_id) is None and outcome:
+            # Refused before it began (the plan expired, or its files changed): the task ends so.
+            self._settled[task_id] = {**self._declined(task_id, question), "status": McpTaskStatus.COMPLETED,
+                                      "statusMessage": outcome[0].text, "result": _plain(outcome[0])}
+
+    def _declined(self, task_id: str, question: Question) -> dict[str, Any]:
+        assert question.confirm is not None
+        return {**declined(task_id, question.confirm, question.since, _stamp(None)),
+                "pollIntervalMs": poll_interval(question.confirm.calls)}
 
     async def _take_up(self, task_id: str) -> None:
         """Run again, in this server, a task whose runner died, from the pool its journal keeps;
@@ -298,6 +353,10 @@ class TaskCalls:
     async def cancel(self, task_id: str) -> dict[str, Any]:
         """Stop the task as SIGTERM stops ``pooler run``, wait for its calls in flight, tell it."""
         self.get(task_id)
+        question = self._questions.get(task_id)
+        if question is not None and question.confirm is not None:
+            await self._confirmed(task_id, question, False)
+            return self.get(task_id)
         if self._questions.pop(task_id, None) is not None:
             found = self.get(task_id)
             return {**found, "status": McpTaskStatus.CANCELLED,
@@ -359,4 +418,10 @@ def _call_result(answer: dict[str, Any], task_id: str) -> dict[str, Any]:
                         "answer), one JSON object a line, from the journal."))
     result = types.CallToolResult(content=content, structured_content=outcome.answer,
                                   is_error=outcome.is_error)
+    return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _plain(outcome: Outcome) -> dict[str, Any]:
+    result = types.CallToolResult(content=[types.TextContent(text=outcome.text)],
+                                  structured_content=outcome.answer, is_error=outcome.is_error)
     return result.model_dump(by_alias=True, exclude_none=True, mode="json")
