@@ -241,8 +241,9 @@ def test_the_commit_of_a_long_plan_is_a_task_and_a_second_commit_gets_the_answer
     assert len(keys_at_store(store, "CmdSleep")) == 2
 
 
+@pytest.mark.parametrize("how", ["a decline", "tasks/cancel"])
 def test_the_commit_of_a_long_plan_asks_to_confirm_its_counts_and_a_decline_sends_nothing(
-        store: Store, out: Path) -> None:
+        store: Store, out: Path, how: str) -> None:
     with http_server(store, out) as server:
         plan = {"plan": True, "pool": LONG_PLAN}
         planned = result_of(call_tool(server.url, server.token, "tool_pool", plan))
@@ -250,7 +251,11 @@ def test_the_commit_of_a_long_plan_asks_to_confirm_its_counts_and_a_decline_send
         asked = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}))
         task_id = asked["taskId"]
         polled = result_of(rpc(server.url, server.token, "tasks/get", {"taskId": task_id}))
-        confirm(server, task_id, "confirm-1", {"action": "decline"})
+        if how == "a decline":
+            confirm(server, task_id, "confirm-1", {"action": "decline"})
+        else:
+            cancelled = result_of(rpc(server.url, server.token, "tasks/cancel", {"taskId": task_id}))
+            assert cancelled["status"] == "cancelled"
         ended = result_of(rpc(server.url, server.token, "tasks/get", {"taskId": task_id}))
         # The plan stays planned: a client without the extension commits it, as before.
         later = result_of(call_tool(server.url, server.token, "tool_pool", {"plan_id": plan_id}, tasks=False))
