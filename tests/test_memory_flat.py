@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.helpers import ROOT, Store, environment
-from tests.sharedkit import journal_of
+from helpers import ROOT, Store, environment
+from sharedkit import journal_of
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -92,3 +91,30 @@ def test_the_keys_a_runner_landed_take_a_fixed_size_and_a_key_never_landed_is_al
     assert all(seen.maybe(key) for key in landed)
     assert sum(seen.maybe(f"new-{i}") for i in range(100_000)) <= 10
     assert not SeenKeys().maybe("k-S0000000")
+
+
+ECHOED = 100_000
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_chunked_import_whose_store_echoes_every_row_peaks_far_below_what_its_answers_add_up_to(
+        kind: str, store: Store, tmp_path: Path, request: Any) -> None:
+    # Each call's answer echoes its 500 rows: 100,000 rows came back in all.  Before the answer was
+    # added up as the journal's rows stream past, this peaked at 215 MB (385 MB at 200,000 rows).
+    with (tmp_path / "rows.jsonl").open("w") as fh:
+        for i in range(ECHOED):
+            fh.write(json.dumps({"sku": f"S{i:07d}", "name": f"Goods number {i}", "n": i}) + "\n")
+    pool = tmp_path / "import.json"
+    pool.write_text(json.dumps({"pool": [
+        {"name": "imp", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"batch": 1},
+         "for_each": {"file": "rows.jsonl", "chunk": 500, "field": "goods"}}]}))
+    env = environment({"POOLER_TOKEN": store.token, "XDG_STATE_HOME": str(tmp_path / "state"),
+                       "XDG_CONFIG_HOME": str(tmp_path / "config")})
+    argv = [sys.executable, "-m", "pooler", "run", str(pool), "--store", store.url, "--journal",
+            journal_of(kind, request, tmp_path), "--out", str(tmp_path / "out"), "--json"]
+    status, peak, printed = peak_of(argv, env, tmp_path / "answer.json", timeout=600)
+    answer = json.loads(printed)
+    assert (status, answer["status"], answer["succeeded"]) == (0, "completed", ECHOED // 500)
+    assert answer["steps"][0]["message"] == f"{ECHOED:,} rows in 200 calls: {ECHOED:,} completed"
+    assert peak <= LIMIT_MB, f"an echoed {ECHOED:,}-row chunked import peaked at {peak:.0f} MB"
