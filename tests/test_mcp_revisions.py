@@ -5,6 +5,7 @@ over streamable HTTP."""
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,8 +42,13 @@ async def client_at(revision: str, server: Any) -> AsyncIterator[Any]:
                     Client(streamable_http_client(url, http_client=http), mode=mode) as client):
             yield client
     else:
-        async with Client(server, mode=mode) as client:
-            yield client
+        from mcp.client.stdio import stdio_client  # noqa: PLC0415
+
+        # The server's stderr into a file of its own: the SDK's default is the sys.stderr of when it
+        # was imported, which under pytest may be a capture with no file descriptor to give a child.
+        with tempfile.TemporaryFile("w+") as err:
+            async with Client(stdio_client(server, errlog=err), mode=mode) as client:
+                yield client
 
 
 def exercise(revision: str, server: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
