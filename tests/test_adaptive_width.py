@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flowsim import simulate
-from helpers import start_store
+from helpers import Store, start_store
 from sharedkit import run_here
 from test_flow_control import echo_pool, turned_away
 
@@ -123,17 +124,23 @@ def test_a_fixed_width_meets_busy_answers_an_adaptive_one_avoids() -> None:
     assert adaptive.busy_share() * 5 < fixed.busy_share()
 
 
+def adaptive_300(tmp_path: Path, store: Store) -> tuple[dict[str, Any], int, str]:
+    """300 keyed echoes at an adaptive width of up to 16, every one completed: the answer, the
+    busy answers the store gave, and what the run printed on stderr."""
+    pool = echo_pool(tmp_path / "p", 300, "mode: parallel\nmax_concurrency: 16\nadaptive: true\n",
+                     "    retry: {attempts: 8}\n")
+    code, answer, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
+    assert code == 0, err
+    assert answer["succeeded"] == 300
+    return answer, turned_away(store), err
+
+
 @pytest.mark.parametrize("latency", ["20", "200"])
 def test_an_adaptive_run_against_a_rate_limited_store_uses_most_of_its_limit_whatever_its_calls_take(
         tmp_path: Path, latency: str) -> None:
     store = start_store(tmp_path / "s", "--rate-limit", "30", "--latency-ms", latency)
     try:
-        pool = echo_pool(tmp_path / "p", 300, "mode: parallel\nmax_concurrency: 16\nadaptive: true\n",
-                         "    retry: {attempts: 8}\n")
-        code, answer, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
-        assert code == 0, err
-        assert answer["succeeded"] == 300
-        busy = turned_away(store)
+        answer, busy, _ = adaptive_300(tmp_path, store)
         assert answer["flow"]["busy"] == busy <= 0.05 * 300
         found = sorted(datetime.fromisoformat(op["time"]).timestamp() for op in store.ops()
                        if op["command"] == "CmdEcho")
@@ -150,12 +157,7 @@ def test_an_adaptive_run_follows_a_store_whose_limit_halves_mid_run_with_few_bus
     # 30 calls a second, 15 from 3 s after the first call: about 100 calls before, 200 after.
     store = start_store(tmp_path / "s", "--rate-limit", "30,15@3", "--latency-ms", "20")
     try:
-        pool = echo_pool(tmp_path / "p", 300, "mode: parallel\nmax_concurrency: 16\nadaptive: true\n",
-                         "    retry: {attempts: 8}\n")
-        code, answer, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
-        assert code == 0, err
-        assert answer["succeeded"] == 300
-        busy = turned_away(store)
+        answer, busy, err = adaptive_300(tmp_path, store)
         assert answer["flow"]["busy"] == busy <= 0.08 * 300
         # The store said so in its busy answers: the halved limit was met, and followed.
         assert any("rate limit of 15 calls a second" in line for line in store.log)

@@ -145,16 +145,22 @@ def test_a_client_without_the_extension_gets_the_answer_as_before(store: Store, 
     assert short["structuredContent"]["result"] is True
 
 
-def test_a_server_killed_and_started_again_answers_for_the_task_and_takes_it_up(store: Store, out: Path
-                                                                               ) -> None:
+def killed_mid_task(store: Store, out: Path) -> str:
+    """A slow pool_run task, its server killed with SIGKILL once 20 of its calls completed: its id."""
     first = start_http(store, out)
     try:
         created = result_of(call_tool(first.url, first.token, "pool_run", {"file": "pools/slow.yaml"}))
-        task_id = created["taskId"]
+        task_id = str(created["taskId"])
         poll(first, task_id, lambda t: t["counts"]["completed"] >= 20)
     finally:
         first.proc.send_signal(signal.SIGKILL)
         first.proc.communicate(timeout=60)
+    return task_id
+
+
+def test_a_server_killed_and_started_again_answers_for_the_task_and_takes_it_up(store: Store, out: Path
+                                                                               ) -> None:
+    task_id = killed_mid_task(store, out)
     with http_server(store, out) as again:
         died = result_of(rpc(again.url, again.token, "tasks/get", {"taskId": task_id}))
         assert died["status"] == "completed"
@@ -373,14 +379,7 @@ def test_failed_calls_beyond_the_answer_are_a_resource_link_the_server_reads(sto
 
 def test_tasks_update_takes_up_a_task_whose_runner_died_and_it_completes_with_each_call_once(
         store: Store, out: Path) -> None:
-    first = start_http(store, out)
-    try:
-        created = result_of(call_tool(first.url, first.token, "pool_run", {"file": "pools/slow.yaml"}))
-        task_id = created["taskId"]
-        poll(first, task_id, lambda t: t["counts"]["completed"] >= 20)
-    finally:
-        first.proc.send_signal(signal.SIGKILL)
-        first.proc.communicate(timeout=60)
+    task_id = killed_mid_task(store, out)
     with http_server(store, out) as again:
         died = result_of(rpc(again.url, again.token, "tasks/get", {"taskId": task_id}))
         assert died["status"] == "completed"
