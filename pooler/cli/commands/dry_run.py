@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import closing
 from typing import Any
 
 from rich.table import Table
 
-from pooler.cli.commands.common import Context
+from pooler.cli.commands.common import Context, make_client
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
+from pooler.journal.api import journal_spec
+from pooler.journal.opening import open_journal
 from pooler.plural import plural
 from pooler.pool.breaker import DEFAULT_BREAKER, BreakerRule
 from pooler.pool.budget import planned_line
@@ -18,6 +21,7 @@ from pooler.pool.compiler import Plan
 from pooler.pool.model import DEFAULT_BUSY_FOR
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rate import Rate, rate_line
+from pooler.run.compare import Classified, compare_steps
 
 
 def order_text(plan: dict[str, Any]) -> str:
@@ -67,6 +71,40 @@ def busy_line(entry: dict[str, Any]) -> str:
             "(retry busy_for), then leaves it not run and stops the pool")
 
 
+def compare_text(counts: dict[str, int]) -> str:
+    """A compare's counts as words."""
+    return (f"compare: {counts['new']:,} new, {counts['changed']:,} changed, "
+            f"{counts['unchanged']:,} unchanged (not sent)")
+
+
+def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context) -> dict[int, Classified]:
+    """The store's rows read for every step with a compare, and its rows classified (matched in the
+    journal, as a run matches them); nothing is sent.  A pool without a compare reads nothing."""
+    if not any(step.compare is not None for step in compiled.pool.steps):
+        return {}
+    assert compiled.variables is not None
+    spec = journal_spec(args.journal, ctx.environ)
+    with make_client(args, ctx, masking=False, need_token=True) as client, \
+            closing(open_journal(spec)) as journal:
+        return compare_steps(journal.compare_rows(), client, compiled.pool, compiled.variables.values,
+                             scope="dry-run")
+
+
+def with_compares(plan: dict[str, Any], compiled: Plan, compared: dict[int, Classified]) -> None:
+    """The plan document with each compare's counts, and the calls that send only its new and
+    changed rows."""
+    for entry in plan["steps"]:
+        found = compared.get(int(entry["num"]))
+        if found is None:
+            continue
+        step = compiled.pool.steps[int(entry["num"]) - 1]
+        entry["compare"] = found.doc()
+        chunk = step.for_each.chunk if step.for_each is not None else None
+        entry["calls"] = found.calls(chunk, compiled.sample)
+    if compared and all(e["calls"] is not None for e in plan["steps"]):
+        plan["calls"] = sum(int(e["calls"]) for e in plan["steps"])
+
+
 def step_cells(entry: dict[str, Any]) -> list[str]:
     rows = entry.get("rows")
     if rows is None:
@@ -79,6 +117,8 @@ def step_cells(entry: dict[str, Any]) -> list[str]:
                 data += f", each row {json.dumps(rows['row'], ensure_ascii=False)}"
         if rows.get("problem"):
             data += f" ({rows['problem']})"
+        if entry.get("compare"):
+            data += f"; {compare_text(entry['compare'])}"
     key = entry.get("key")
     if key is None:
         key_text = ""
@@ -100,6 +140,7 @@ COLUMNS = ("#", "name", "unit.command", "calls", "rows", "key", "waits for")
 def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Print the plan (a table on a terminal, plain text otherwise, JSON with ``--json``); exit 0."""
     plan = build_plan(compiled)
+    with_compares(plan, compiled, read_compares(compiled, args, ctx))
     if args.json:
         ctx.emit_json(plan)
         return ExitStatus.OK

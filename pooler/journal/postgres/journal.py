@@ -14,6 +14,7 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
+from pooler.journal.comparerows import CompareRows
 from pooler.journal.dburl import DbText
 from pooler.journal.liveness import dead_here
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
@@ -399,6 +400,12 @@ class PgJournal:
         from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415 - it imports this module
 
         return PgHistory(self)
+
+    def compare_rows(self) -> CompareRows:
+        """Where a step's compare matches its rows (``compare_rows``)."""
+        from pooler.journal.postgres.compare import PgCompareRows  # noqa: PLC0415 - it imports this module
+
+        return PgCompareRows(self)
 
     def replanning(self, task_id: str) -> AbstractContextManager[api.Replanning]:
         from pooler.journal.postgres.replanning import replanning  # noqa: PLC0415

@@ -543,3 +543,24 @@ WHERE id = :id AND state = :planned AND expires > :now;
 
 -- name: plan_state
 UPDATE plans SET state = ?, answer = coalesce(?, answer) WHERE id = ?;
+
+-- name: compare_put
+-- A row of a compare (journal/sqlite/compare.py): its side (0 the store's, 1 the file's), its row
+-- number in the file (the store's rows: their order in the table), its match text and digest.
+INSERT INTO compare_rows (scope, num, side, idx, match, digest) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: compare_sent
+-- The file's rows that are sent, by row number: new (no table row matches) or changed (no table
+-- row that matches has the same digest). The others are unchanged.
+SELECT f.idx, CASE WHEN NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num
+                                     AND s.side = 0 AND s.match = f.match) THEN 'new' ELSE 'changed' END
+FROM compare_rows f
+WHERE f.scope = ? AND f.num = ? AND f.side = 1
+  AND NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num AND s.side = 0
+                  AND s.match = f.match AND s.digest = f.digest);
+
+-- name: compare_count
+SELECT count(*) FROM compare_rows WHERE scope = ? AND num = ? AND side = ?;
+
+-- name: compare_clear
+DELETE FROM compare_rows WHERE scope = ?;

@@ -1,0 +1,160 @@
+"""``compare:`` on a step: the store's own rows read first, and only the new and changed rows of a
+feed sent.  A 2,000-row feed against a store that holds 1,000 of its goods, 20 of them at another
+price: the run sends the 1,000 new and the 20 changed rows, in chunks, through
+MELBIS_AGENT_IMPORT_GOODS, and counts 980 unchanged; ``--dry-run`` tells the same counts.  On
+either journal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Store, pooler
+from sharedkit import journal_of, run_here, token_file, write_pool
+
+JOURNALS = [pytest.param("sqlite", id="sqlite"),
+            pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres)]
+CHUNK = 100
+
+
+def sku(n: int) -> str:
+    return f"SKU-{n:05d}"
+
+
+def feed_pool(folder: Path, rows: int = 2000, *, decimal: bool = False) -> Path:
+    """A feed of ``rows`` goods, prices 10.50 and up (written "10,50" with ``decimal``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["sku;name;price" if decimal else "sku,name,price"]
+    for n in range(rows):
+        price = f"{10 + n % 7}.50"
+        if decimal:
+            lines.append(f"{sku(n)};Goods {n};{price.replace('.', ',')}")
+        else:
+            lines.append(f"{sku(n)},Goods {n},{price}")
+    (folder / "feed.csv").write_text("\n".join(lines) + "\n")
+    spelled = ", delimiter: ';', decimal: ','" if decimal else ""
+    # With a decimal comma each row is shaped, so that its price goes as the number it is.
+    shape = ["    chunk_row: {sku: '${row.sku}', name: '${row.name}', price: '${row.price}'}"]
+    shape = shape if decimal else []
+    return write_pool(folder, [
+        "pool:",
+        "  - name: goods",
+        "    unit: MELBIS_AGENT_IMPORT_GOODS",
+        "    command: CmdAdd",
+        f"    for_each: {{file: feed.csv, chunk: {CHUNK}, field: goods{spelled}}}",
+        *shape,
+        "    key: feed-${row.sku}",
+        "    compare: {unit: MELBIS_AGENT_STORE, command: CmdList, table: goods,",
+        "              match: {sku: sku}, fields: {name: name, price: price}}",
+    ])
+
+
+def stock(store: Store, held: int = 1000, repriced: int = 20) -> None:
+    """The store holds the first ``held`` goods of the feed, the first ``repriced`` at another price."""
+    rows = [{"sku": sku(n), "name": f"Goods {n}", "price": 99.0 if n < repriced else 10 + n % 7 + 0.5}
+            for n in range(held)]
+    answer = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd", {"goods": rows}).json()
+    assert answer["data"]["result"] is True, answer
+
+
+def imports(store: Store) -> list[list[dict[str, Any]]]:
+    """The goods of every import the store carried out after the stock, in order."""
+    ops = [op for op in store.ops() if op["unit"] == "MELBIS_AGENT_IMPORT_GOODS"]
+    return [json.loads(op["params"])["goods"] if isinstance(op["params"], str) else op["params"]["goods"]
+            for op in ops[1:]]
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unchanged(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    stock(store)
+    where = journal_of(journal, request, tmp_path)
+    pool = feed_pool(tmp_path)
+    code, answer, err = run_here(pool, store, where, "nightly", tmp_path / "out")
+    assert code == 0, err
+    sent = imports(store)
+    skus = [row["sku"] for chunk in sent for row in chunk]
+    assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
+    # Chunks are cut from the rows that are sent: 1,020 rows in 11 calls of up to 100.
+    assert [len(chunk) for chunk in sent] == [CHUNK] * 10 + [20]
+    assert answer["unchanged"] == 980
+    entry = answer["steps"][0]
+    assert entry["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}
+    assert (entry["rows"]["total"], entry["rows"]["completed"], entry["calls"]) == (1020, 1020, 11)
+    assert entry["message"] == "1,020 rows in 11 calls: 1,020 completed; 980 unchanged, not sent"
+    assert (answer["total"], answer["succeeded"]) == (11, 11)
+    # The store holds the feed now: a second task finds every row unchanged and sends nothing.
+    code, again, err = run_here(pool, store, where, "next-night", tmp_path / "out2")
+    assert code == 0, err
+    assert again["unchanged"] == 2000
+    assert again["steps"][0]["compare"] == {"new": 0, "changed": 0, "unchanged": 2000}
+    assert len(imports(store)) == 11
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_dry_run_tells_the_counts_the_run_would_send_and_sends_nothing(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    stock(store)
+    where = journal_of(journal, request, tmp_path)
+    pool = feed_pool(tmp_path)
+    token = token_file(tmp_path / "secret", store)
+    proc = pooler("run", str(pool), "--dry-run", "--json", "--store", store.url, "--token-file", str(token),
+                  "--journal", where)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["steps"][0]["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}
+    assert plan["steps"][0]["calls"] == 11
+    text = pooler("run", str(pool), "--dry-run", "--store", store.url, "--token-file", str(token),
+                  "--journal", where)
+    assert text.returncode == 0, text.stderr
+    assert "compare: 1,000 new, 20 changed, 980 unchanged (not sent)" in text.stdout
+    assert imports(store) == []
+
+
+def test_a_price_written_with_a_decimal_comma_equals_the_number_the_store_holds(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=50, repriced=5)
+    pool = feed_pool(tmp_path, rows=60, decimal=True)
+    code, answer, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
+    assert code == 0, err
+    # "10,50" is 10.5, as the store holds it: only the 10 new and the 5 repriced are sent.
+    assert answer["steps"][0]["compare"] == {"new": 10, "changed": 5, "unchanged": 45}
+    sent = [row["sku"] for chunk in imports(store) for row in chunk]
+    assert sent == [sku(n) for n in range(5)] + [sku(n) for n in range(50, 60)]
+    assert imports(store)[0][0]["price"] == 10.5
+
+
+def test_a_compare_read_that_fails_stops_the_run_before_anything_is_sent(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=0)
+    pool = feed_pool(tmp_path, rows=20)
+    pool.write_text(pool.read_text().replace("table: goods", "table: good"))
+    code, _, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
+    assert code == 1
+    assert ("the compare of step 1 (MELBIS_AGENT_STORE.CmdList) answered no table [good] (its tables: goods) "
+            "- nothing of the step was sent; name the table the read answers in compare.table.") in err
+    assert imports(store) == []
+
+
+def test_check_points_at_a_compare_field_the_feed_does_not_have(tmp_path: Path) -> None:
+    pool = feed_pool(tmp_path, rows=3)
+    pool.write_text(pool.read_text().replace("price: price}", "prise: price}"))
+    proc = pooler("check", str(pool))
+    assert proc.returncode == 2
+    assert (f"{pool}:8:55: compare.fields of step 1: {tmp_path / 'feed.csv'} has no field [prise] - "
+            "did you mean price?") in proc.stdout + proc.stderr
+
+
+def test_check_against_the_store_points_at_a_compare_field_the_rows_do_not_take(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    pool = feed_pool(folder, rows=3)
+    (folder / "feed.csv").write_text("sku,name,price,colour\nA,B,1,red\n")
+    pool.write_text(pool.read_text().replace("price: price}", "price: price, colour: colour}"))
+    tools = Path(__file__).resolve().parents[1] / "pooler" / "store" / "tools"
+    proc = pooler("check", str(pool), "--against", str(tools))
+    assert proc.returncode == 2
+    assert (f"{pool}:8:69: compare.fields of step 1: [colour] is not a field of the rows "
+            "MELBIS_AGENT_IMPORT_GOODS.CmdAdd takes. Its rows: ref, sku, name, price.") in proc.stdout
