@@ -8,6 +8,7 @@ either journal.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,9 @@ def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unch
     stock(store)
     where = journal_of(journal, request, tmp_path)
     pool = feed_pool(tmp_path)
-    code, answer, err = run_here(pool, store, where, "nightly", tmp_path / "out")
+    junit, metrics = tmp_path / "junit.xml", tmp_path / "metrics.prom"
+    code, answer, err = run_here(pool, store, where, "nightly", tmp_path / "out", "--junit", str(junit),
+                                 "--metrics-file", str(metrics))
     assert code == 0, err
     sent = imports(store)
     skus = [row["sku"] for chunk in sent for row in chunk]
@@ -86,6 +89,14 @@ def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unch
     assert (entry["rows"]["total"], entry["rows"]["completed"], entry["calls"]) == (1020, 1020, 11)
     assert entry["message"] == "1,020 rows in 11 calls: 1,020 completed; 980 unchanged, not sent"
     assert (answer["total"], answer["succeeded"]) == (11, 11)
+    assert ("11 calls: 11 succeeded, 0 failed, 0 skipped, 0 in doubt, 0 not run; 980 rows unchanged, "
+            "not sent") in err
+    assert '<property name="unchanged" value="980" />' in junit.read_text()
+    # Labelled by pool and store (and by runner, on PostgreSQL).
+    told = metrics.read_text()
+    assert re.search(r'^pooler_rows_unchanged\{pool="pool\.yaml",store="[^"]+"[^}]*\} 980$', told, re.M)
+    runs = pooler("runs", "--journal", where)
+    assert "11 calls planned: 11 completed; 980 rows unchanged, not sent" in runs.stdout
     # The store holds the feed now: a second task finds every row unchanged and sends nothing.
     code, again, err = run_here(pool, store, where, "next-night", tmp_path / "out2")
     assert code == 0, err

@@ -16,7 +16,7 @@ from pooler.journal.sqlite.journal import Journal
 #: Every column a journal of the last version has, as the migrations make them.
 COLUMNS = {
     "tasks": ["id", "pool_file", "started", "finished", "status", "runs", "total", "succeeded", "failed",
-              "skipped", "not_run", "answer", "store", "shared", "halted", "again"],
+              "skipped", "not_run", "answer", "store", "shared", "halted", "again", "unchanged"],
     "calls": ["id", "task", "run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
               "done_at", "result", "detail", "lane", "serial", "sent_ms", "done_ms"],
     "runs": ["task", "run", "host", "pid"],

@@ -115,8 +115,8 @@ def compare_problems(step: Step) -> Iterator[Problem]:
     if step.for_each is None or not step.for_each.file:
         yield step.problem(f"compare of step {n} tells which rows of a data file are new or changed - give "
                            "the step for_each with a file.", "compare", KEY)
-    for part, what in (("match", "the row's field and the table's column that find its table row, like "
-                                 "{sku: sku}"),
+    finds = "the row's field and the table's column that find its table row, like {sku: sku}"
+    for part, what in (("match", finds),
                        ("fields", "what must be equal for a row to be unchanged, like {price: price}")):
         if not getattr(compare, part):
             yield step.problem(f"compare.{part} of step {n} is empty - give {what}.", "compare", part)

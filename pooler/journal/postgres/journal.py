@@ -131,7 +131,7 @@ class PgJournal:
         status = status or answer.get("status", TaskStatus.FAILED)
         self.query(SQL["finish_task"], (
             stamp(), status, answer.get("total"), answer.get("succeeded"), answer.get("failed"),
-             answer.get("skipped"), answer.get("not_run"), dumps(answer), task_id))
+             answer.get("skipped"), answer.get("not_run"), dumps(answer), answer.get("unchanged"), task_id))
 
     def live_runners(self, task_id: str) -> int:
         """Runners of the task whose lease is alive now (on the database's clock), but for those

@@ -5,11 +5,14 @@
 -- Tasks
 
 -- name: tasks
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run
+-- The store is the task's document's (NULL here), so that unchanged stands where TaskRow takes it.
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, NULL,
+       unchanged
 FROM tasks ORDER BY created DESC, id DESC LIMIT %s;
 
 -- name: task
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, NULL,
+       unchanged
 FROM tasks WHERE id = %s;
 
 -- name: last_unfinished
@@ -20,7 +23,7 @@ SELECT answer FROM tasks WHERE id = %s;
 
 -- name: finish_task
 UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, skipped = %s,
-                 not_run = %s, answer = %s
+                 not_run = %s, answer = %s, unchanged = %s
 WHERE id = %s;
 
 -- name: shared

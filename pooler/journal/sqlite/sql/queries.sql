@@ -7,11 +7,13 @@
 SELECT runs FROM tasks WHERE id = ?;
 
 -- name: task
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store,
+       unchanged
 FROM tasks WHERE id = ?;
 
 -- name: tasks
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store,
+       unchanged
 FROM tasks ORDER BY started DESC, rowid DESC LIMIT ?;
 
 -- name: last_unfinished
@@ -20,7 +22,7 @@ ORDER BY started DESC, rowid DESC LIMIT 1;
 
 -- name: finish_task
 UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, skipped = ?, not_run = ?,
-                 answer = ?
+                 answer = ?, unchanged = ?
 WHERE id = ?;
 
 -- name: answer

@@ -11,3 +11,6 @@ CREATE TABLE IF NOT EXISTS compare_rows (
     digest TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS compare_rows_match ON compare_rows (scope, num, side, match, digest);
+-- The rows a task's compares found unchanged and did not send, beside its counts of calls, for
+-- `pooler runs` (the answer holds them too).
+ALTER TABLE tasks ADD COLUMN unchanged INTEGER;
