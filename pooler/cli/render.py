@@ -101,9 +101,10 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     took = f" in {ms} ms" if ms is not None else ""
     stopped = str(answer.get("interrupted") or "")
     why = f" (interrupted by {stopped})" if stopped.startswith("SIG") else f" ({stopped})" if stopped else ""
-    if answer.get("unchanged"):
-        counts += f"; {plural(int(answer['unchanged']), 'row')} unchanged, not sent"
-    text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}"
+    # The rows a compare left unsent are no calls: told after the calls' counts and time.
+    left = int(answer.get("unchanged") or 0)
+    unchanged = f"; {plural(left, 'row')} unchanged, not sent" if left else ""
+    text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}{unchanged}"
     earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
     if earlier:
         text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"

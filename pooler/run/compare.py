@@ -11,6 +11,7 @@ alike, and ``classify`` with some rows alone re-reads the store for them (a conf
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from pooler.client.http import ToolRunClient
 from pooler.errors import StoreError
 from pooler.journal.comparerows import FILE, STORE, CompareRows
 from pooler.pool.comparing import per_row, row_texts, table_texts
-from pooler.pool.datafiles import locate
+from pooler.pool.datafiles import DataFile, locate
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
 from pooler.statuses import CompareClass
@@ -78,14 +79,18 @@ class Classified:
                 bits[byte] |= bit
 
 
-def read_table(client: ToolRunClient, step: Step, values: Mapping[str, Any]) -> Iterable[Any]:
+def read_table(client: ToolRunClient, step: Step, values: Mapping[str, Any],
+               row: Mapping[str, Any] | None = None) -> Iterable[Any]:
     """The store's rows the step's compare reads: its table, decoded a row at a time; a read that
-    fails raises ``StoreError``, before anything of the step is sent."""
+    fails raises ``StoreError``, before anything of the step is sent.  ``row``: the data row a read
+    once a row is filled from; its ``table`` may also name a field of the answer's detail that
+    holds the row (or null, or a list of rows), as a read of one row often answers it."""
     compare = step.compare
     assert compare is not None
     unit = step.compare_unit
     what = f"the compare of step {step.num} ({unit}.{compare.command})"
-    params = plan_params(compare.params, (), step).fill(dict(values), {})
+    scope: dict[str, Any] = dict(values) if row is None else {**values, "row": row}
+    params = plan_params(compare.params, (), step).fill(scope, {})
     try:
         reply = client.tool_run(unit, compare.command, params)
     except StoreError as exc:
@@ -96,12 +101,34 @@ def read_table(client: ToolRunClient, step: Step, values: Mapping[str, Any]) -> 
                          "sent.", store=client.shown_url, sent=False)
     tables = reply.data.get("tables")
     table = tables.get(compare.table) if isinstance(tables, dict) else None
+    detail = reply.data.get("detail")
+    if table is None and row is not None and isinstance(detail, dict) and compare.table in detail:
+        found = detail[compare.table]
+        table = [] if found is None else found if isinstance(found, list) else [found]
     if table is None:
         names = ", ".join(sorted(tables)) if isinstance(tables, dict) and tables else "none"
         raise StoreError(f"{what} answered no table [{compare.table}] (its tables: {names}) - nothing of the "
                          "step was sent; name the table the read answers in compare.table.",
                          store=client.shown_url, sent=False)
     return _rows_of(table, what, client.shown_url)
+
+
+def _per_row(client: ToolRunClient, step: Step, values: Mapping[str, Any],
+             data: Iterable[tuple[int, Mapping[str, Any]]], per_second: float | None
+             ) -> Iterator[tuple[int, str, str]]:
+    """The store's rows read once a row of the file, each read held to the step's rate as its
+    calls are (a read is a call the store carries out like any other)."""
+    interval = 1.0 / per_second if per_second else 0.0
+    next_at = time.monotonic()
+    for index, row in data:
+        if interval:
+            wait = next_at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            # Each read starts an interval after the one before it started, at the soonest.
+            next_at = time.monotonic() + interval
+        for found in read_table(client, step, values, row):
+            yield index, *table_texts(step, found)
 
 
 def _rows_of(table: Iterable[Any], what: str, store: str) -> Iterator[Any]:
@@ -113,20 +140,22 @@ def _rows_of(table: Iterable[Any], what: str, store: str) -> Iterator[Any]:
 
 
 def classify(rows: CompareRows, client: ToolRunClient, step: Step, values: Mapping[str, Any],
-             data: Iterable[tuple[int, Mapping[str, Any]]], *, scope: str | None = None) -> Classified:
+             data: Iterable[tuple[int, Mapping[str, Any]]], *, scope: str | None = None,
+             per_second: float | None = None) -> Classified:
     """Step ``step``'s rows ``data`` (each with its number in the file) classified against the
     store's rows as its compare reads them now; matched in the journal under a scope of their own
-    (``scope``: a name for it), which is dropped whatever happens."""
+    (``scope``: a name for it), which is dropped whatever happens.  A compare that reads once a row
+    reads ``data`` twice (give a list, or an iterable that starts again), its reads held to
+    ``per_second`` (the step's rate)."""
     assert step.compare is not None
-    if per_row(step):
-        raise StoreError(f"the compare of step {step.num} reads once a row (${{row...}} in compare.params), "
-                         "which this version does not send - read the table once with a list command.",
-                         store=client.shown_url, sent=False)
     scope = f"{scope or 'compare'}:{secrets.token_hex(6)}"
     found = Classified(step.num)
     try:
-        table = read_table(client, step, values)
-        rows.put(scope, step.num, STORE, ((i, *table_texts(step, r)) for i, r in enumerate(table)))
+        if per_row(step):
+            rows.put(scope, step.num, STORE, _per_row(client, step, values, data, per_second))
+        else:
+            table = read_table(client, step, values)
+            rows.put(scope, step.num, STORE, ((i, *table_texts(step, r)) for i, r in enumerate(table)))
         total = rows.put(scope, step.num, FILE, ((i, *row_texts(step, r)) for i, r in data))
         for index, kind in rows.sent(scope, step.num):
             found._mark(index, kind)
@@ -151,5 +180,17 @@ def compare_steps(rows: CompareRows, client: ToolRunClient, pool: Pool, values: 
         data, problems = locate(pool, step, values, fields=False)
         if data is None or problems or not data.path.is_file():
             continue
-        found[step.num] = classify(rows, client, step, values, enumerate(data.iter_rows()), scope=scope)
+        pace = pool.paces().get(step.num)
+        found[step.num] = classify(rows, client, step, values, _FileRows(data), scope=scope,
+                                   per_second=pace.rate.per_second if pace is not None else None)
     return found
+
+
+class _FileRows:
+    """A data file's rows with their numbers, read again from its start each time they are iterated."""
+
+    def __init__(self, data: DataFile) -> None:
+        self.data = data
+
+    def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any]]]:
+        return enumerate(self.data.iter_rows())
