@@ -75,9 +75,9 @@ def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unch
     stock(store)
     where = journal_of(journal, request, tmp_path)
     pool = feed_pool(tmp_path)
-    junit, metrics = tmp_path / "junit.xml", tmp_path / "metrics.prom"
+    junit, metrics, report = tmp_path / "junit.xml", tmp_path / "metrics.prom", tmp_path / "report.html"
     code, answer, err = run_here(pool, store, where, "nightly", tmp_path / "out", "--junit", str(junit),
-                                 "--metrics-file", str(metrics))
+                                 "--metrics-file", str(metrics), "--report", str(report))
     assert code == 0, err
     sent = imports(store)
     skus = [row["sku"] for chunk in sent for row in chunk]
@@ -96,6 +96,7 @@ def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unch
     # Labelled by pool and store (and by runner, on PostgreSQL).
     told = metrics.read_text()
     assert re.search(r'^pooler_rows_unchanged\{pool="pool\.yaml",store="[^"]+"[^}]*\} 980$', told, re.M)
+    assert '<dd id="unchanged">980 rows the store holds as they are, not sent</dd>' in report.read_text()
     runs = pooler("runs", "--journal", where)
     assert "11 calls planned: 11 completed; 980 rows unchanged, not sent" in runs.stdout
     # The store holds the feed now: a second task finds every row unchanged and sends nothing.
