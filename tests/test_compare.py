@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,35 @@ def test_a_compare_that_reads_once_a_row_sends_the_same_rows_and_holds_its_reads
     # within a few milliseconds of its start.
     first, last = (datetime.fromisoformat(reads[i]["time"]) for i in (0, -1))
     assert (last - first).total_seconds() >= 9 / 20 - 0.04
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), [
+    ("10.50", 10.5, True), ("10.5", "10.50", True), (10, "10.0", True), ("1.05e1", 10.5, True),
+    ("007", 7, False), ("1 234", 1234, False), (True, "1", True), (False, 0, True),
+    (None, None, True), (None, "", False), ("Tea", "tea", False), ({"a": 1}, {"a": 1}, True),
+])
+def test_values_compare_as_the_store_reads_them(a: Any, b: Any, equal: bool) -> None:
+    from pooler.pool.comparing import canon  # noqa: PLC0415
+
+    assert (canon(a) == canon(b)) is equal
+
+
+def test_some_rows_alone_are_classified_against_the_store_as_it_is_now(store: Store, tmp_path: Path) -> None:
+    """What a plan's apply does before it sends a row: the same compare, for a batch of rows."""
+    from pooler.client.http import ToolRunClient  # noqa: PLC0415
+    from pooler.journal.opening import open_journal  # noqa: PLC0415
+    from pooler.pool.loader import load_pool  # noqa: PLC0415
+    from pooler.run.compare import classify  # noqa: PLC0415
+
+    stock(store, held=3, repriced=1)
+    step = load_pool(feed_pool(tmp_path, rows=5)).steps[0]
+    rows = [(7, {"sku": sku(0), "name": "Goods 0", "price": "10.50"}),
+            (9, {"sku": sku(2), "name": "Goods 2", "price": "12.50"}),
+            (12, {"sku": sku(4), "name": "Goods 4", "price": "14.50"})]
+    with ToolRunClient(store.url, store.token) as client, open_journal(str(tmp_path / "j.db")) as journal:
+        found = classify(journal.compare_rows(), client, step, {}, rows, scope="apply")
+    assert [found.class_of(i) for i in (7, 9, 12)] == ["changed", "unchanged", "new"]
+    assert found.doc() == {"new": 1, "changed": 1, "unchanged": 1}
+    # The journal keeps nothing of it once it is classified.
+    with sqlite3.connect(tmp_path / "j.db") as db:
+        assert db.execute("SELECT count(*) FROM compare_rows").fetchone() == (0,)

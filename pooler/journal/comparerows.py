@@ -21,8 +21,5 @@ class CompareRows(Protocol):
     def sent(self, scope: str, num: int) -> Iterator[tuple[int, str]]:
         """The file's rows that are sent, in no order: ``(idx, "new" or "changed")``."""
 
-    def count(self, scope: str, num: int, side: int) -> int:
-        """The rows of one side of step ``num``'s compare."""
-
     def clear(self, scope: str) -> None:
         """Every row of the scope, dropped."""

@@ -43,16 +43,14 @@ class Classified:
 
     def sends(self, index: int) -> bool:
         """Whether row ``index`` of the file is sent (new or changed)."""
-        byte = index >> 3
-        return byte < len(self.bits) and bool(self.bits[byte] & (1 << (index & 7)))
+        return self.class_of(index) is not UNCHANGED
 
     def class_of(self, index: int) -> CompareClass:
-        """Row ``index``'s class."""
-        if not self.sends(index):
+        """Row ``index``'s class (what a plan of the task tells of each call's rows)."""
+        byte, bit = index >> 3, 1 << (index & 7)
+        if byte >= len(self.bits) or not self.bits[byte] & bit:
             return UNCHANGED
-        byte = index >> 3
-        changed = byte < len(self.changed_bits) and self.changed_bits[byte] & (1 << (index & 7))
-        return CHANGED if changed else NEW
+        return CHANGED if byte < len(self.changed_bits) and self.changed_bits[byte] & bit else NEW
 
     def calls(self, chunk: int | None, sample: int | None = None) -> int:
         """The calls that send the rows (of the first ``sample`` rows of the file): one a row, or one

@@ -32,8 +32,5 @@ class SqliteCompareRows:
         for idx, kind in self.journal.cursor(SQL["compare_sent"], (scope, num)):
             yield int(idx), str(kind)
 
-    def count(self, scope: str, num: int, side: int) -> int:
-        return int(self.journal.query(SQL["compare_count"], (scope, num, side))[0][0])
-
     def clear(self, scope: str) -> None:
         self.journal.change(SQL["compare_clear"], (scope,))

@@ -490,8 +490,6 @@ WHERE f.scope = %s AND f.num = %s AND f.side = 1
   AND NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num AND s.side = 0
                   AND s.match = f.match AND s.digest = f.digest);
 
--- name: compare_count
-SELECT count(*) FROM compare_rows WHERE scope = %s AND num = %s AND side = %s;
 
 -- name: compare_clear
 DELETE FROM compare_rows WHERE scope = %s;

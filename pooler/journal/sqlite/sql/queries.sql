@@ -561,8 +561,6 @@ WHERE f.scope = ? AND f.num = ? AND f.side = 1
   AND NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num AND s.side = 0
                   AND s.match = f.match AND s.digest = f.digest);
 
--- name: compare_count
-SELECT count(*) FROM compare_rows WHERE scope = ? AND num = ? AND side = ?;
 
 -- name: compare_clear
 DELETE FROM compare_rows WHERE scope = ?;
