@@ -227,3 +227,35 @@ def test_some_rows_alone_are_classified_against_the_store_as_it_is_now(store: St
     # The journal keeps nothing of it once it is classified.
     with sqlite3.connect(tmp_path / "j.db") as db:
         assert db.execute("SELECT count(*) FROM compare_rows").fetchone() == (0,)
+
+
+def test_a_sample_sends_the_changed_rows_among_its_rows_and_the_full_run_the_rest(
+        store: Store, tmp_path: Path) -> None:
+    stock(store)
+    pool = feed_pool(tmp_path)
+    journal = str(tmp_path / "j.db")
+    code, _, err = run_here(pool, store, journal, "t", tmp_path / "out", "--sample", "500")
+    assert code == 0, err
+    assert [len(chunk) for chunk in imports(store)] == [20]
+    code, answer, err = run_here(pool, store, journal, "t", tmp_path / "out")
+    assert code == 0, err
+    skus = [row["sku"] for chunk in imports(store) for row in chunk]
+    assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
+    assert answer["steps"][0]["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}
+    assert (answer["succeeded"], answer["skipped"]) == (10, 1)
+
+
+def test_replan_of_a_compared_step_is_refused_before_anything_is_sent(store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=0)
+    pool = feed_pool(tmp_path, rows=20)
+    journal = str(tmp_path / "j.db")
+    code, _, err = run_here(pool, store, journal, "t", tmp_path / "out", "--sample", "5")
+    assert code == 0, err
+    with (tmp_path / "feed.csv").open("a") as feed:
+        feed.write("SKU-99999,Goods late,1.50\n")
+    code, _, err = run_here(pool, store, journal, "t", tmp_path / "out", "--replan")
+    assert code == 2
+    assert ("--replan cannot plan step 1 of task t again: its rows are compared with the store's (compare:), "
+            "as they were when the task was planned - start a new task, which reads the store again and sends "
+            "only what changed.") in err
+    assert imports(store) == []

@@ -189,6 +189,13 @@ def _replan(journal: TaskJournal, task: str, pool: Pool, config: RunConfig, file
     now = {int(f["num"]): f for f in _files_doc(plan, None)}
     changed = {num for num, was in files.items()
                if num != POOL_FILE and num in now and now[num]["sha256"] != was.sha256}
+    compared = sorted(num for num in changed if pool.steps[num - 1].compare is not None)
+    if compared:
+        # A replan keeps the calls planned from the rows as they were, and a compare classified
+        # those against the store as it was then: both would have to be read again.
+        raise JournalError(f"--replan cannot plan step {compared[0]} of task {task} again: its rows are "
+                           "compared with the store's (compare:), as they were when the task was planned - "
+                           "start a new task, which reads the store again and sends only what changed.")
     planner = Planner(pool, task, config.variables, config.sample, redactor=config.redactor)
     replan_task(journal, task, plan, planner, changed=changed, files=list(now.values()))
 
