@@ -256,6 +256,6 @@ def test_replan_of_a_compared_step_is_refused_before_anything_is_sent(store: Sto
     code, _, err = run_here(pool, store, journal, "t", tmp_path / "out", "--replan")
     assert code == 2
     assert ("--replan cannot plan step 1 of task t again: its rows are compared with the store's (compare:), "
-            "as they were when the task was planned - start a new task, which reads the store again and sends "
-            "only what changed.") in err
+            "as they were when the task was planned - start a new task, which reads the store again and "
+            "sends only what changed.") in err
     assert imports(store) == []
