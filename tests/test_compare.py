@@ -259,3 +259,27 @@ def test_replan_of_a_compared_step_is_refused_before_anything_is_sent(store: Sto
             "as they were when the task was planned - start a new task, which reads the store again and "
             "sends only what changed.") in err
     assert imports(store) == []
+
+
+@pytest.mark.process
+def test_pool_run_over_mcp_tells_the_counts_in_a_dry_run_and_sends_only_what_changed(
+        store: Store, tmp_path: Path) -> None:
+    import anyio  # noqa: PLC0415
+    from mcpkit import answer_of, connect  # noqa: PLC0415
+
+    stock(store, held=150, repriced=3)
+    out = tmp_path / "out"
+    feed_pool(out / "pools", rows=200)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with connect(store, out) as session:
+            file = "pools/pool.yaml"
+            plan = answer_of(await session.call_tool("pool_run", {"file": file, "dry_run": True}))
+            ran = answer_of(await session.call_tool("pool_run", {"file": file}))
+            return plan, ran
+
+    plan, ran = anyio.run(scenario)
+    assert plan["steps"][0]["compare"] == {"new": 50, "changed": 3, "unchanged": 147}
+    assert (plan["steps"][0]["calls"], plan["calls"]) == (1, 1)
+    assert ran["unchanged"] == 147
+    assert [len(chunk) for chunk in imports(store)] == [53]

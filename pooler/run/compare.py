@@ -20,6 +20,7 @@ from pooler.client.http import ToolRunClient
 from pooler.errors import StoreError
 from pooler.journal.comparerows import FILE, STORE, CompareRows
 from pooler.pool.comparing import per_row, row_texts, table_texts
+from pooler.pool.compiler import Plan
 from pooler.pool.datafiles import DataFile, locate
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_params
@@ -192,3 +193,18 @@ class _FileRows:
 
     def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any]]]:
         return enumerate(self.data.iter_rows())
+
+
+def with_compares(plan: dict[str, Any], compiled: Plan, compared: Mapping[int, Classified]) -> None:
+    """The plan document (``build_plan``) with each compare's counts, and the calls that send only
+    its new and changed rows: what ``run --dry-run`` and MCP's ``pool_run {"dry_run": true}`` tell."""
+    for entry in plan["steps"]:
+        found = compared.get(int(entry["num"]))
+        if found is None:
+            continue
+        step = compiled.pool.steps[int(entry["num"]) - 1]
+        entry["compare"] = found.doc()
+        chunk = step.for_each.chunk if step.for_each is not None else None
+        entry["calls"] = found.calls(chunk, compiled.sample)
+    if compared and all(e["calls"] is not None for e in plan["steps"]):
+        plan["calls"] = sum(int(e["calls"]) for e in plan["steps"])

@@ -21,7 +21,7 @@ from pooler.pool.compiler import Plan
 from pooler.pool.model import DEFAULT_BUSY_FOR
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rate import Rate, rate_line
-from pooler.run.compare import Classified, compare_steps
+from pooler.run.compare import Classified, compare_steps, with_compares
 
 
 def order_text(plan: dict[str, Any]) -> str:
@@ -88,21 +88,6 @@ def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context) -> dic
             closing(open_journal(spec)) as journal:
         return compare_steps(journal.compare_rows(), client, compiled.pool, compiled.variables.values,
                              scope="dry-run")
-
-
-def with_compares(plan: dict[str, Any], compiled: Plan, compared: dict[int, Classified]) -> None:
-    """The plan document with each compare's counts, and the calls that send only its new and
-    changed rows."""
-    for entry in plan["steps"]:
-        found = compared.get(int(entry["num"]))
-        if found is None:
-            continue
-        step = compiled.pool.steps[int(entry["num"]) - 1]
-        entry["compare"] = found.doc()
-        chunk = step.for_each.chunk if step.for_each is not None else None
-        entry["calls"] = found.calls(chunk, compiled.sample)
-    if compared and all(e["calls"] is not None for e in plan["steps"]):
-        plan["calls"] = sum(int(e["calls"]) for e in plan["steps"])
 
 
 def step_cells(entry: dict[str, Any]) -> list[str]:
