@@ -283,3 +283,16 @@ def test_pool_run_over_mcp_tells_the_counts_in_a_dry_run_and_sends_only_what_cha
     assert (plan["steps"][0]["calls"], plan["calls"]) == (1, 1)
     assert ran["unchanged"] == 147
     assert [len(chunk) for chunk in imports(store)] == [53]
+
+
+def test_a_compare_column_the_table_lacks_stops_the_run_before_anything_is_sent(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=0)
+    pool = feed_pool(tmp_path, rows=20)
+    pool.write_text(pool.read_text().replace("price: price}", "price: cost}"))
+    code, _, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
+    assert code == 1
+    assert ("the compare of step 1 (MELBIS_AGENT_STORE.CmdList): its table has no column [cost] (its columns: "
+            "id, sku, name, price, curr_id) - nothing of the step was sent; name the table's columns in "
+            "compare.match and compare.fields.") in err
+    assert imports(store) == []

@@ -109,7 +109,7 @@ def read_table(client: ToolRunClient, step: Step, values: Mapping[str, Any],
         raise StoreError(f"{what} answered no table [{compare.table}] (its tables: {names}) - nothing of the "
                          "step was sent; name the table the read answers in compare.table.",
                          store=client.shown_url, sent=False)
-    return _rows_of(table, what, client.shown_url)
+    return _rows_of(table, what, client.shown_url, (*compare.match.values(), *compare.fields.values()))
 
 
 def _per_row(client: ToolRunClient, step: Step, values: Mapping[str, Any],
@@ -130,11 +130,21 @@ def _per_row(client: ToolRunClient, step: Step, values: Mapping[str, Any],
             yield index, *table_texts(step, found)
 
 
-def _rows_of(table: Iterable[Any], what: str, store: str) -> Iterator[Any]:
+def _rows_of(table: Iterable[Any], what: str, store: str, columns: Iterable[str]) -> Iterator[Any]:
+    """The table's rows, each an object; the first one holds every column the compare reads, or
+    the read stops the step (a column misspelt would make every row new, and send them all)."""
+    wanted = list(dict.fromkeys(columns))
     for number, row in enumerate(table, 1):
         if not isinstance(row, dict):
             raise StoreError(f"{what}: row {number} of its table is not an object - nothing of the step was "
                              "sent.", store=store, sent=False)
+        if number == 1:
+            missing = [c for c in wanted if c not in row]
+            if missing:
+                has = ", ".join(map(str, row)) or "none"
+                raise StoreError(f"{what}: its table has no column [{missing[0]}] (its columns: {has}) - nothing "
+                                 "of the step was sent; name the table's columns in compare.match and "
+                                 "compare.fields.", store=store, sent=False)
         yield row
 
 
