@@ -293,6 +293,6 @@ def test_a_compare_column_the_table_lacks_stops_the_run_before_anything_is_sent(
     code, _, err = run_here(pool, store, str(tmp_path / "j.db"), "t", tmp_path / "out")
     assert code == 1
     assert ("the compare of step 1 (MELBIS_AGENT_STORE.CmdList): its table has no column [cost] (its "
-            "columns: id, sku, name, price, curr_id) - nothing of the step was sent; name the table's columns in "
-            "compare.match and compare.fields.") in err
+            "columns: id, sku, name, price, curr_id) - nothing of the step was sent; name the table's "
+            "columns in compare.match and compare.fields.") in err
     assert imports(store) == []

@@ -143,8 +143,8 @@ def _rows_of(table: Iterable[Any], what: str, store: str, columns: Iterable[str]
             if missing:
                 has = ", ".join(map(str, row)) or "none"
                 raise StoreError(f"{what}: its table has no column [{missing[0]}] (its columns: {has}) - "
-                                 "nothing of the step was sent; name the table's columns in compare.match and "
-                                 "compare.fields.", store=store, sent=False)
+                                 "nothing of the step was sent; name the table's columns in compare.match "
+                                 "and compare.fields.", store=store, sent=False)
         yield row
 
 
