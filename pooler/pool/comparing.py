@@ -7,7 +7,8 @@ or a text that is wholly a JSON number, compares as that number (``"10.50"`` equ
 ``"10.5"``, since a float field of the store casts them alike), a true or false as 1 or 0, and
 anything else as its text (``"007"`` is text, not seven; ``null`` equals only ``null`` or a
 missing column).  Each side is reduced to one canonical text, so the journal matches rows by
-plain equality.
+plain equality; both are digests, so the journal never holds a row's values (a secret among them
+included).
 """
 
 from __future__ import annotations
@@ -62,24 +63,21 @@ def as_sent(value: Any, decimal: str | None) -> Any:
 
 
 def row_texts(step: Step, row: Mapping[str, Any]) -> tuple[str, str]:
-    """A data row's match text and the digest of its compared fields."""
+    """The digests of a data row's match values and of its compared fields."""
     assert step.compare is not None
     decimal = step.for_each.decimal if step.for_each is not None else None
     match = [canon(as_sent(row.get(name), decimal)) for name in step.compare.match]
     fields = [canon(as_sent(row.get(name), decimal)) for name in step.compare.fields]
-    return _joined(match), _digest(fields)
+    return _digest(match), _digest(fields)
 
 
 def table_texts(step: Step, row: Mapping[str, Any]) -> tuple[str, str]:
-    """A table row's match text and the digest of its compared columns, in the data row's order."""
+    """The digests of a table row's match columns and of its compared columns, in the data row's
+    order."""
     assert step.compare is not None
     match = [canon(row.get(column)) for column in step.compare.match.values()]
     fields = [canon(row.get(column)) for column in step.compare.fields.values()]
-    return _joined(match), _digest(fields)
-
-
-def _joined(parts: Sequence[str]) -> str:
-    return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
+    return _digest(match), _digest(fields)
 
 
 def _digest(parts: Sequence[str]) -> str:
