@@ -201,6 +201,9 @@ def test_a_compare_that_reads_once_a_row_sends_the_same_rows_and_holds_its_reads
     ("10.50", 10.5, True), ("10.5", "10.50", True), (10, "10.0", True), ("1.05e1", 10.5, True),
     ("007", 7, False), ("1 234", 1234, False), (True, "1", True), (False, 0, True),
     (None, None, True), (None, "", False), ("Tea", "tea", False), ({"a": 1}, {"a": 1}, True),
+    ("1e2", 100, True), ("-0", 0.0, True), ("\u0663", 3, False),
+    # A long code of digits stays exact: two of them never round into one.
+    ("12345678901234567890", "12345678901234567891", False),
 ])
 def test_values_compare_as_the_store_reads_them(a: Any, b: Any, equal: bool) -> None:
     from pooler.pool.comparing import canon  # noqa: PLC0415

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pooler.errors import Problem, did_you_mean
@@ -27,30 +27,43 @@ from pooler.pool.positions import KEY
 from pooler.pool.variables import placeholders
 
 #: A text that is wholly a JSON number: "007" and "1 234" are not.
-_JSON_NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
+_JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+#: A longer text is not read as a number (it is a code, and int() refuses thousands of digits).
+_LONGEST = 100
+_FRACTION = re.compile(r"[.eE]")
+_STARTS = frozenset("-0123456789")
+
+
+#: Whole numbers up to this size are exact as a float too: within it, 10.0 and 10 are one number.
+_EXACT = 2**53
 
 
 def _number(value: int | float | str) -> str:
-    """One text for every spelling of a number's value: 10.5, "10.50" and 1.05e1 alike."""
-    try:
-        found = Decimal(str(value)).normalize()
-    except InvalidOperation:
+    """One text for every spelling of a number's value: 10.5, "10.50" and 1.05e1 alike.  A whole
+    number written without a fraction stays exact however long it is (a code of 20 digits is not
+    rounded into another); one with a fraction or an exponent is the double a float field holds."""
+    if isinstance(value, int) or (isinstance(value, str) and not _FRACTION.search(value)):
+        whole = int(value)
+        return "n" + str(whole) if abs(whole) >= _EXACT else "n" + repr(float(whole))
+    number = float(value)
+    if not math.isfinite(number):
         return "s" + str(value)
-    if not found.is_finite():
-        return "s" + str(value)
-    return "n0" if found.is_zero() else "n" + format(found, "f")
+    return "n" + repr(number + 0.0 if number else 0.0)
 
 
 def canon(value: Any) -> str:
     """A value as the compare sees it: equal texts, values the store holds alike."""
+    if isinstance(value, str):
+        # Most texts are no number: a number starts with a digit or a minus sign.
+        if value and len(value) <= _LONGEST and (value[0] in _STARTS) and _JSON_NUMBER.fullmatch(value):
+            return _number(value)
+        return "s" + value
     if value is None:
         return "z"
     if isinstance(value, bool):
-        return "n1" if value else "n0"
+        return "n1.0" if value else "n0.0"
     if isinstance(value, (int, float)):
         return _number(value)
-    if isinstance(value, str):
-        return _number(value) if _JSON_NUMBER.fullmatch(value) else "s" + value
     return "j" + json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -81,7 +94,9 @@ def table_texts(step: Step, row: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _digest(parts: Sequence[str]) -> str:
-    return hashlib.blake2b(json.dumps(parts, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+    # Each part after its length: no two lists of parts are one text.
+    text = parts[0] if len(parts) == 1 else "".join(f"{len(p)}:{p}" for p in parts)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def per_row(step: Step) -> bool:
