@@ -97,6 +97,10 @@ def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unch
     # Labelled by pool and store (and by runner, on PostgreSQL).
     told = metrics.read_text()
     assert re.search(r'^pooler_rows_unchanged\{pool="pool\.yaml",store="[^"]+"[^}]*\} 980$', told, re.M)
+    # The rows sent, not the span of their chunks, whichever journal the runner keeps.
+    assert re.search(r'^pooler_rows_total\{[^}]*status="completed"\} 1020$', told, re.M)
+    # A chunk names its first and last row in the file, and how many rows it holds.
+    assert "rows 0-1079 (100 rows) completed" in err
     assert '<dd id="unchanged">980 rows the store holds as they are, not sent</dd>' in report.read_text()
     runs = pooler("runs", "--journal", where)
     assert "11 calls planned: 11 completed; 980 rows unchanged, not sent" in runs.stdout

@@ -65,7 +65,9 @@ def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_l
     status = status_of(result)
     label = f" {step.name}" if step.name else ""
     of = f"{total}+" if at_least else f"{total}"
-    text = f"call {done}/{of} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
+    # A chunk of a compare's sent rows names its first and last row, and how many it holds.
+    size = f" ({plural(result['size'], 'row')})" if isinstance(result.get("size"), int) else ""
+    text = f"call {done}/{of} step {step.num}{label} {step.unit}.{step.command}{where(result)}{size} {status}"
     ms = trip_ms(result)
     if ms is not None:
         text += f" {ms} ms"

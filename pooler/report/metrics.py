@@ -116,7 +116,10 @@ class MetricsReporter:
             if status == CallStatus.IN_DOUBT:
                 self.in_doubt += 1
             rows = result.get("rows")
-            if isinstance(rows, list) and len(rows) == 2:
+            if isinstance(result.get("size"), int):
+                # A chunk whose rows are not all of its span (a compare left some unsent).
+                self.rows[status] += int(result["size"])
+            elif isinstance(rows, list) and len(rows) == 2:
                 self.rows[status] += int(rows[1]) - int(rows[0]) + 1
             elif result.get("row") is not None:
                 self.rows[status] += 1
