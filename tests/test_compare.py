@@ -303,3 +303,14 @@ def test_a_compare_column_the_table_lacks_stops_the_run_before_anything_is_sent(
             "columns: id, sku, name, price, curr_id) - nothing of the step was sent; name the table's "
             "columns in compare.match and compare.fields.") in err
     assert imports(store) == []
+
+
+def test_check_against_the_store_tells_the_counts_and_sends_nothing(store: Store, tmp_path: Path) -> None:
+    stock(store)
+    pool = feed_pool(tmp_path)
+    token = token_file(tmp_path / "secret", store)
+    proc = pooler("check", str(pool), "--against", store.url, "--token-file", str(token))
+    assert proc.returncode == 0, proc.stderr
+    assert (f"{pool}: step 1 goods: compare: 1,000 new, 20 changed, 980 unchanged (not sent)\n"
+            f"1 file valid against {store.url}\n") in proc.stdout + proc.stderr
+    assert imports(store) == []

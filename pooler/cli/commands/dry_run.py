@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import closing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -21,7 +21,9 @@ from pooler.pool.compiler import Plan
 from pooler.pool.model import DEFAULT_BUSY_FOR
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rate import Rate, rate_line
-from pooler.run.compare import Classified, compare_steps, with_compares
+
+if TYPE_CHECKING:
+    from pooler.run.compare import Classified
 
 
 def order_text(plan: dict[str, Any]) -> str:
@@ -82,6 +84,9 @@ def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context) -> dic
     journal, as a run matches them); nothing is sent.  A pool without a compare reads nothing."""
     if not any(step.compare is not None for step in compiled.pool.steps):
         return {}
+    # Imported here: the client (requests) is loaded only by a dry run that reads the store.
+    from pooler.run.compare import compare_steps  # noqa: PLC0415
+
     assert compiled.variables is not None
     spec = journal_spec(args.journal, ctx.environ)
     with make_client(args, ctx, masking=False, need_token=True) as client, \
@@ -125,7 +130,11 @@ COLUMNS = ("#", "name", "unit.command", "calls", "rows", "key", "waits for")
 def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Print the plan (a table on a terminal, plain text otherwise, JSON with ``--json``); exit 0."""
     plan = build_plan(compiled)
-    with_compares(plan, compiled, read_compares(compiled, args, ctx))
+    compared = read_compares(compiled, args, ctx)
+    if compared:
+        from pooler.run.compare import with_compares  # noqa: PLC0415
+
+        with_compares(plan, compiled, compared)
     if args.json:
         ctx.emit_json(plan)
         return ExitStatus.OK
