@@ -128,11 +128,18 @@ def test_the_question_on_a_call_in_doubt_carries_what_its_probe_says_of_it(
 def test_a_probe_that_finds_nothing_while_the_call_may_still_be_running_settles_nothing(
         store: Store, tmp_path: Path) -> None:
     # A probe that reads another sku finds nothing: that proves nothing of a call whose request
-    # left seconds ago (the store may still be carrying it out), and the question says so.
+    # left seconds ago (the store may still be carrying it out), and the question says so.  The
+    # task is taken up by tasks/update, from the pool its journal keeps.
     other = "{command: CmdGet, params: {sku: '${row.sku}-other'}, landed: found}"
-    out, task_id, arguments = left_in_doubt(store, tmp_path, (), other)
+    out, task_id, _ = left_in_doubt(store, tmp_path, (), other)
     with http_server(store, out) as again:
-        key, message = asked_of(again, arguments)
+        taking = {"taskId": task_id, "inputResponses": {}}
+        update = result_of(rpc(again.url, again.token, "tasks/update", taking))
+        assert update["resultType"] == "complete"
+        polled = result_of(rpc(again.url, again.token, "tasks/get", {"taskId": task_id}))
+        assert polled["status"] == "input_required", polled
+        [(key, question)] = polled["inputRequests"].items()
+        message = question["params"]["message"]
         said = re.search(r"Their steps' probes, read now: (.*)\. retry: ", message)
         assert said is not None, message
         assert re.fullmatch(
