@@ -27,8 +27,8 @@ WITH_PROGRESS = types.Tool(
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
     output_schema={"type": "object", "required": ["progress", "total"], "properties": {
         "progress": {"type": "array", "items": {"type": "integer"},
-                     "description": "The progress values told, in order."},
-        "total": {"type": "integer", "description": "The total they were told of."}}},
+                     "description": "The progress values, in order (sent to a caller that gave a token)."},
+        "total": {"type": "integer", "description": "The total they are of."}}},
 )
 TOOLS: tuple[types.Tool, ...] = (WITH_PROGRESS,)
 
@@ -39,7 +39,7 @@ async def with_progress(ctx: ServerRequestContext[Any]) -> types.CallToolResult:
         if n:
             await anyio.sleep(PAUSE)
         await ctx.session.report_progress(float(done), float(TOTAL))
-    text = f"test_tool_with_progress: told {', '.join(map(str, STEPS))} of {TOTAL}"
+    text = f"test_tool_with_progress: progress {', '.join(map(str, STEPS))} of {TOTAL}"
     return types.CallToolResult(content=[types.TextContent(text=text)],
                                 structured_content={"progress": list(STEPS), "total": TOTAL})
 
