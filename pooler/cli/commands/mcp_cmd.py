@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--journal", metavar="URL",
                         help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
                              "<out>/.pooler/journal.sqlite")
+    parser.add_argument("--conformance-tools", action="store_true",
+                        help="also serve the tools the official MCP conformance suite calls "
+                             "(test_tool_with_progress), to run the suite against this server; no agent "
+                             "needs them")
     add_monitoring_options(parser, what="server")
     return parser
 
@@ -112,9 +116,9 @@ def main(argv: list[str]) -> int:
                         pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch)
     try:
         if listen is None:
-            anyio.run(serve, tools)
+            anyio.run(serve, tools, args.conformance_tools)
         else:
-            return http_main(tools, listen)
+            return http_main(tools, listen, args.conformance_tools)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     finally:
@@ -122,7 +126,7 @@ def main(argv: list[str]) -> int:
     return ExitStatus.OK
 
 
-def http_main(tools: PoolerTools, listen: Listen) -> int:
+def http_main(tools: PoolerTools, listen: Listen, suite: bool = False) -> int:
     """Listen, print the URL (and a token made here), serve until SIGINT or SIGTERM."""
     try:
         sock = bind(listen)
@@ -135,5 +139,5 @@ def http_main(tools: PoolerTools, listen: Listen) -> int:
         # As the reference store does: a token nobody could guess, shown once to who started it.
         sys.stdout.write(f"token: {listen.token}\n")
     sys.stdout.flush()
-    anyio.run(serve_over_http, tools, listen, sock)
+    anyio.run(serve_over_http, tools, listen, sock, suite)
     return ExitStatus.OK
