@@ -1,0 +1,283 @@
+"""A reviewed plan, applied once: ``pooler plan POOL -o FILE``, ``pooler show FILE`` and ``pooler apply
+FILE`` against the real reference store, on both journals where the journal keeps the once-rule."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Store, pooler
+from sharedkit import journal_of
+
+from pooler.pool.loader import load_pool
+from pooler.run.conflicts import conflicts, moved_rows
+from pooler.run.savedplan import read_calls, read_head
+
+JOURNALS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgresql", id="postgresql")]
+GOODS = "sku,name,price\nA-1,Apple,1.50\nB-2,Bread,2.10\nC-3,Cheese,9.90\n"
+POOL = """\
+vars:
+  code: {default: EUR}
+  shop_secret: {secret: true}
+pool:
+  - name: cur
+    unit: MELBIS_AGENT_CURRENCY
+    command: CmdAdd
+    key: currency-${code}
+    params: {skey: "${code}", name: Euro}
+  - name: goods
+    unit: MELBIS_AGENT_STORE
+    command: CmdAdd
+    key: goods-${row.sku}
+    for_each: {file: data/goods.csv}
+    params: {sku: "${row.sku}", name: "${row.name}", price: "${row.price}", curr_id: "@cur.id"}
+"""
+SHA = r"[0-9a-f]{12}…"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "goods.csv").write_text(GOODS, encoding="utf-8")
+    (tmp_path / "pool.yaml").write_text(POOL, encoding="utf-8")
+    return tmp_path
+
+
+def env(store: Store, **more: str) -> dict[str, str]:
+    return {"POOLER_TOKEN": store.token, "POOLER_STORE": store.url, **more}
+
+
+def plan(store: Store, folder: Path, *extra: str, secret: str = "open-sesame-0123456789") -> Any:
+    return pooler("plan", "pool.yaml", "-o", "plan.jsonl", "--var", f"shop_secret={secret}", *extra,
+                  env=env(store), cwd=folder)
+
+
+def apply(store: Store, folder: Path, journal: str, *extra: str,
+          secret: str = "open-sesame-0123456789") -> Any:
+    return pooler("apply", "plan.jsonl", "--journal", journal, "--out", "out", "--var",
+                  f"shop_secret={secret}", *extra, env=env(store), cwd=folder)
+
+
+def sent(store: Store) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(op["unit"], op["command"], op["params"]) for op in store.ops()
+            if op["command"] != "CmdOps"]
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_plan_then_apply_sends_exactly_the_planned_calls_and_a_second_apply_refuses(
+        store: Store, folder: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    journal = journal_of(kind, request, folder)
+    planned = plan(store, folder)
+    assert planned.returncode == 0, planned.stderr
+    assert sent(store) == []
+    head = read_head(folder / "plan.jsonl")
+    calls = list(read_calls(folder / "plan.jsonl"))
+    assert [(c["step"], c["call"], c.get("rows"), c["key"]) for c in calls] == [
+        (1, 1, None, "currency-EUR"), (2, 1, [1], "goods-A-1"), (2, 2, [2], "goods-B-2"),
+        (2, 3, [3], "goods-C-3")]
+    # Params as far as they are known before the run: the reference waits for its step's answer.
+    assert calls[1]["params"] == {"sku": "A-1", "name": "Apple", "price": "1.50", "curr_id": "@cur.id"}
+    first = apply(store, folder, journal, "--json")
+    assert first.returncode == 0, first.stderr
+    answer = json.loads(first.stdout)
+    assert answer["task"] == head["task"]
+    assert answer["status"] == "completed"
+    done = sent(store)
+    assert [(u, c) for u, c, _ in done] == [("MELBIS_AGENT_CURRENCY", "CmdAdd")] + [
+        ("MELBIS_AGENT_STORE", "CmdAdd")] * 3
+    cur_id = answer["steps"][0]["detail"]["id"]
+    # The store tells each call's params as it took them: its defaults filled in (multiplex,
+    # division), a price as the float its declaration makes of it.
+    assert [{k: p[k] for k in c["params"]} for (_, _, p), c in zip(done, calls, strict=True)] == [
+        c["params"] if c["step"] == 1 else
+        {**c["params"], "curr_id": cur_id, "price": float(c["params"]["price"])} for c in calls]
+    again = apply(store, folder, journal)
+    assert again.returncode == 2
+    started = re.search(r"was applied at (\S+) as task", again.stderr)
+    assert started is not None
+    assert again.stderr == (
+        f"pooler: plan.jsonl was applied at {started.group(1)} as task {head['task']}: pooler redrive "
+        f"{head['task']} sends again what did not land, pooler show {head['task']} tells its answer - a plan "
+        "applies once; nothing was sent.\n")
+    assert len(sent(store)) == 4
+    shown = pooler("show", head["task"], "--journal", journal, "--json", env=env(store), cwd=folder)
+    assert json.loads(shown.stdout)["task"] == head["task"]
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_data_file_edited_after_the_plan_refuses_the_apply_and_names_the_file(
+        store: Store, folder: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    journal = journal_of(kind, request, folder)
+    assert plan(store, folder).returncode == 0
+    (folder / "data" / "goods.csv").write_text(GOODS + "D-4,Dates,4.00\n", encoding="utf-8")
+    refused = apply(store, folder, journal, "--json")
+    assert refused.returncode == 2
+    assert re.fullmatch(
+        r"pooler: plan\.jsonl is stale: data/goods\.csv changed since the plan \(sha256 " + SHA +
+        " when planned, " + SHA + r" now\) - nothing was sent; plan again and review the new plan\.\n",
+        refused.stderr)
+    document = json.loads(refused.stdout)
+    assert (document["status"], document["exit"]) == ("refused", 2)
+    assert sent(store) == []
+    # Put back as it was, the plan is applied as planned.
+    (folder / "data" / "goods.csv").write_text(GOODS, encoding="utf-8")
+    assert apply(store, folder, journal).returncode == 0
+    assert len(sent(store)) == 4
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_plan_made_against_another_store_is_refused_and_sends_nothing(
+        store_factory: Any, folder: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    journal = journal_of(kind, request, folder)
+    planned_on, other = store_factory(), store_factory()
+    assert plan(planned_on, folder).returncode == 0
+    refused = apply(other, folder, journal)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"pooler: plan.jsonl was planned against the store {planned_on.url}, not {other.url} - nothing was "
+        "sent; apply it with --store naming that store, or plan again against this one.\n")
+    assert sent(other) == []
+    assert sent(planned_on) == []
+
+
+def test_a_variable_given_again_with_another_value_makes_the_plan_stale(store: Store, folder: Path) -> None:
+    assert plan(store, folder, "--var", "code=USD").returncode == 0
+    assert read_head(folder / "plan.jsonl")["variables"] == {"code": "USD"}
+    refused = apply(store, folder, str(folder / "j.db"), "--var", "code=GBP")
+    assert refused.returncode == 2
+    assert re.fullmatch(r"pooler: plan\.jsonl is stale: the variable code changed since the plan \(sha256 "
+                        + SHA + " when planned, " + SHA + r" now\) - nothing was sent; plan again and review "
+                        r"the new plan\.\n", refused.stderr)
+    # Not given again, the plan's own value is the one applied.
+    assert apply(store, folder, str(folder / "j.db")).returncode == 0
+    assert sent(store)[0][2]["skey"] == "USD"
+
+
+def test_a_plan_never_holds_a_secret_and_names_those_to_give_again(store: Store, folder: Path) -> None:
+    secret = "open-sesame-0123456789"
+    (folder / "data" / "goods.csv").write_text(GOODS, encoding="utf-8")
+    pool = POOL.replace('name: "${row.name}"', 'name: "${row.name} ${shop_secret}"')
+    (folder / "pool.yaml").write_text(pool, encoding="utf-8")
+    assert plan(store, folder, secret=secret).returncode == 0
+    text = (folder / "plan.jsonl").read_text(encoding="utf-8")
+    assert secret not in text
+    head = read_head(folder / "plan.jsonl")
+    assert head["secrets"] == ["shop_secret"]
+    assert "shop_secret" not in head["variables"]
+    assert [d["name"] for d in head["digests"] if d["what"] == "variable"] == ["code"]
+    assert list(read_calls(folder / "plan.jsonl"))[1]["params"]["name"] == "Apple ***"
+    missing = pooler("apply", "plan.jsonl", "--journal", str(folder / "j.db"), env=env(store), cwd=folder)
+    assert missing.returncode == 2
+    assert "shop_secret" in missing.stderr
+    assert sent(store) == []
+    assert apply(store, folder, str(folder / "j.db"), secret=secret).returncode == 0
+    assert sent(store)[1][2]["name"] == f"Apple {secret}"
+
+
+def test_show_prints_the_summary_and_a_stale_plan_still_shows_with_a_warning(store: Store,
+                                                                             folder: Path) -> None:
+    assert plan(store, folder).returncode == 0
+    head = read_head(folder / "plan.jsonl")
+    fresh = pooler("show", "plan.jsonl", env=env(store), cwd=folder)
+    assert fresh.returncode == 0
+    assert fresh.stderr == ""
+    assert fresh.stdout == (
+        f"plan plan.jsonl of pool.yaml: 4 calls, planned {head['planned']} against {store.url} as task "
+        f"{head['task']}; nothing is sent until it is applied\n"
+        "steps:\n"
+        "  1. cur MELBIS_AGENT_CURRENCY.CmdAdd: 1 call\n"
+        "  2. goods MELBIS_AGENT_STORE.CmdAdd: 3 calls\n"
+        "secrets to give again at apply: shop_secret\n"
+        "apply it once with: pooler apply plan.jsonl\n")
+    (folder / "data" / "goods.csv").write_text(GOODS.replace("9.90", "9.95"), encoding="utf-8")
+    stale = pooler("show", "plan.jsonl", env=env(store), cwd=folder)
+    assert stale.returncode == 0
+    assert stale.stdout == fresh.stdout
+    assert re.fullmatch(r"pooler: WARNING: the plan is stale, and 'pooler apply' refuses it: data/goods\.csv "
+                        r"changed since the plan \(sha256 " + SHA + " when planned, " + SHA + r" now\)\n",
+                        stale.stderr)
+    as_json = json.loads(pooler("show", "plan.jsonl", "--json", env=env(store), cwd=folder).stdout)
+    assert as_json["file"] == "plan.jsonl"
+    assert as_json["task"] == head["task"]
+    assert as_json["calls"] == 4
+    assert as_json["steps"] == [
+        {"num": 1, "name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd", "calls": 1},
+        {"num": 2, "name": "goods", "unit": "MELBIS_AGENT_STORE", "command": "CmdAdd", "calls": 3}]
+    assert len(as_json["stale"]) == 1
+    assert as_json["stale"][0].startswith("data/goods.csv changed since the plan (sha256 ")
+
+
+def test_show_markdown_is_a_summary_fit_for_a_pull_request(store: Store, folder: Path) -> None:
+    assert plan(store, folder).returncode == 0
+    head = read_head(folder / "plan.jsonl")
+    digests = {d["what"]: d["sha256"][:12] for d in head["digests"]}
+    shown = pooler("show", "plan.jsonl", "--markdown", env=env(store), cwd=folder)
+    assert shown.returncode == 0
+    assert shown.stdout == (
+        "### pooler plan `pool.yaml`\n\n"
+        f"4 calls, planned {head['planned']} against `{store.url}` as task `{head['task']}`. Nothing is sent "
+        "until it is applied.\n\n"
+        "| # | step | unit.command | calls |\n"
+        "|---:|---|---|---:|\n"
+        "| 1 | cur | MELBIS_AGENT_CURRENCY.CmdAdd | 1 |\n"
+        "| 2 | goods | MELBIS_AGENT_STORE.CmdAdd | 3 |\n\n"
+        "Secrets to give again at apply: `shop_secret`.\n\n"
+        "<details><summary>What it was planned from (sha256)</summary>\n\n"
+        f"- the pool file pool.yaml: `{digests['pool']}`\n"
+        f"- the steps (with their pool_source and params_source files): `{digests['steps']}`\n"
+        f"- the options: `{digests['options']}`\n"
+        f"- data/goods.csv: `{digests['data']}`\n"
+        f"- the variable code: `{digests['variable']}`\n"
+        f"- the store's declarations: `{digests['declarations']}`\n\n"
+        "</details>\n\n"
+        "Apply it once with `pooler apply plan.jsonl`.\n")
+    (folder / "pool.yaml").write_text(POOL + "# edited\n", encoding="utf-8")
+    stale = pooler("show", "plan.jsonl", "--markdown", env=env(store), cwd=folder)
+    assert re.search(r"\n> \*\*Stale:\*\* `pooler apply` refuses this plan: the pool file pool\.yaml changed "
+                     r"since the plan \(sha256 " + SHA + " when planned, " + SHA + r" now\)\.\n",
+                     stale.stdout)
+
+
+def test_the_options_of_the_plan_are_the_options_applied(store: Store, folder: Path) -> None:
+    assert plan(store, folder, "--mode", "parallel", "--max-concurrency", "2").returncode == 0
+    assert read_head(folder / "plan.jsonl")["options"] == {"mode": "parallel", "max_concurrency": 2}
+    applied = apply(store, folder, str(folder / "j.db"), "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert len(sent(store)) == 4
+
+
+def test_a_file_that_is_no_plan_is_refused_with_its_place(store: Store, folder: Path) -> None:
+    (folder / "plan.jsonl").write_text("pool: []\n", encoding="utf-8")
+    refused = apply(store, folder, str(folder / "j.db"))
+    assert refused.returncode == 2
+    assert refused.stderr == ("plan.jsonl:1:1: not a plan file (its first line is no JSON object) - a plan "
+                              "file is what 'pooler plan POOL -o FILE' writes.\n")
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_plan_whose_calls_were_edited_by_hand_is_refused(store: Store, folder: Path) -> None:
+    assert plan(store, folder).returncode == 0
+    path = folder / "plan.jsonl"
+    path.write_text(path.read_text(encoding="utf-8").replace('"A-1"', '"Z-9"'), encoding="utf-8")
+    refused = apply(store, folder, str(folder / "j.db"))
+    assert refused.returncode == 2
+    assert refused.stderr == ("pooler: plan.jsonl was edited since 'pooler plan' wrote it: its calls are not "
+                              "those its head counts - nothing was sent; plan again.\n")
+    assert sent(store) == []
+
+
+def test_a_pool_without_compare_has_no_conflicts_and_reads_nothing_again(folder: Path) -> None:
+    read: list[Any] = []
+
+    def reread(step: Any, calls: Any) -> list[str]:
+        read.append(calls)
+        return ["changed"] * len(calls)
+
+    pool = load_pool(folder / "pool.yaml")
+    calls = [{"step": 2, "call": 1, "key": "goods-A-1", "params": {}, "compare": "new"}]
+    assert conflicts(pool, iter(calls), reread) == []  # type: ignore[arg-type]
+    assert moved_rows(pool.steps[1], calls, reread) == []  # type: ignore[arg-type]
+    assert read == []
