@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Store, pooler
+from helpers import Store, environment, pooler
 from sharedkit import journal_of
 
 from pooler.pool.loader import load_pool
 from pooler.run.conflicts import conflicts, moved_rows
+from pooler.run.plandigests import plan_digests, stale
 from pooler.run.savedplan import read_calls, read_head
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgresql", id="postgresql")]
@@ -76,8 +79,8 @@ def test_plan_then_apply_sends_exactly_the_planned_calls_and_a_second_apply_refu
     head = read_head(folder / "plan.jsonl")
     calls = list(read_calls(folder / "plan.jsonl"))
     assert [(c["step"], c["call"], c.get("rows"), c["key"]) for c in calls] == [
-        (1, 1, None, "currency-EUR"), (2, 1, [1], "goods-A-1"), (2, 2, [2], "goods-B-2"),
-        (2, 3, [3], "goods-C-3")]
+        (1, 1, None, "currency-EUR"), (2, 1, [0], "goods-A-1"), (2, 2, [1], "goods-B-2"),
+        (2, 3, [2], "goods-C-3")]
     # Params as far as they are known before the run: the reference waits for its step's answer.
     assert calls[1]["params"] == {"sku": "A-1", "name": "Apple", "price": "1.50", "curr_id": "@cur.id"}
     first = apply(store, folder, journal, "--json")
@@ -281,3 +284,43 @@ def test_a_pool_without_compare_has_no_conflicts_and_reads_nothing_again(folder:
     assert conflicts(pool, iter(calls), reread) == []  # type: ignore[arg-type]
     assert moved_rows(pool.steps[1], calls, reread) == []  # type: ignore[arg-type]
     assert read == []
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_two_applies_of_one_plan_at_once_send_its_calls_once(store: Store, folder: Path, kind: str,
+                                                             request: pytest.FixtureRequest) -> None:
+    journal = journal_of(kind, request, folder)
+    assert plan(store, folder).returncode == 0
+    argv = [sys.executable, "-m", "pooler", "apply", "plan.jsonl", "--journal", journal, "--out", "out",
+            "--var", "shop_secret=open-sesame-0123456789"]
+    both = [subprocess.Popen(argv, cwd=folder, env=environment(env(store)), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    ended = sorted((proc.wait(timeout=120), proc.stderr.read() if proc.stderr else "") for proc in both)
+    for proc in both:
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert ended[0][0] == 0, ended
+    # The other found the plan applied, or (one host, one journal file) its pool's run lock held.
+    assert ended[1][0] in (2, 3), ended
+    if ended[1][0] == 2:
+        assert "as task " in ended[1][1]
+        assert ended[1][1].endswith("a plan applies once; nothing was sent.\n")
+    assert len(sent(store)) == 4
+
+
+def test_the_stores_declarations_make_a_plan_stale_only_for_the_units_it_calls(folder: Path) -> None:
+    pool = load_pool(folder / "pool.yaml")
+    tools = [{"unit": "MELBIS_AGENT_STORE", "commands": [{"name": "CmdAdd", "fields": []}]},
+             {"unit": "MELBIS_AGENT_TEST", "commands": [{"name": "CmdEcho", "fields": []}]}]
+    then = plan_digests(pool, {"code": "EUR"}, tools=tools)
+    other = [tools[0], {"unit": "MELBIS_AGENT_TEST", "commands": []}]
+    assert stale(then, plan_digests(pool, {"code": "EUR"}, tools=other)) == []
+    changed = [{"unit": "MELBIS_AGENT_STORE", "commands": []}, tools[1]]
+    told = stale(then, plan_digests(pool, {"code": "EUR"}, tools=changed))
+    assert len(told) == 1
+    assert re.fullmatch(r"the store's declarations changed since the plan \(sha256 " + SHA + " when planned, "
+                        + SHA + r" now\)", told[0])
+    # Not asked (pooler show reads no store): not told as changed.
+    assert stale(then, plan_digests(pool, {"code": "EUR"})) == []

@@ -45,7 +45,8 @@ class PlannedCall(TypedDict, total=False):
     step: int
     #: The call's number within its step, from 1.
     call: int
-    #: The data file's rows it sends, numbered from 1: one row, or the first and last of a chunk.
+    #: The data file's rows it sends, numbered as a run's lines and ``redrive --rows`` number them
+    #: (from 0): one row, or the first and last of a chunk.
     rows: list[int]
     key: str | None
     params: Any
@@ -109,7 +110,7 @@ def planned_calls(compiled: Plan, task: str, redactor: Redactor) -> Iterator[Pla
             rows = None if text is None else json.loads(text)
             call: PlannedCall = {"step": num, "call": idx + 1}
             if first is not None:
-                call["rows"] = [first + 1] if last is None else [first + 1, last + 1]
+                call["rows"] = [first] if last is None else [first, last]
             call["key"] = key if known else None
             call["params"] = redactor.value(_params(planner, step, values, rows, last is not None))
             found = compare_class(step, call)

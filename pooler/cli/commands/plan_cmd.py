@@ -36,6 +36,7 @@ from pooler.errors import InputError, StoreError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.opening import open_journal
+from pooler.plural import plural
 from pooler.run.conflicts import conflicts
 from pooler.run.executor import new_task_id
 from pooler.run.plandigests import plan_digests, stale
@@ -165,4 +166,6 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
         raise InputError(f"{path}: {len(found_conflicts)} planned rows moved in the store since the plan - "
                          "nothing was sent; --refresh sends them as they are now.")
     compiled = prepare(args, ctx, inputs=plan_inputs(head, args, ctx))
+    calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
+    ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task {head['task']}")
     return run_prepared(args, ctx, compiled, applies=str(path))
