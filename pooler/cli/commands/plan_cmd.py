@@ -167,5 +167,7 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
                          "nothing was sent; --refresh sends them as they are now.")
     compiled = prepare(args, ctx, inputs=plan_inputs(head, args, ctx))
     calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
-    ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task {head['task']}")
+    if not args.quiet:
+        ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
+                 f"{head['task']}")
     return run_prepared(args, ctx, compiled, applies=str(path))
