@@ -190,6 +190,7 @@ def test_show_prints_the_summary_and_a_stale_plan_still_shows_with_a_warning(sto
     assert fresh.stdout == (
         f"plan plan.jsonl of pool.yaml: 4 calls, planned {head['planned']} against {store.url} as task "
         f"{head['task']}; nothing is sent until it is applied\n"
+        "order: sequential: one call at a time, in step order; stops at the first failure\n"
         "steps:\n"
         "  1. cur MELBIS_AGENT_CURRENCY.CmdAdd: 1 call\n"
         "  2. goods MELBIS_AGENT_STORE.CmdAdd: 3 calls\n"
@@ -206,6 +207,8 @@ def test_show_prints_the_summary_and_a_stale_plan_still_shows_with_a_warning(sto
     assert as_json["file"] == "plan.jsonl"
     assert as_json["task"] == head["task"]
     assert as_json["calls"] == 4
+    assert as_json["plan"]["calls"] == 4
+    assert as_json["plan"]["variables"]["shop_secret"] == {"value": "***", "description": "", "secret": True}
     assert as_json["steps"] == [
         {"num": 1, "name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd", "calls": 1},
         {"num": 2, "name": "goods", "unit": "MELBIS_AGENT_STORE", "command": "CmdAdd", "calls": 3}]
@@ -324,3 +327,37 @@ def test_the_stores_declarations_make_a_plan_stale_only_for_the_units_it_calls(f
                         + SHA + r" now\)", told[0])
     # Not asked (pooler show reads no store): not told as changed.
     assert stale(then, plan_digests(pool, {"code": "EUR"})) == []
+
+
+def test_a_chunked_step_plans_a_call_a_chunk_with_its_rows_and_an_unknown_step_over_a_table(
+        store: Store, folder: Path) -> None:
+    (folder / "pool.yaml").write_text("""\
+pool:
+  - name: imp
+    unit: MELBIS_AGENT_IMPORT_GOODS
+    command: CmdAdd
+    key: import-${row.sku}
+    for_each: {file: data/goods.csv, chunk: 2, field: goods}
+    chunk_row: {ref: "${row.sku}", sku: "${row.sku}", name: "${row.name}", price: "${row.price}"}
+  - name: echo
+    unit: MELBIS_AGENT_TEST
+    command: CmdEcho
+    for_each: {step: imp, table: goods}
+    params: {id: "${row.id}"}
+""", encoding="utf-8")
+    planned = pooler("plan", "pool.yaml", "-o", "plan.jsonl", env=env(store), cwd=folder)
+    assert planned.returncode == 0, planned.stderr
+    calls = list(read_calls(folder / "plan.jsonl"))
+    assert [(c["step"], c["rows"]) for c in calls] == [(1, [0, 1]), (1, [2, 2])]
+    assert calls[0]["key"].startswith("import-A-1")
+    assert calls[0]["params"] == {"goods": [
+        {"ref": "A-1", "sku": "A-1", "name": "Apple", "price": "1.50"},
+        {"ref": "B-2", "sku": "B-2", "name": "Bread", "price": "2.10"}]}
+    head = read_head(folder / "plan.jsonl")
+    assert head["calls"] is None
+    assert [s["calls"] for s in head["steps"]] == [2, None]
+    assert "  2. echo MELBIS_AGENT_TEST.CmdEcho: ? calls\n" in planned.stdout
+    applied = pooler("apply", "plan.jsonl", "--journal", str(folder / "j.db"), "--out", "out", env=env(store),
+                     cwd=folder)
+    assert applied.returncode == 0, applied.stderr
+    assert [c for _, c, _ in sent(store)] == ["CmdAdd", "CmdAdd", "CmdEcho", "CmdEcho", "CmdEcho"]

@@ -26,6 +26,7 @@ from pooler.errors import InputError, JournalError, PoolerError
 from pooler.journal.work import TaskJournal
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
+from pooler.pool.plan_document import build_plan
 from pooler.redact import Redactor
 from pooler.run.config import values_of
 from pooler.run.plandigests import Digest
@@ -223,6 +224,8 @@ def make_head(compiled: Plan, *, task: str, pool: str, store: str | None, option
             "options": dict(options), "base": str(compiled.pool.data_folder()),
             "variables": {n: v for n, v in values.items() if n not in secret},
             "secrets": sorted(n for n in values if n in secret), "digests": digests,
+            # What ``run --dry-run --json`` tells of the same pool: one plan, however it is asked for.
+            "plan": redactor.value({k: v for k, v in build_plan(compiled).items() if k != "dry_run"}),
             # The compiled pool (pool_source and params_source read in), as a task keeps it.
             "document": redactor.value(compiled.pool.document)}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pooler.cli.commands.common import Context
+from pooler.cli.commands.dry_run import flow_lines, order_text, planned_rate
 from pooler.cli.commands.plan_common import digests_now
 from pooler.errors import PoolerError
 from pooler.exits import ExitStatus
@@ -41,6 +42,13 @@ def stale_warning(told: list[str]) -> str:
 
 def plan_lines(file: str, head: dict[str, Any]) -> list[str]:
     lines = [head_line(file, head)]
+    plan = head.get("plan")
+    if isinstance(plan, dict):
+        # As ``run --dry-run`` tells them: the same plan.
+        lines.append(f"order: {order_text(plan)}")
+        if plan.get("rate"):
+            lines.append("rate: " + "; ".join(planned_rate(r) for r in plan["rate"]))
+        lines.extend(flow_lines(plan))
     if head.get("sample") is not None:
         lines.append(f"sample: the first {plural(head['sample'], 'row')} of each data file")
     lines.append("steps:")
