@@ -361,3 +361,16 @@ pool:
                      cwd=folder)
     assert applied.returncode == 0, applied.stderr
     assert [c for _, c, _ in sent(store)] == ["CmdAdd", "CmdAdd", "CmdEcho", "CmdEcho", "CmdEcho"]
+
+
+def test_a_data_file_two_steps_read_is_digested_once_and_told_once(folder: Path) -> None:
+    text = POOL + "  - {unit: MELBIS_AGENT_TEST, command: CmdEcho, for_each: {file: data/goods.csv}}\n"
+    (folder / "pool.yaml").write_text(text, encoding="utf-8")
+    pool = load_pool(folder / "pool.yaml")
+    then = plan_digests(pool, {"code": "EUR"})
+    assert [d["name"] for d in then if d["what"] == "data"] == ["data/goods.csv"]
+    assert stale(then, plan_digests(pool, {"code": "EUR"})) == []
+    (folder / "data" / "goods.csv").write_text(GOODS + "D-4,Dates,4.00\n", encoding="utf-8")
+    told = stale(then, plan_digests(pool, {"code": "EUR"}))
+    assert len(told) == 1
+    assert told[0].startswith("data/goods.csv changed since the plan (sha256 ")

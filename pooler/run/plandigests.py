@@ -92,12 +92,17 @@ def plan_digests(pool: Pool, values: Mapping[str, Any] | None, secret_names: Ite
     options = {"options": dataclasses.asdict(pool.options),
                "rate": None if pool.rate is None else dataclasses.asdict(pool.rate)}
     found.append({"what": OPTIONS, "name": "the options", "sha256": text_digest(options)})
+    # A file two steps read is one thing the plan was made from.
+    seen: set[tuple[str, str]] = set()
     for step in pool.steps:
         data, _ = locate(pool, step, values, fields=False)
-        if data is not None:
+        if data is not None and (DATA, shown(pool, data.path)) not in seen:
+            seen.add((DATA, shown(pool, data.path)))
             found.append({"what": DATA, "name": shown(pool, data.path), "sha256": _file_digest(data.path)})
     for name, file in _param_files(pool):
-        found.append({"what": FILE, "name": name, "sha256": _file_digest(file)})
+        if (FILE, name) not in seen:
+            seen.add((FILE, name))
+            found.append({"what": FILE, "name": name, "sha256": _file_digest(file)})
     secret = set(secret_names) | {n for n, v in pool.variables.items() if v.secret}
     for name, value in sorted((values or {}).items()):
         if name not in secret:
