@@ -374,3 +374,16 @@ def test_a_data_file_two_steps_read_is_digested_once_and_told_once(folder: Path)
     told = stale(then, plan_digests(pool, {"code": "EUR"}))
     assert len(told) == 1
     assert told[0].startswith("data/goods.csv changed since the plan (sha256 ")
+
+
+def test_a_plan_whose_head_lacks_what_every_plan_holds_is_refused(store: Store, folder: Path) -> None:
+    (folder / "plan.jsonl").write_text('{"pooler_plan": 1, "task": "t"}\n', encoding="utf-8")
+    refused = pooler("show", "plan.jsonl", env=env(store), cwd=folder)
+    assert refused.returncode == 2
+    assert refused.stderr == ("plan.jsonl:1:1: not a whole plan (its first line lacks pool, planned, "
+                              "digests, calls_sha256, steps) - a plan file is what 'pooler plan POOL -o "
+                              "FILE' writes.\n")
+    markdown = pooler("show", "20261206-055309-67cdef", "--markdown", env=env(store), cwd=folder)
+    assert markdown.returncode == 2
+    assert markdown.stderr == ("pooler: --markdown shows a plan file ('pooler show FILE --markdown'), not a "
+                               "task.\n")

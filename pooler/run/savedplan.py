@@ -36,6 +36,9 @@ from pooler.version import __version__
 #: The first line's mark, and the version of the format.
 MARK = "pooler_plan"
 FORMAT = 1
+#: What every plan's head holds, and of which kind.
+HEAD: dict[str, type] = {"task": str, "pool": str, "planned": str, "digests": list, "calls_sha256": str,
+                         "steps": list}
 #: The compare classes a call may carry, in the order counts are told.
 CLASSES = ("new", "changed", "unchanged")
 
@@ -189,6 +192,9 @@ def read_head(path: Path) -> dict[str, Any]:
         raise _not_a_plan(path, f"not a plan file (its first line has no \"{MARK}\")")
     if head[MARK] != FORMAT:
         raise _not_a_plan(path, f"a plan of format {head[MARK]!r}, and this pooler reads format {FORMAT}")
+    lacks = [name for name, kind in HEAD.items() if not isinstance(head.get(name), kind)]
+    if lacks:
+        raise _not_a_plan(path, f"not a whole plan (its first line lacks {', '.join(lacks)})")
     return head
 
 
