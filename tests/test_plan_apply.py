@@ -14,10 +14,12 @@ import pytest
 from helpers import Store, environment, pooler
 from sharedkit import journal_of
 
+from pooler.pool.compiler import compile_pool
 from pooler.pool.loader import load_pool
+from pooler.redact import Redactor
 from pooler.run.conflicts import conflicts, moved_rows
 from pooler.run.plandigests import plan_digests, stale
-from pooler.run.savedplan import read_calls, read_head
+from pooler.run.savedplan import make_head, read_calls, read_head, write_plan
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgresql", id="postgresql")]
 GOODS = "sku,name,price\nA-1,Apple,1.50\nB-2,Bread,2.10\nC-3,Cheese,9.90\n"
@@ -387,3 +389,28 @@ def test_a_plan_whose_head_lacks_what_every_plan_holds_is_refused(store: Store, 
     assert markdown.returncode == 2
     assert markdown.stderr == ("pooler: --markdown shows a plan file ('pooler show FILE --markdown'), not a "
                                "task.\n")
+
+
+def test_each_call_carries_its_compare_class_and_show_counts_them_per_step(folder: Path) -> None:
+    # The classes come from the compare reader; here a stand-in gives each row's class by its sku.
+    classes = {"A-1": "new", "B-2": "changed", "C-3": "unchanged"}
+
+    def classify(step: Any, call: Any) -> str | None:
+        return classes[call["params"]["sku"]] if step.num == 2 else None
+
+    pool = load_pool(folder / "pool.yaml")
+    compiled = compile_pool(pool, values={"code": "EUR", "shop_secret": "open-sesame-0123456789"})
+    digests = plan_digests(pool, compiled.variables.values if compiled.variables else {})
+    head = make_head(compiled, task="t-1", pool="pool.yaml", store=None, options={}, digests=digests,
+                     redactor=Redactor())
+    write_plan(folder / "plan.jsonl", head, compiled, Redactor(), classify)
+    calls = list(read_calls(folder / "plan.jsonl"))
+    assert [c.get("compare") for c in calls] == [None, "new", "changed", "unchanged"]
+    assert read_head(folder / "plan.jsonl")["steps"][1]["compare"] == {"new": 1, "changed": 1, "unchanged": 1}
+    shown = pooler("show", "plan.jsonl", cwd=folder)
+    assert "  2. goods MELBIS_AGENT_STORE.CmdAdd: 3 calls (1 new, 1 changed, 1 unchanged)\n" in shown.stdout
+    markdown = pooler("show", "plan.jsonl", "--markdown", cwd=folder).stdout
+    assert ("| # | step | unit.command | calls | new | changed | unchanged |\n"
+            "|---:|---|---|---:|---:|---:|---:|\n"
+            "| 1 | cur | MELBIS_AGENT_CURRENCY.CmdAdd | 1 |  |  |  |\n"
+            "| 2 | goods | MELBIS_AGENT_STORE.CmdAdd | 3 | 1 | 1 | 1 |\n") in markdown

@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
@@ -74,10 +74,9 @@ def now_text() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def compare_class(step: Step, call: PlannedCall) -> str | None:
-    """The compare class of a planned call: none for a step without ``compare:``.  The seam the
-    compare reader fills: until a step can carry ``compare:``, no call has a class."""
-    return None
+#: The seam a compare reader fills: the class of a planned call of a step with ``compare:`` (new,
+#: changed, unchanged), None for a call of a step without.  A plan made with none has no classes.
+Classify = Callable[[Step, PlannedCall], "str | None"]
 
 
 def _params(planner: Planner, step: Step, values: Mapping[str, Any], data: Any, chunked: bool) -> Any:
@@ -96,8 +95,10 @@ def _params(planner: Planner, step: Step, values: Mapping[str, Any], data: Any, 
     return params
 
 
-def planned_calls(compiled: Plan, task: str, redactor: Redactor) -> Iterator[PlannedCall]:
-    """Every call of the plan, in order, as ``run`` would plan them into its journal."""
+def planned_calls(compiled: Plan, task: str, redactor: Redactor, classify: Classify | None = None
+                  ) -> Iterator[PlannedCall]:
+    """Every call of the plan, in order, as ``run`` would plan them into its journal, each with its
+    compare class where ``classify`` gives one."""
     values = values_of(compiled.variables)
     planner = Planner(compiled.pool, task, values, compiled.sample, redactor=redactor, beyond=False)
     for step in compiled.pool.steps:
@@ -117,7 +118,7 @@ def planned_calls(compiled: Plan, task: str, redactor: Redactor) -> Iterator[Pla
                 call["rows"] = [first] if last is None else [first, last]
             call["key"] = key if known else None
             call["params"] = redactor.value(_params(planner, step, values, rows, last is not None))
-            found = compare_class(step, call)
+            found = classify(step, call) if classify is not None else None
             if found is not None:
                 call["compare"] = found
             yield call
@@ -129,9 +130,11 @@ def step_summaries(compiled: Plan) -> list[StepSummary]:
             for s in compiled.pool.steps]
 
 
-def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redactor) -> dict[str, Any]:
+def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redactor,
+               classify: Classify | None = None) -> dict[str, Any]:
     """Write the plan to ``path`` (owner-only, whole or not at all) and give back its head.  The
-    calls are counted as they are written, to a file beside it, and the head goes in front."""
+    calls are counted as they are written (each compare class too), to a file beside it, and the
+    head goes in front."""
     steps = {s["num"]: s for s in step_summaries(compiled)}
     sha = hashlib.sha256()
     total = 0
@@ -139,7 +142,7 @@ def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redac
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with _owner_only(body).open("w", encoding="utf-8") as calls:
-            for call in planned_calls(compiled, head["task"], redactor):
+            for call in planned_calls(compiled, head["task"], redactor, classify):
                 line = strictjson.dumps(call, ensure_ascii=False) + "\n"
                 sha.update(line.encode())
                 calls.write(line)
