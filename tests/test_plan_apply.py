@@ -414,3 +414,13 @@ def test_each_call_carries_its_compare_class_and_show_counts_them_per_step(folde
             "|---:|---|---|---:|---:|---:|---:|\n"
             "| 1 | cur | MELBIS_AGENT_CURRENCY.CmdAdd | 1 |  |  |  |\n"
             "| 2 | goods | MELBIS_AGENT_STORE.CmdAdd | 3 | 1 | 1 | 1 |\n") in markdown
+
+
+def test_a_sampled_plan_applies_its_sample_alone(store: Store, folder: Path) -> None:
+    assert plan(store, folder, "--sample", "2").returncode == 0
+    head = read_head(folder / "plan.jsonl")
+    assert head["sample"] == 2
+    assert [(s["num"], s["calls"]) for s in head["steps"]] == [(1, 1), (2, 2)]
+    applied = apply(store, folder, str(folder / "j.db"), "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert [p.get("sku") for _, _, p in sent(store)] == [None, "A-1", "B-2"]
