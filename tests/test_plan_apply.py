@@ -14,12 +14,13 @@ import pytest
 from helpers import Store, environment, pooler
 from sharedkit import journal_of
 
+from pooler.mcp.asking import counts
 from pooler.pool.compiler import compile_pool
-from pooler.pool.loader import load_pool
+from pooler.pool.loader import load_pool, load_pool_value
 from pooler.redact import Redactor
 from pooler.run.conflicts import conflicts, moved_rows
 from pooler.run.plandigests import plan_digests, stale
-from pooler.run.savedplan import make_head, read_calls, read_head, write_plan
+from pooler.run.savedplan import classes_text, compare_totals, make_head, read_calls, read_head, write_plan
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"), pytest.param("postgresql", id="postgresql")]
 GOODS = "sku,name,price\nA-1,Apple,1.50\nB-2,Bread,2.10\nC-3,Cheese,9.90\n"
@@ -424,3 +425,19 @@ def test_a_sampled_plan_applies_its_sample_alone(store: Store, folder: Path) -> 
     applied = apply(store, folder, str(folder / "j.db"), "--json")
     assert applied.returncode == 0, applied.stderr
     assert [p.get("sku") for _, _, p in sent(store)] == [None, "A-1", "B-2"]
+
+
+def test_an_agent_confirms_a_long_plan_by_its_compare_classes_too(tmp_path: Path) -> None:
+    pool = load_pool_value({"pool": [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}] * 60},
+                           file="tool_pool", base=tmp_path)
+    steps = [{"num": 1, "compare": {"new": 12, "changed": 40, "unchanged": 99948}},
+             {"num": 2, "compare": {"new": 0, "changed": 1, "unchanged": 0}}, {"num": 3}]
+    totals = compare_totals(steps)
+    assert totals == {"new": 12, "changed": 41, "unchanged": 99948}
+    assert compare_totals([{"num": 1}]) is None
+    asked = counts(compile_pool(pool, values={}), "plan-1", classes_text(totals))
+    assert asked.message == ("60 calls (12 new, 41 changed, 99,948 unchanged): 60 MELBIS_AGENT_TEST.CmdEcho "
+                             "- the plan plan-1, to be sent to the store. confirm true sends them; false (or "
+                             "decline) ends the task with nothing sent, the plan still planned.")
+    assert counts(compile_pool(pool, values={}), "plan-1").message.startswith(
+        "60 calls: 60 MELBIS_AGENT_TEST.CmdEcho - ")

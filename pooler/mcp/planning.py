@@ -30,7 +30,7 @@ from pooler.mcp.outcome import Outcome, answered, problem_text, with_notes
 from pooler.mcp.plans import PlanRow, when
 from pooler.pool.plan_document import build_plan
 from pooler.run.plandigests import Digest, plan_digests, stale
-from pooler.run.savedplan import make_head, write_plan
+from pooler.run.savedplan import classes_text, compare_totals, make_head, read_head, write_plan
 from pooler.run.storeid import store_identity
 from pooler.statuses import PlanState
 
@@ -73,6 +73,15 @@ def plan_file(runs: PoolRuns, plan_id: str) -> Path:
     return runs.journal_path.parent / "plans" / f"{plan_id}.jsonl"
 
 
+def plan_classes(runs: PoolRuns, plan_id: str) -> str:
+    """The plan's calls by compare class, as its file counts them (``12 new, 40 changed, 8
+    unchanged``); empty when no step has ``compare:`` (or the file is gone)."""
+    path = plan_file(runs, plan_id)
+    if not path.is_file():
+        return ""
+    return classes_text(compare_totals(read_head(path)["steps"]))
+
+
 def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -> Outcome:
     """The plan of the pool with a plan_id, or every problem the check found; nothing is sent."""
     named = optional(arguments, "task", str, "tool_pool")
@@ -109,7 +118,10 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
         "calls": len(steps), "mode": opts.mode,
         "max_concurrency": opts.max_concurrency if opts.mode == "parallel" else 1,
         "serialize_on": opts.serialize_on, "stop_on_error": opts.stop_on_error, "steps": steps,
-        "plan_file": str(path), "digests": digests, "problems": [],
+        "plan_file": str(path), "digests": digests,
+        # With compare: the calls by class, for one confirmation ("12 new, 40 changed, ...").
+        **({"compare": totals} if (totals := compare_totals(head["steps"])) else {}),
+        "problems": [],
         "message": f"Nothing was sent. Commit with tool_pool {{\"plan_id\": \"{row.id}\"}} before "
                    f"{when(row.expires)}: it makes these calls once, however often the commit is sent.",
     }, compiled), is_error=False)

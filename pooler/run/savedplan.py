@@ -69,6 +69,19 @@ class StepSummary(TypedDict, total=False):
     compare: dict[str, int]
 
 
+def compare_totals(steps: list[Any]) -> dict[str, int] | None:
+    """The calls of every step with ``compare:`` by class; None when no step has one."""
+    found = [s["compare"] for s in steps if isinstance(s, dict) and isinstance(s.get("compare"), dict)]
+    if not found:
+        return None
+    return {c: sum(int(f.get(c, 0)) for f in found) for c in CLASSES}
+
+
+def classes_text(counts: dict[str, int] | None) -> str:
+    """``12 new, 40 changed, 99,948 unchanged``; empty without counts."""
+    return ", ".join(f"{counts.get(c, 0):,} {c}" for c in CLASSES) if counts else ""
+
+
 def now_text() -> str:
     """This moment as plans and their messages tell it: UTC, ISO 8601, to the second."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -15,19 +15,11 @@ from pooler.errors import PoolerError
 from pooler.exits import ExitStatus
 from pooler.plural import plural
 from pooler.run.plandigests import label, stale
-from pooler.run.savedplan import CLASSES, read_head
+from pooler.run.savedplan import CLASSES, classes_text, read_head
 
 
 def _calls(count: int | None) -> str:
     return "? calls" if count is None else plural(count, "call")
-
-
-def classes_text(entry: dict[str, Any]) -> str:
-    """``12 new, 40 changed, 99,948 unchanged``; empty for a step without ``compare:``."""
-    counts = entry.get("compare")
-    if not isinstance(counts, dict):
-        return ""
-    return ", ".join(f"{counts.get(c, 0):,} {c}" for c in CLASSES)
 
 
 def head_line(file: str, head: dict[str, Any]) -> str:
@@ -55,7 +47,7 @@ def plan_lines(file: str, head: dict[str, Any]) -> list[str]:
     for entry in head.get("steps") or []:
         text = (f"  {entry['num']}. {entry.get('name') or '-'} {entry['unit']}.{entry['command']}: "
                 f"{_calls(entry.get('calls'))}")
-        classes = classes_text(entry)
+        classes = classes_text(entry.get("compare") if isinstance(entry.get("compare"), dict) else None)
         lines.append(text + (f" ({classes})" if classes else ""))
     if head.get("secrets"):
         lines.append(f"secrets to give again at apply: {', '.join(head['secrets'])}")
