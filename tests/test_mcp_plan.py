@@ -235,6 +235,9 @@ def test_the_servers_plan_is_the_plan_pooler_plan_writes_with_the_same_digests(s
         async with connect(store, out) as session:
             planned = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": pool}))
             shown = pooler("show", planned["plan_file"], "--json")
+            # The server's plan is committed by the server, whose journal keeps it once.
+            elsewhere = pooler("apply", planned["plan_file"], "--store", store.url,
+                               env={"POOLER_TOKEN": store.token})
             (out / "rows.jsonl").write_text('{"n": 2}\n', encoding="utf-8")
             stale = pooler("show", planned["plan_file"])
             changed = text_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
@@ -252,6 +255,10 @@ def test_the_servers_plan_is_the_plan_pooler_plan_writes_with_the_same_digests(s
         assert [c["params"] for c in read_calls(path)] == [{"rows": {"file": "rows.jsonl"}}]
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["stale"] == []
+        assert elsewhere.returncode == 2
+        assert elsewhere.stderr == (
+            f"pooler: {path} is the plan {planned['plan_id']} of a pooler mcp server, of a pool that is no "
+            f"file: commit it with tool_pool {{\"plan_id\": \"{planned['plan_id']}\"}} - nothing was sent.\n")
         assert stale.returncode == 0
         assert re.search(r"pooler: WARNING: the plan is stale, and 'pooler apply' refuses it: rows\.jsonl "
                          r"changed since the plan \(sha256 [0-9a-f]{12}… when planned, [0-9a-f]{12}… now\)",

@@ -39,7 +39,7 @@ from pooler.journal.opening import open_journal
 from pooler.plural import plural
 from pooler.run.conflicts import conflicts
 from pooler.run.executor import new_task_id
-from pooler.run.plandigests import plan_digests, stale
+from pooler.run.plandigests import POOL, plan_digests, stale
 from pooler.run.savedplan import applied_already, calls_digest, make_head, read_calls, read_head, write_plan
 from pooler.run.storeid import store_identity
 
@@ -143,6 +143,10 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
     if calls_digest(path) != head.get("calls_sha256"):
         raise InputError(f"{path} was edited since 'pooler plan' wrote it: its calls are not those its head "
                          "counts - nothing was sent; plan again.")
+    if "plan_id" in head and not any(d.get("what") == POOL for d in head["digests"]):
+        plan_id = head["plan_id"]
+        raise InputError(f"{path} is the plan {plan_id} of a pooler mcp server, of a pool that is no file: "
+                         f"commit it with tool_pool {{\"plan_id\": \"{plan_id}\"}} - nothing was sent.")
     plan_args(head, args)
     # The run below tells the token's warnings: these looks at the store keep quiet.
     muted = quiet(ctx)
@@ -161,7 +165,10 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
         raise InputError(f"{path} is stale: {'; '.join(told)} - nothing was sent; plan again and review the "
                          "new plan.")
     assert pool is not None
-    found_conflicts = conflicts(pool, read_calls(path), None)
+    # The rows of a step with compare: that moved in the store since the plan.  No compare reader
+    # is given yet, so none is found; until one is, a conflict refuses the whole apply (nothing
+    # sent) rather than send a row whose class changed.
+    found_conflicts = conflicts(pool, read_calls(path), reread=None)
     if found_conflicts and not args.refresh:
         raise InputError(f"{path}: {len(found_conflicts)} planned rows moved in the store since the plan - "
                          "nothing was sent; --refresh sends them as they are now.")
