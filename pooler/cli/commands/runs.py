@@ -150,6 +150,9 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
     if Path(args.task).is_file():
         from pooler.cli.commands.plan_show import show_plan  # noqa: PLC0415 - only a plan file needs it
 
+        if args.html:
+            raise UsageError("--html writes a task's report ('pooler show TASK --html FILE'); a plan file is "
+                             "shown as text, --json or --markdown.")
         return show_plan(args, ctx, Path(args.task))
     if args.markdown:
         raise UsageError("--markdown shows a plan file ('pooler show FILE --markdown'), not a task.")
