@@ -35,6 +35,7 @@ from pooler.mcp import doubts, pool_run
 from pooler.mcp.asking import ACCEPT, DECISIONS, DECLINE, Counts, asking, confirmed, counts, declined, unsent
 from pooler.mcp.lookup import task_answer
 from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.planning import plan_classes
 from pooler.mcp.session import pool_task_id
 from pooler.run.config import StopSignal
 from pooler.run.taskanswer import DEAD, WorkTasks
@@ -216,9 +217,10 @@ class TaskCalls:
             if row is None or row.state != PlanState.PLANNED:
                 return None
             plan, _ = self.pools.load(row.arguments, row.task)
+            classes = plan_classes(self.pools, plan_id)
         except PoolerError:
             return None
-        return counts(plan, plan_id) if len(plan.pool.steps) > LONG_CALLS else None
+        return counts(plan, plan_id, classes) if len(plan.pool.steps) > LONG_CALLS else None
 
     def running_here(self, task_id: str) -> bool:
         thread = self._threads.get(task_id)

@@ -54,6 +54,9 @@ class RunConfig:
     #: A redrive of the task (``pooler redrive``): the run it begins sends only what this says,
     #: from the plan the journal holds (the data files are not looked at).
     redrive: Redrive | None = None
+    #: The saved plan this run applies (``pooler apply``): its task must be new, so that a plan
+    #: applies once, whichever process applies it.
+    applies: str | None = None
 
 
 class StopSignal(threading.Event):

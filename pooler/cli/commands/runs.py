@@ -55,14 +55,19 @@ def register(sub: Any) -> None:
     show = sub.add_parser(
         "show",
         help=help_of("show"),
-        description="Show the answer the journal recorded when the task last finished.",
+        description="Show the answer the journal recorded when the task last finished; or, given a plan "
+                    "file ('pooler plan -o FILE'), its summary: per step its calls (new, changed, unchanged "
+                    "with compare:), with a warning when it is stale.",
     )
-    show.add_argument("task", metavar="TASK", help="the task id, as 'pooler runs' lists it")
+    show.add_argument("task", metavar="TASK|FILE",
+                      help="the task id, as 'pooler runs' lists it, or a plan file")
     add_journal(show)
     show.add_argument("--html", metavar="FILE",
                       help="write the task's report to FILE instead: one self-contained HTML page (a "
                            "timeline of the calls, per-step times, failures, calls in doubt, tables)")
-    add_json(show, "the recorded answer")
+    add_json(show, "the recorded answer (a plan file: its head, with what is stale)")
+    show.add_argument("--markdown", action="store_true",
+                      help="a plan file's summary as Markdown, fit for a pull request's comment")
     add_traceback(show)
     show.set_defaults(handler=handle_show)
 
@@ -142,6 +147,15 @@ def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
+    if Path(args.task).is_file():
+        from pooler.cli.commands.plan_show import show_plan  # noqa: PLC0415 - only a plan file needs it
+
+        if args.html:
+            raise UsageError("--html writes a task's report ('pooler show TASK --html FILE'); a plan file is "
+                             "shown as text, --json or --markdown.")
+        return show_plan(args, ctx, Path(args.task))
+    if args.markdown:
+        raise UsageError("--markdown shows a plan file ('pooler show FILE --markdown'), not a task.")
     journal = open_journal(args, ctx)
     try:
         row = journal.task(args.task)
