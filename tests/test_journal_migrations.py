@@ -33,6 +33,8 @@ COLUMNS = {
     "flows": ["id", "task", "run", "runner", "doc"],
     "plans": ["id", "task", "created", "expires", "digest", "arguments", "state", "committed", "host", "pid",
               "answer"],
+    "store_buckets": ["store", "tat", "slots"],
+    "store_shares": ["store", "task", "tat", "last", "hungry"],
 }
 
 
@@ -49,8 +51,9 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
-                                            "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql"]
-    assert SCHEMA_VERSION == 9
+                                            "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql",
+                                            "0010_store_rate_buckets.sql"]
+    assert SCHEMA_VERSION == 10
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:
