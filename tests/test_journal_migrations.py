@@ -108,12 +108,12 @@ def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path:
     path = tmp_path / "j.sqlite"
     Journal(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 10")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.close()
     before = path.read_bytes()
     listed = pooler("runs", "--journal", str(path))
     assert listed.returncode == 2
-    assert listed.stderr == (f"pooler: the journal {path} has schema version 10, newer than this "
-                             f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that wrote it, "
-                             "or give another file with --journal.\n")
+    assert listed.stderr == (f"pooler: the journal {path} has schema version {SCHEMA_VERSION + 1}, newer "
+                             f"than this pooler's {SCHEMA_VERSION} - run a pooler as new as the one that "
+                             "wrote it, or give another file with --journal.\n")
     assert path.read_bytes() == before

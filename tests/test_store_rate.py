@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Store, pooler, start_store
+from helpers import Store, environment, pooler, start_store
 from sharedkit import finish, journal_of, start_runner, token_file
 from test_rate_limits import busiest_second, echo_pool, times
 
@@ -89,16 +89,16 @@ def test_a_task_alone_takes_the_whole_store_rate_and_its_own_rate_holds_inside_i
     # The task's own 5 a second, inside the store's 50: and all of the store's calls are its own.
     assert busiest_second(times(store)) <= 6
     assert re.search(r"  store rate 50/s, share 100 %  ", pooler("runs", "--journal", journal).stdout)
-    quick = echo_pool(tmp_path / "quick", 60, "")
+    quick = echo_pool(tmp_path / "quick", 80, "")
     fast = pooler("run", str(quick), "--store", store.url, "--token-file", str(token), "--journal", journal,
-                  "--task", "quick", "--out", str(tmp_path / "out2"), "--store-rate", "10")
+                  "--task", "quick", "--out", str(tmp_path / "out2"), "--store-rate", "20")
     assert fast.returncode == 0, fast.stderr
     found = times(store)[30:]
-    assert len(found) == 60
-    # The other task ended long ago: its share is free, and this one has the store's 10 a second
-    # (half of them would be 5), and no more (a quarter over where a worker sent a call late).
-    assert busiest_second(found) <= 12.5
-    assert (len(found) - 1) / (found[-1] - found[0]) > 7.5
+    assert len(found) == 80
+    # The other task ended long ago: its share is free, and this one has the store's 20 a second
+    # (half of them would be 10), and no more.
+    assert busiest_second(found) <= 25
+    assert (len(found) - 1) / (found[-1] - found[0]) > 15
 
 
 BAD_RATES = [
@@ -160,3 +160,41 @@ def test_a_task_with_two_runners_gets_no_more_of_the_stores_rate_than_a_task_wit
     # the shares are the tasks', whatever runners each has.
     both = overlap(a, b)
     assert min(both) >= 0.4 * sum(both), both
+
+
+@pytest.mark.process
+def test_an_agent_and_a_cron_pool_calling_one_store_share_its_rate(tmp_path: Path, request: Any) -> None:
+    import anyio  # noqa: PLC0415
+    from mcpkit import answer_of, connect  # noqa: PLC0415
+
+    store = start_store(tmp_path)
+    request.addfinalizer(store.stop)
+    out = tmp_path / "agent"
+    out.mkdir()
+    pool_of(out, "agent", 160)
+    answers: list[dict[str, Any]] = []
+
+    async def agent() -> Any:
+        # The server keeps its journal in its folder, and meets the cron run in the host's bucket.
+        async with connect(store, out, "--store-rate", "20", env=environment()) as session:
+            answers.append(answer_of(await session.call_tool("pool_run", {"file": "agent/pool.yaml"})))
+
+    async def both() -> Any:
+        async with anyio.create_task_group() as group:
+            group.start_soon(agent)
+            # The cron run starts once the agent calls the store.
+            while not await anyio.to_thread.run_sync(lambda: times(store, who="agent")):
+                await anyio.sleep(0.05)
+            return start_runner(pool_of(tmp_path, "cron", 80), store, str(tmp_path / "cron.sqlite"), "night",
+                                tmp_path / "out-cron", "--store-rate", "20")
+
+    cron = anyio.run(both)
+    code, _, err = finish(cron)
+    assert (answers[0]["status"], code) == ("completed", 0), err
+    a, b = times(store, who="agent"), times(store, who="cron")
+    assert (len(a), len(b)) == (160, 80)
+    assert busiest_second(sorted(a + b)) <= 25
+    both = overlap(a, b)
+    assert min(both) >= 0.4 * sum(both), both
+    listed = pooler("runs", "--journal", str(out / ".pooler" / "journal.sqlite")).stdout
+    assert re.search(r"  store rate 20/s, share \d+ %  ", listed), listed
