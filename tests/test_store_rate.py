@@ -198,3 +198,22 @@ def test_an_agent_and_a_cron_pool_calling_one_store_share_its_rate(tmp_path: Pat
     assert min(both) >= 0.4 * sum(both), both
     listed = pooler("runs", "--journal", str(out / ".pooler" / "journal.sqlite")).stdout
     assert re.search(r"  store rate 20/s, share \d+ %  ", listed), listed
+
+
+def test_a_dry_run_tells_the_stores_rate_and_store_rate_on_the_command_line_overrides_it(
+        tmp_path: Path, store: Store) -> None:
+    config = shop_config(tmp_path / "config", store, "{per_second: 20, burst: 5}")
+    pool = echo_pool(tmp_path / "p", 3, "")
+    dry = pooler("run", str(pool), "--store", "shop", "--config", str(config), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[2] == (
+        "store rate: the store starts at most 20 calls a second, 5 at once, for every task that calls it "
+        "together, each with a fair share")
+    faster = pooler("run", str(pool), "--store", "shop", "--config", str(config), "--dry-run",
+                    "--store-rate", "30")
+    assert faster.stderr == (f"pooler: --store-rate 30 overrides rate.per_second: 20 of the store 'shop' in "
+                             f"{config}\n")
+    assert "store rate: the store starts at most 30 calls a second, 5 at once," in faster.stdout
+    plain = pooler("run", str(pool), "--store", store.url, "--dry-run")
+    assert "store rate" not in plain.stdout
+    assert store.ops() == []
