@@ -217,3 +217,24 @@ def test_a_dry_run_tells_the_stores_rate_and_store_rate_on_the_command_line_over
     plain = pooler("run", str(pool), "--store", store.url, "--dry-run")
     assert "store rate" not in plain.stdout
     assert store.ops() == []
+
+
+@pytest.mark.process
+def test_a_task_that_stops_calling_frees_its_share_for_the_others(tmp_path: Path, request: Any) -> None:
+    store = start_store(tmp_path)
+    request.addfinalizer(store.stop)
+    config = shop_config(tmp_path / "config", store, "{per_second: 20}")
+    shop = ("--store", "shop", "--config", str(config))
+    short = start_runner(pool_of(tmp_path, "short", 30), store, str(tmp_path / "short.sqlite"), "short",
+                         tmp_path / "out-short", *shop)
+    long = start_runner(pool_of(tmp_path, "long", 150), store, str(tmp_path / "long.sqlite"), "long",
+                        tmp_path / "out-long", *shop)
+    ends = [finish(short), finish(long)]
+    assert [code for code, _, _ in ends] == [0, 0], [err for _, _, err in ends]
+    done, alone = times(store, who="short"), times(store, who="long")
+    # Once the short task has not called for two seconds, the long one has the whole rate: more
+    # than the half it had while they shared.
+    later = [t for t in alone if t > done[-1] + 2.0]
+    assert len(later) > 20, (len(later), len(alone))
+    assert (len(later) - 1) / (later[-1] - later[0]) > 15
+    assert busiest_second(sorted(done + alone)) <= 25

@@ -58,7 +58,8 @@ class _FlowRecord(TypedDict):
 class StoreFlow(TypedDict):
     """What a runner took of its store's bucket (a store's ``rate:``, run/storerate.py): the
     store's limit, its slots, the store's numbers of its first and last slot (every task's slots
-    are numbered in one count), and the most tasks that called the store at once."""
+    are numbered in one count), and the most tasks that shared the store at once (those that wanted
+    more of it than they got, its own included)."""
 
     per_second: float
     burst: int

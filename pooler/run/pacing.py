@@ -36,11 +36,11 @@ PAUSE_READ = 0.1
 class Pacer:
     """The waits of one runner's calls."""
 
-    def __init__(self, work: WorkStore, paces: dict[int, Pace], stop: threading.Event, flow: Flow,
-                 store: StorePace | None = None) -> None:
+    def __init__(self, work: WorkStore, paces: dict[int, Pace], stop: threading.Event, flow: Flow) -> None:
         self.work = work
         self.paces = paces
-        self.store = store
+        #: The runner's slots in its store's rate, when the store has one (``run_task`` sets it).
+        self.store: StorePace | None = None
         self.stop = stop
         self.flow = flow
         self._read_at = float("-inf")

@@ -84,7 +84,7 @@ class StoreShare:
     per_second: float
     #: Its slots, of every slot the store's bucket gave from its first to its last (0 to 1).
     share: float
-    #: The most tasks that called the store at once.
+    #: The most tasks that wanted more of the store than they got at once, this one included.
     sharing: int
 
     def text(self) -> str:
