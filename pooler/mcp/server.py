@@ -46,6 +46,7 @@ from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd, Reporter
+from pooler.run.storerate import StoreRate
 from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
@@ -70,11 +71,13 @@ class PoolerTools:
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
                  journal: str | None = None, *, pinned: bool = False,
-                 plan_ttl: float = DEFAULT_TTL, watch: ToolWatch | None = None) -> None:
+                 plan_ttl: float = DEFAULT_TTL, watch: ToolWatch | None = None,
+                 store_rate: StoreRate | None = None) -> None:
         self.redactor = redactor
         self.watch = watch
         self.calls = StoreCalls(client, out)
-        self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
+        self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl,
+                              store_rate=store_rate)
         self.tasks = TaskCalls(self.pools, self.call)
         #: The operator named the task (``--task``): every session shares it.
         self.pinned = pinned

@@ -16,6 +16,7 @@ import anyio
 
 from pooler.cli.commands.common import Context, add_store_options, make_client, mask_journal
 from pooler.cli.commands.monitoring import add_monitoring_options, start_tracing
+from pooler.cli.commands.store_rate import add_store_rate, store_rate
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, UsageError
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "listens on loopback only.",
     )
     add_store_options(parser)
+    add_store_rate(parser)
     parser.add_argument("--out", metavar="DIR", default="out",
                         help="the store folder: tables, jobs and the journal go here, and relative paths "
                              "in calls are taken from here (default ./out)")
@@ -90,6 +92,7 @@ def main(argv: list[str]) -> int:
         listen, warning = (parse_listen(args.http, args.http_token_file, args.allow_origin) if args.http
                            else (None, None))
         client: ToolRunClient = make_client(args, ctx)
+        limit = store_rate(args, ctx, args.journal or os.environ.get(JOURNAL_ENV) or "")
         task = session_task()
         if args.task is not None:
             task = check_task(args.task, task)
@@ -113,7 +116,7 @@ def main(argv: list[str]) -> int:
         watch = ToolWatch(ctx.redactor, client.label, metrics_file=args.metrics_file, tracing=tracing,
                           warn=ctx.note)
     tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
-                        pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch)
+                        pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch, store_rate=limit)
     try:
         if listen is None:
             anyio.run(serve, tools, args.conformance_tools)

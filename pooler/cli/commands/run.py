@@ -40,6 +40,7 @@ from pooler.cli.commands.run_files import (
     write_run_files,
 )
 from pooler.cli.commands.run_runner import add_shared_options, check_shared_options, runner_stopped, told_gone
+from pooler.cli.commands.store_rate import add_store_rate, store_rate
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out, make_folders_in_out
 from pooler.cli.render import make_reporter
@@ -124,6 +125,7 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
     batch.add_argument("--rate", type=calls_a_second, metavar="N",
                        help="start at most N calls a second, for the task as a whole (in place of the "
                             "pool's rate; default: the pool's, else no limit)")
+    add_store_rate(batch)
     batch.add_argument("--stop-on-error", action=argparse.BooleanOptionalAction, default=None,
                        help="start no new calls after the first failure (default: on)")
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
@@ -252,7 +254,7 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                            probe=args.in_doubt is None,
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
                            replan=args.replan, again=run_again(args, ctx, client.shown_url, where),
-                           redrive=redrive, applies=applies)
+                           redrive=redrive, applies=applies, store_rate=store_rate(args, ctx, spec))
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],
