@@ -85,12 +85,14 @@ def token_file(store: Store, out: Path) -> Path:
 
 
 @asynccontextmanager
-async def connect(store: Store, out: Path, *extra: str) -> AsyncIterator[Any]:
-    """A pooler mcp process on stdio, initialized, speaking to ``store``."""
+async def connect(store: Store, out: Path, *extra: str,
+                  env: Mapping[str, str] | None = None) -> AsyncIterator[Any]:
+    """A pooler mcp process on stdio, initialized, speaking to ``store``; ``env``: its whole
+    environment (the SDK's default keeps only a few variables, HOME among them)."""
     from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: PLC0415
 
     params = StdioServerParameters(
-        command=sys.executable, cwd=ROOT,
+        command=sys.executable, cwd=ROOT, env=dict(env) if env is not None else None,
         args=[*SERVER, "--store", store.url, "--token-file", str(token_file(store, out)), "--out", str(out),
               *extra])
     with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:

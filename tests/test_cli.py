@@ -41,8 +41,8 @@ def test_exit_statuses_are_pinned() -> None:
 
 def test_every_command_is_listed_and_has_a_description() -> None:
     found = subcommands()
-    assert set(found) == {"run", "redrive", "check", "call", "tools", "runs", "show", "journal", "gather",
-                          "store", "mcp", "lsp"}
+    assert set(found) == {"run", "redrive", "plan", "apply", "check", "call", "tools", "runs", "show",
+                          "journal", "gather", "store", "mcp", "lsp"}
     for name, sub in found.items():
         assert sub.description, name
         assert len(sub.description) > 30, name

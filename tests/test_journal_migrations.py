@@ -33,6 +33,8 @@ COLUMNS = {
     "flows": ["id", "task", "run", "runner", "doc"],
     "plans": ["id", "task", "created", "expires", "digest", "arguments", "state", "committed", "host", "pid",
               "answer"],
+    "store_buckets": ["store", "tat", "slots"],
+    "store_shares": ["store", "task", "tat", "last", "hungry"],
     "compare_rows": ["scope", "num", "side", "idx", "match", "digest"],
 }
 
@@ -51,8 +53,8 @@ def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> No
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
                                             "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql",
-                                            "0010_compare_rows.sql"]
-    assert SCHEMA_VERSION == 10
+                                            "0010_store_rate_buckets.sql", "0011_compare_rows.sql"]
+    assert SCHEMA_VERSION == 11
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:
@@ -107,12 +109,12 @@ def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path:
     path = tmp_path / "j.sqlite"
     Journal(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 11")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.close()
     before = path.read_bytes()
     listed = pooler("runs", "--journal", str(path))
     assert listed.returncode == 2
-    assert listed.stderr == (f"pooler: the journal {path} has schema version 11, newer than this "
-                             f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that wrote it, "
-                             "or give another file with --journal.\n")
+    assert listed.stderr == (f"pooler: the journal {path} has schema version {SCHEMA_VERSION + 1}, newer "
+                             f"than this pooler's {SCHEMA_VERSION} - run a pooler as new as the one that "
+                             "wrote it, or give another file with --journal.\n")
     assert path.read_bytes() == before

@@ -28,10 +28,10 @@ pytestmark = pytest.mark.process
 
 INSTALL = ("npm install --prefix tests/.node --no-audit --no-fund node@22 "
            "@modelcontextprotocol/conformance@0.1.16")
-SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection"]
-#: The scenario that calls a tool of the suite's own (``test_tool_with_progress``, no arguments): pooler's
-#: progress is checked by its own tests instead (tests/test_mcp_http.py), not by a test-only tool.
+#: The scenario that calls a tool of the suite's own (``test_tool_with_progress``, no arguments), which
+#: the server offers only with --conformance-tools.
 OWN_TOOL = "tools-call-with-progress"
+SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection", OWN_TOOL]
 #: Headers of the server's answer the proxy does not pass on: its own framing, and what it adds itself.
 HOP_BY_HOP = {"server", "date", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
               "content-length"}
@@ -118,14 +118,14 @@ def out(tmp_path: Path) -> Path:
     return path
 
 
-def run_scenario(store: Store, out: Path, scenario: str) -> subprocess.CompletedProcess[str]:
+def run_scenario(store: Store, out: Path, scenario: str, *extra: str) -> subprocess.CompletedProcess[str]:
     suite = conformance()
 
     class To(Upstream):
         token = "conformance-token-0123456789"
 
     with token_proxy(To) as origin, \
-            http_server(store, out, "--allow-origin", origin, token=To.token) as server:
+            http_server(store, out, "--allow-origin", origin, *extra, token=To.token) as server:
         where = urlsplit(server.url)
         To.host, To.port = str(where.hostname), int(where.port or 0)
         return subprocess.run([*suite, "server", "--url", f"{origin}/mcp", "--scenario", scenario],
@@ -134,15 +134,16 @@ def run_scenario(store: Store, out: Path, scenario: str) -> subprocess.Completed
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_conformance_suite_passes_its_server_scenario(store: Store, out: Path, scenario: str) -> None:
-    ran = run_scenario(store, out, scenario)
+    # The suite's own tools are served beside pooler's, as a run of the suite would start the server.
+    ran = run_scenario(store, out, scenario, "--conformance-tools")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     # Every check of the scenario passed, none warned.
     assert re.search(r"Passed: (\d+)/\1, 0 failed, 0 warnings", ran.stdout), ran.stdout
 
 
-def test_the_progress_scenario_fails_only_for_want_of_the_suites_own_tool(store: Store, out: Path) -> None:
-    # The scenario calls test_tool_with_progress, a tool of the suite's own: a server of pooler's
-    # tools has none of that name, and the one check fails on it, not on pooler's progress.
+def test_without_the_option_the_suites_own_tool_is_not_offered(store: Store, out: Path) -> None:
+    # An agent is never offered a tool that exists for the suite alone: the one check fails on its
+    # name, not on pooler's progress.
     ran = run_scenario(store, out, OWN_TOOL)
     assert ran.returncode != 0
     assert "Passed: 0/1, 1 failed, 0 warnings" in ran.stdout, ran.stdout

@@ -3,6 +3,7 @@ official SDK client over stdio against the real reference store."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -10,8 +11,10 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import Store
+from helpers import Store, pooler
 from mcpkit import answer_of, connect, text_of
+
+from pooler.run.savedplan import read_calls, read_head
 
 # Every test here talks to `pooler mcp` as an MCP client does: a server process of its own.
 pytestmark = pytest.mark.process
@@ -55,9 +58,9 @@ def test_a_plan_is_checked_against_the_store_and_sends_nothing(store: Store, out
         assert planned["mode"] == "sequential"
         assert planned["steps"] == [
             {"num": 1, "name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd", "key": "eur",
-             "waits_for": [], "after": None},
+             "waits_for": [], "after": None, "calls": 1},
             {"num": 2, "name": "", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "key": None,
-             "waits_for": ["cur"], "after": "cur"}]
+             "waits_for": ["cur"], "after": "cur", "calls": 1}]
         assert planned["problems"] == []
         assert planned["message"] == (
             f"Nothing was sent. Commit with tool_pool {{\"plan_id\": \"{planned['plan_id']}\"}} before "
@@ -143,9 +146,11 @@ def test_a_commit_refuses_when_a_file_the_plan_reads_changed_since(store: Store,
             assert ops_of(store) == []
             (out / "fields.json").write_text('{"n": 1}', encoding="utf-8")
             ran = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
-        assert changed == (f"plan {planned['plan_id']} no longer matches its pool: a file it reads "
-                           "(pool_source, params_source or a jsonl file) changed since it was planned - "
-                           "nothing was sent; plan the pool again.")
+        assert re.fullmatch(
+            re.escape(f"plan {planned['plan_id']} no longer matches its pool: the steps (with their "
+                      "pool_source and params_source files) changed since the plan (sha256 ")
+            + r"[0-9a-f]{12}… when planned, [0-9a-f]{12}… now\) - nothing was sent; plan the pool again\.",
+            changed)
         assert ran["steps"][0]["detail"] == {"n": 1}
     anyio.run(scenario)
 
@@ -218,4 +223,48 @@ def test_a_pool_holding_the_servers_token_gets_no_plan(store: Store, out: Path) 
         journal = (out / ".pooler" / "journal.sqlite").read_bytes()
         assert store.token.encode() not in journal
         assert store.token not in refused
+    anyio.run(scenario)
+
+
+def test_the_servers_plan_is_the_plan_pooler_plan_writes_with_the_same_digests(store: Store,
+                                                                               out: Path) -> None:
+    (out / "rows.jsonl").write_text('{"n": 1}\n', encoding="utf-8")
+    pool = [{**ECHO, "params": {"rows": {"file": "rows.jsonl"}}}]
+
+    async def scenario() -> None:
+        async with connect(store, out) as session:
+            planned = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": pool}))
+            shown = pooler("show", planned["plan_file"], "--json")
+            # The server's plan is committed by the server, whose journal keeps it once.
+            elsewhere = pooler("apply", planned["plan_file"], "--store", store.url,
+                               env={"POOLER_TOKEN": store.token})
+            (out / "rows.jsonl").write_text('{"n": 2}\n', encoding="utf-8")
+            stale = pooler("show", planned["plan_file"])
+            changed = text_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
+        assert ops_of(store) == []
+        path = Path(planned["plan_file"])
+        assert path == out / ".pooler" / "plans" / f"{planned['plan_id']}.jsonl"
+        head = read_head(path)
+        # One document, one rule of digests: what the server keeps is what `pooler plan` writes.
+        assert head["digests"] == planned["digests"]
+        assert [d["what"] for d in head["digests"]] == ["steps", "options", "file", "declarations"]
+        assert head["plan_id"] == planned["plan_id"]
+        assert head["task"] == planned["task"]
+        assert head["store"] == store.url
+        assert [(s["num"], s["calls"]) for s in head["steps"]] == [(1, 1)]
+        assert [c["params"] for c in read_calls(path)] == [{"rows": {"file": "rows.jsonl"}}]
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["stale"] == []
+        assert elsewhere.returncode == 2
+        assert elsewhere.stderr == (
+            f"pooler: {path} is the plan {planned['plan_id']} of a pooler mcp server, of a pool that is no "
+            f"file: commit it with tool_pool {{\"plan_id\": \"{planned['plan_id']}\"}} - nothing was sent.\n")
+        assert stale.returncode == 0
+        assert re.search(r"pooler: WARNING: the plan is stale, and 'pooler apply' refuses it: rows\.jsonl "
+                         r"changed since the plan \(sha256 [0-9a-f]{12}… when planned, [0-9a-f]{12}… now\)",
+                         stale.stderr)
+        assert re.fullmatch(
+            re.escape(f"plan {planned['plan_id']} no longer matches its pool: rows.jsonl changed since the "
+                      "plan (sha256 ") + r"[0-9a-f]{12}… when planned, [0-9a-f]{12}… now\) - nothing was "
+            r"sent; plan the pool again\.", changed)
     anyio.run(scenario)

@@ -1,6 +1,6 @@
 """The one place a ``--journal`` value picks its backend: a PostgreSQL URL opens the PostgreSQL
 journal (loading psycopg, only then), anything else a SQLite file (``:memory:``: a journal that
-lives as long as the object)."""
+lives as long as the object); and the stores' rate buckets either keeps (journal/storerate.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.dburl import is_postgres
+from pooler.journal.storerate import StoreBuckets
 from pooler.journal.work import TaskJournal
 
 
@@ -34,3 +35,17 @@ def open_existing(spec: str) -> TaskJournal:
 def history_of(journal: TaskJournal) -> CallHistory:
     """The call history of ``journal``, which a task's HTML report draws."""
     return journal.history()
+
+
+def open_store_buckets(spec: str) -> StoreBuckets:
+    """The stores' rate buckets of the journal ``spec`` names (journal/storerate.py), on a
+    connection of their own: a PostgreSQL journal's, else a SQLite file's, made when missing."""
+    if is_postgres(spec):
+        from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
+        from pooler.journal.postgres.schema import SQL as PG_SQL  # noqa: PLC0415
+
+        return StoreBuckets(PgJournal(spec), PG_SQL)
+    from pooler.journal.sqlite.file import SQL  # noqa: PLC0415
+    from pooler.journal.sqlite.journal import Journal  # noqa: PLC0415
+
+    return StoreBuckets(Journal(spec), SQL)

@@ -55,14 +55,29 @@ class _FlowRecord(TypedDict):
     trips: int
 
 
+class StoreFlow(TypedDict):
+    """What a runner took of its store's bucket (a store's ``rate:``, run/storerate.py): the
+    store's limit, its slots, the store's numbers of its first and last slot (every task's slots
+    are numbered in one count), and the most tasks that shared the store at once (those that wanted
+    more of it than they got, its own included)."""
+
+    per_second: float
+    burst: int
+    slots: int
+    first: int
+    last: int
+    sharing: int
+
+
 class FlowDoc(_FlowRecord, total=False):
     """A runner's flow record with what later versions added (records older than them lack it):
     milliseconds calls were held behind the task's pause; busy calls sent again, and those left
-    not run (their ``busy_for`` ran out)."""
+    not run (their ``busy_for`` ran out); what it took of its store's rate."""
 
     held_ms: int
     busy_resent: int
     busy_not_run: int
+    store: StoreFlow
 
 
 def flow_of(run: int, doc: Any) -> FlowDoc:

@@ -46,14 +46,16 @@ class Counts:
     message: str
 
 
-def counts(plan: Plan, plan_id: str) -> Counts:
-    """``60 calls: 58 MELBIS_AGENT_TEST.CmdEcho, 2 MELBIS_AGENT_CURRENCY.CmdAdd - ...``"""
+def counts(plan: Plan, plan_id: str, classes: str = "") -> Counts:
+    """``60 calls: 58 MELBIS_AGENT_TEST.CmdEcho, 2 MELBIS_AGENT_CURRENCY.CmdAdd - ...``; with the
+    plan's compare ``classes`` (``12 new, 40 changed, 8 unchanged``) after the count."""
     by_command = Counter(f"{step.unit}.{step.command}" for step in plan.pool.steps)
     calls = len(plan.pool.steps)
     named = ", ".join(f"{n:,} {command}" for command, n in by_command.most_common(NAMED))
     rest = len(by_command) - NAMED
     more = f", and {plural(rest, 'other command')}" if rest > 0 else ""
-    return Counts(plan_id, calls, f"{plural(calls, 'call')}: {named}{more} - the plan {plan_id}, "
+    told = f"{plural(calls, 'call')} ({classes})" if classes else plural(calls, "call")
+    return Counts(plan_id, calls, f"{told}: {named}{more} - the plan {plan_id}, "
                                   "to be sent to the store. confirm true sends them; false (or decline) "
                                   "ends the task with nothing sent, the plan still planned.")
 

@@ -7,24 +7,31 @@ sent again - an agent's retry after a lost answer, on any connection, to any ser
 same store folder - sends nothing and returns the plan's answer, waiting for it while the first
 commit still runs.
 
-Between plan and commit the pool's words cannot change (the plan keeps them), but a file it reads
-can: a commit reads them again and, when what the plan would do is no longer what was planned,
-refuses and sends nothing.  The store's declarations are not asked again: the store checks every
-call itself.
+The plan is the plan ``pooler plan`` makes: the same document, written to the store folder
+(``.pooler/plans/PLAN_ID.jsonl``, which ``pooler show`` reads), and the same digests.  Between plan
+and commit the pool's words cannot change (the plan keeps them), but a file it reads and the store's
+declarations can: a commit digests them again, as ``pooler apply`` does, and when one differs it
+refuses, naming what changed, and sends nothing.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pooler import strictjson
 from pooler.errors import InputError, PoolerError, StoreError
 from pooler.mcp.arguments import check_task, optional
 from pooler.mcp.outcome import Outcome, answered, problem_text, with_notes
-from pooler.mcp.plans import PlanRow, plan_digest, when
+from pooler.mcp.plans import PlanRow, when
 from pooler.pool.plan_document import build_plan
+from pooler.run.plandigests import Digest, plan_digests, stale
+from pooler.run.savedplan import classes_text, compare_totals, make_head, read_head, write_plan
+from pooler.run.storeid import store_identity
 from pooler.statuses import PlanState
 
 if TYPE_CHECKING:
@@ -44,15 +51,35 @@ def _store_tools(runs: PoolRuns) -> list[dict[str, Any]]:
     return tools
 
 
-def _plan_steps(compiled: Any) -> list[dict[str, Any]]:
-    """The calls in order, as an agent reads them: the key as it will be sent."""
+def _plan_steps(compiled: Any, head: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls in order, as an agent reads them: the key as it will be sent, and each step's
+    calls as the plan file counts them (with ``compare:``, how many are new, changed, unchanged)."""
+    counted = {entry["num"]: entry for entry in head["steps"]}
     steps = []
     for entry in build_plan(compiled)["steps"]:
         key = entry.get("key")
-        steps.append({"num": entry["num"], "name": entry["name"], "unit": entry["unit"],
-                      "command": entry["command"], "key": key.get("value") if key else None,
-                      "waits_for": entry["waits_for"], "after": entry["after"]})
+        found = counted.get(entry["num"], {})
+        step = {"num": entry["num"], "name": entry["name"], "unit": entry["unit"],
+                "command": entry["command"], "key": key.get("value") if key else None,
+                "waits_for": entry["waits_for"], "after": entry["after"], "calls": found.get("calls")}
+        if "compare" in found:
+            step["compare"] = found["compare"]
+        steps.append(step)
     return steps
+
+
+def plan_file(runs: PoolRuns, plan_id: str) -> Path:
+    """Where the server writes a plan's file: beside the store folder's journal."""
+    return runs.journal_path.parent / "plans" / f"{plan_id}.jsonl"
+
+
+def plan_classes(runs: PoolRuns, plan_id: str) -> str:
+    """The plan's calls by compare class, as its file counts them (``12 new, 40 changed, 8
+    unchanged``); empty when no step has ``compare:`` (or the file is gone)."""
+    path = plan_file(runs, plan_id)
+    if not path.is_file():
+        return ""
+    return classes_text(compare_totals(read_head(path)["steps"]))
 
 
 def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -> Outcome:
@@ -60,8 +87,9 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
     named = optional(arguments, "task", str, "tool_pool")
     task = check_task(named, session_task) if named is not None else session_task
     kept = {k: v for k, v in arguments.items() if k != "plan" and v is not None}
+    tools = _store_tools(runs)
     try:
-        compiled, task = runs.load(kept, session_task, tools=_store_tools(runs))
+        compiled, task = runs.load(kept, session_task, tools=tools)
     except StoreError:
         raise
     except PoolerError as exc:
@@ -74,8 +102,15 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
     if runs.redactor and runs.redactor.value(kept) != kept:
         raise InputError("The pool holds a secret of this server (its store token) - a plan is kept in the "
                          "journal, where no secret goes: take the secret out of the pool.")
-    row = runs.plans().add(task, plan_digest(compiled.pool), kept, runs.plan_ttl)
-    steps = _plan_steps(compiled)
+    digests = plan_digests(compiled.pool, {}, tools=tools)
+    row = runs.plans().add(task, strictjson.dumps(digests, ensure_ascii=False), kept, runs.plan_ttl)
+    path = plan_file(runs, row.id)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    head = make_head(compiled, task=task, pool=compiled.pool.file, store=store_identity(runs.client.store),
+                     options={}, digests=digests, redactor=runs.redactor)
+    head = write_plan(path, {**head, "plan_id": row.id, "expires": when(row.expires)}, compiled,
+                      runs.redactor)
+    steps = _plan_steps(compiled, head)
     opts = compiled.pool.options
     return answered(with_notes({
         "result": True, "task": task, "status": PlanState.PLANNED, "plan_id": row.id,
@@ -83,6 +118,9 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
         "calls": len(steps), "mode": opts.mode,
         "max_concurrency": opts.max_concurrency if opts.mode == "parallel" else 1,
         "serialize_on": opts.serialize_on, "stop_on_error": opts.stop_on_error, "steps": steps,
+        "plan_file": str(path), "digests": digests,
+        # With compare: the calls by class, for one confirmation ("12 new, 40 changed, ...").
+        **({"compare": totals} if (totals := compare_totals(head["steps"])) else {}),
         "problems": [],
         "message": f"Nothing was sent. Commit with tool_pool {{\"plan_id\": \"{row.id}\"}} before "
                    f"{when(row.expires)}: it makes these calls once, however often the commit is sent.",
@@ -111,9 +149,9 @@ def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter |
         if row.expires <= time.time():
             raise _expired(row, runs)
         compiled, task = runs.load(row.arguments, row.task)
-        if plan_digest(compiled.pool) != row.digest:
-            raise InputError(f"plan {plan_id} no longer matches its pool: a file it reads (pool_source, "
-                             "params_source or a jsonl file) changed since it was planned - nothing was "
+        told = _stale(row, plan_digests(compiled.pool, {}, tools=_store_tools(runs)))
+        if told:
+            raise InputError(f"plan {plan_id} no longer matches its pool: {'; '.join(told)} - nothing was "
                              "sent; plan the pool again.")
         if store.claim(plan_id):
             try:
@@ -129,6 +167,18 @@ def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter |
             raise _expired(row, runs)
     answer, bad = _answer_of(runs, row, stop)
     return answered(answer, is_error=bad)
+
+
+def _stale(row: PlanRow, now: list[Digest]) -> list[str]:
+    """What changed since the plan, by the rule ``pooler apply`` follows."""
+    try:
+        then = json.loads(row.digest)
+    except ValueError:
+        # A plan kept by an earlier pooler holds one digest of another making.
+        then = None
+    if not isinstance(then, list):
+        return ["it was planned by an earlier pooler"]
+    return stale(then, now)
 
 
 def _answer_of(runs: PoolRuns, row: PlanRow, stop: threading.Event | None) -> tuple[dict[str, Any], bool]:

@@ -2,15 +2,14 @@
 serving that folder (another ``pooler mcp``, a restarted one) commits a plan at most once.
 
 A plan row holds the arguments as the agent gave them (no secret of the server among them: such a
-pool is refused a plan), a digest of what they do, when it expires, and once committed, who
+pool is refused a plan), the digests of what the plan was made from (``pooler.run.plandigests``,
+as a plan file of ``pooler plan`` keeps them), when it expires, and once committed, who
 committed it and the answer.  The claim is one ``UPDATE ... WHERE state = 'planned'``: of two
 commits that race, one runs the plan and the other waits for its answer.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
 import secrets
@@ -24,8 +23,6 @@ from pooler import strictjson
 from pooler.journal.liveness import alive, host
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
-from pooler.pool.model import Pool
-from pooler.run.workplan import fingerprint
 from pooler.statuses import PlanState
 
 #: The default life of a plan (``pooler mcp --plan-ttl``): an hour.
@@ -52,24 +49,6 @@ class PlanRow:
 def when(epoch: float) -> str:
     """A moment as the answers give it: UTC, ISO 8601, to the second."""
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def plan_digest(pool: Pool) -> str:
-    """What the plan does: its steps (params_source files already read into them), its options, and
-    the bytes of every jsonl file its params name, which are read only when a call is sent."""
-    parts = [fingerprint(pool), json.dumps(dataclasses.asdict(pool.options), sort_keys=True, default=str)]
-    base = Path(pool.base) if pool.base is not None else Path(pool.file).parent
-    for step in pool.steps:
-        for name, value in sorted((step.params or {}).items()):
-            if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("file"), str):
-                path = Path(value["file"]).expanduser()
-                path = path if path.is_absolute() else base / path
-                try:
-                    content = hashlib.sha256(path.read_bytes()).hexdigest()
-                except OSError:
-                    content = "unreadable"
-                parts.append(f"{step.num}.{name}:{content}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 class PlanStore:

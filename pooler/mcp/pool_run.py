@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pooler.errors import InputError, JournalError
+from pooler.errors import InputError, JournalError, PoolerError
 from pooler.mcp.arguments import check_names, check_task, confine, optional
 from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.session import pool_task_id
@@ -97,6 +97,17 @@ def stored(runs: PoolRuns, task_id: str) -> tuple[Plan, str]:
         raise JournalError(f"the task {task_id} is not a task pool_run ran - run it again with "
                            f"'pooler redrive {task_id}'.")
     return plan, session
+
+
+def plan_of(runs: PoolRuns, task_id: str, arguments: Mapping[str, Any]) -> Plan | None:
+    """The plan of a pool_run task, from a call's ``arguments``, else as its journal keeps it; None
+    when it cannot be had (the run that follows tells why)."""
+    try:
+        if arguments:
+            return load(runs, arguments, task_id.rsplit("-", 1)[0])[0]
+        return stored(runs, task_id)[0]
+    except PoolerError:
+        return None
 
 
 def take_up(runs: PoolRuns, task_id: str, *, reporter: Reporter | None = None,

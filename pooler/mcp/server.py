@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
-from pooler.mcp import pool_run
+from pooler.mcp import conformance, pool_run
 from pooler.mcp.http import Listen, serve_http
 from pooler.mcp.monitor import ToolWatch
 from pooler.mcp.outcome import Outcome, problems_text, refused
@@ -46,6 +46,7 @@ from pooler.mcp.tool_run import StoreCalls
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd, Reporter
+from pooler.run.storerate import StoreRate
 from pooler.version import __version__
 
 log = logging.getLogger("pooler.mcp")
@@ -70,11 +71,13 @@ class PoolerTools:
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
                  journal: str | None = None, *, pinned: bool = False,
-                 plan_ttl: float = DEFAULT_TTL, watch: ToolWatch | None = None) -> None:
+                 plan_ttl: float = DEFAULT_TTL, watch: ToolWatch | None = None,
+                 store_rate: StoreRate | None = None) -> None:
         self.redactor = redactor
         self.watch = watch
         self.calls = StoreCalls(client, out)
-        self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl)
+        self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl,
+                              store_rate=store_rate)
         self.tasks = TaskCalls(self.pools, self.call)
         #: The operator named the task (``--task``): every session shares it.
         self.pinned = pinned
@@ -235,19 +238,23 @@ def traceparent_of(ctx: ServerRequestContext[Any]) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def build_server(tools: PoolerTools) -> Server[Any]:
-    """The MCP server: the three tools' declarations and one handler that runs them in threads."""
-    names = {t.name for t in TOOLS}
+def build_server(tools: PoolerTools, *, suite: bool = False) -> Server[Any]:
+    """The MCP server: the tools' declarations and one handler that runs them in threads; with
+    ``suite``, the conformance suite's own tools beside them (``--conformance-tools``)."""
+    offered = TOOLS + (conformance.TOOLS if suite else ())
+    names = {t.name for t in offered}
 
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=list(TOOLS))
+        return types.ListToolsResult(tools=list(offered))
 
     async def call_tool(ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in names:
             raise MCPError(types.INVALID_PARAMS,
                            f"Unknown tool [{params.name}] - this server has: {', '.join(sorted(names))}.")
+        if params.name in conformance.HANDLERS:
+            return await conformance.HANDLERS[params.name](ctx)
         if params.name in LONG_TOOLS and declared(ctx):
             session = session_of(ctx)
             long = functools.partial(tools.tasks.long_task, params.name, params.arguments or {},
@@ -298,14 +305,15 @@ def build_server(tools: PoolerTools) -> Server[Any]:
     return server
 
 
-async def serve(tools: PoolerTools) -> None:
-    server = build_server(tools)
+async def serve(tools: PoolerTools, suite: bool = False) -> None:
+    server = build_server(tools, suite=suite)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
-async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket) -> None:
-    server = build_server(tools)
+async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket, suite: bool = False
+                          ) -> None:
+    server = build_server(tools, suite=suite)
     # A session the SDK lets go (deleted by its client, or idle) takes no pool with it: the pools
     # run to their end in their own threads.  The SDK's Host and Origin checks are off: the gate
     # (pooler/mcp/gate.py) makes them after the token, admitting the hosts of --allow-origin too.

@@ -31,10 +31,11 @@ from mcp.shared.exceptions import MCPError
 
 from pooler import strictjson
 from pooler.errors import PoolerError
-from pooler.mcp import pool_run
+from pooler.mcp import doubts, pool_run
 from pooler.mcp.asking import ACCEPT, DECISIONS, DECLINE, Counts, asking, confirmed, counts, declined, unsent
 from pooler.mcp.lookup import task_answer
 from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.planning import plan_classes
 from pooler.mcp.session import pool_task_id
 from pooler.run.config import StopSignal
 from pooler.run.taskanswer import DEAD, WorkTasks
@@ -159,30 +160,27 @@ class TaskCalls:
         thread.start()
         return outcome
 
-    def _doubtful(self, task_id: str, name: str) -> str | None:
-        """What to ask of a task taken up with calls an earlier run left in doubt; None when there
-        are none (or it runs now, or the tool settles them its own way)."""
+    def _doubtful(self, task_id: str, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """What to ask of a task taken up with calls an earlier run left in doubt, with what their
+        steps' probes say of them now; None when there are none (or it runs now, or the tool
+        settles them its own way)."""
         journal = self.pools.journal()
         row = WorkTasks(journal).task(task_id)
         counts = journal.plan_counts(task_id)
         if name != "pool_run" or row is None or row.status == TaskStatus.RUNNING or counts is None \
                 or not counts.in_doubt or self.running_here(task_id):
             return None
-        answer = task_answer(WorkTasks(journal), task_id)
-        named = ", ".join(f"step {c.get('num')} row {c.get('row')} (key {c.get('key')})"
-                          for c in answer.get("in_doubt", [])[:5])
-        more = counts.in_doubt - min(5, len(answer.get("in_doubt", [])))
-        return (f"{counts.in_doubt:,} calls of task {task_id} were sent by an earlier run whose answers "
-                f"were never recorded: they may or may not have been carried out ({named}"
-                f"{f', and {more:,} more' if more > 0 else ''}). retry: send them again under their keys "
-                "(a store carries out a key once); skip: leave them in doubt and send the rest.")
+        named = doubts.in_doubt(journal, task_id)
+        plan = pool_run.plan_of(self.pools, task_id, arguments)
+        probes = doubts.probe_all(self.pools.client, journal, task_id, plan, named)
+        return self.pools.redactor.text(doubts.question(task_id, counts.in_doubt, named, probes))
 
     async def start(self, task_id: str, name: str, arguments: Mapping[str, Any], session: str | None, *,
                     traceparent: str | None = None) -> dict[str, Any] | Outcome:
         """Run the call in a thread of its own; the task handle once the journal holds the task,
         or the call's own answer when it ended first (refused before it began).  A task taken up
         with calls in doubt waits for the client's word on them (``input_required``)."""
-        message = await anyio.to_thread.run_sync(self._doubtful, task_id, name)
+        message = await anyio.to_thread.run_sync(self._doubtful, task_id, name, arguments)
         if message is not None:
             self._asked[task_id] = self._asked.get(task_id, 0) + 1
             self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", name, arguments, session,
@@ -219,9 +217,10 @@ class TaskCalls:
             if row is None or row.state != PlanState.PLANNED:
                 return None
             plan, _ = self.pools.load(row.arguments, row.task)
+            classes = plan_classes(self.pools, plan_id)
         except PoolerError:
             return None
-        return counts(plan, plan_id) if len(plan.pool.steps) > LONG_CALLS else None
+        return counts(plan, plan_id, classes) if len(plan.pool.steps) > LONG_CALLS else None
 
     def running_here(self, task_id: str) -> bool:
         thread = self._threads.get(task_id)
@@ -332,7 +331,7 @@ class TaskCalls:
             raise MCPError(types.INVALID_PARAMS, f"task {task_id} cannot be taken up from its journal: "
                                                  f"{exc} Call the tool again with its arguments and task "
                                                  f"{task_id.rsplit('-', 1)[0]}.") from exc
-        message = await anyio.to_thread.run_sync(self._doubtful, task_id, pool_run.TOOL)
+        message = await anyio.to_thread.run_sync(self._doubtful, task_id, pool_run.TOOL, {})
         if message is not None:
             self._asked[task_id] = self._asked.get(task_id, 0) + 1
             self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", pool_run.TOOL, {}, None,

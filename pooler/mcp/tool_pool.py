@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from pooler.pool.model import Pool
 from pooler.redact import Redactor
 from pooler.run.config import RunConfig
 from pooler.run.events import Reporter
+from pooler.run.storerate import StoreRate
 from pooler.run.taskanswer import WorkTasks
 
 #: The batch options of execute_tool_batch, with the kind each one takes.
@@ -110,9 +112,13 @@ class PoolRuns:
     """
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor, *,
-                 journal: str | None = None, plan_ttl: float = DEFAULT_TTL) -> None:
+                 journal: str | None = None, plan_ttl: float = DEFAULT_TTL,
+                 store_rate: StoreRate | None = None) -> None:
         #: The journal the pools run under (a PostgreSQL one shares them with other runners).
         self.spec = journal
+        #: The store's rate (its ``rate`` in stores.yaml, ``--store-rate``), which every pool of the
+        #: server holds with every other task that calls the store.
+        self.store_rate = store_rate
         self.client = client
         self.out = out
         self.task = task
@@ -230,6 +236,7 @@ class PoolRuns:
                 if config is None:
                     config = RunConfig(out=self.out, task_id=task, redactor=self.redactor, clear_tables=True,
                                        checked=True)
+                config = replace(config, store_rate=self.store_rate)
                 answer = run_session_pool(plan, self.client, config, self.journal(),
                                           reporter=reporter, stop=stop)
                 return with_notes(answer, plan)

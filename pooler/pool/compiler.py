@@ -149,13 +149,14 @@ def check_file(path: str, inputs: Inputs | None = None, *, tools: list[dict[str,
 
 
 def plan_for_run(pool: Pool, inputs: Inputs, *, sample: int | None = None, data_files: bool = True,
-                 rows: RowSink | None = None) -> Plan:
+                 rows: RowSink | None = None, tools: list[dict[str, Any]] | None = None) -> Plan:
     """``pooler run``: every check, the data files read (up to ``sample`` rows each), each row
     handed to ``rows`` as it is checked (the task's plan; not with ``sample``: a sampled run plans
     every row of its files, more than the check reads); without ``data_files`` the rows come from
-    a journal (a shared task, or a task's recorded plan)."""
+    a journal (a shared task, or a task's recorded plan); with ``tools`` (``pooler plan``) checked
+    against the store's declarations as well."""
     return compile_pool(pool, inputs=inputs, sample=sample, data_files=data_files,
-                        rows=rows if sample is None else None)
+                        rows=rows if sample is None else None, tools=tools)
 
 
 def plan_for_tool_pool(pool: Pool, tools: list[dict[str, Any]] | None) -> Plan:

@@ -20,6 +20,7 @@ from pooler.journal.records import FlowDoc
 from pooler.plural import plural
 from pooler.report.data import clock
 from pooler.report.timeline import WIDTH, Shape, ticks_for
+from pooler.run.storerate import store_share
 
 PANEL = 48
 GAP = 14
@@ -79,6 +80,9 @@ def summary_line(flows: list[FlowDoc]) -> str:
     if held or resent or left:
         text += (f"; held behind busy answers for {held / 1000:,.1f} s, {plural(resent, 'busy call')} sent "
                  f"again, {plural(left, 'busy call')} left not run")
+    share = store_share(flows)
+    if share is not None:
+        text += f"; {share.text()}"
     return text
 
 

@@ -17,6 +17,7 @@ from pooler.pool.references import refs_to
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan
 from pooler.run.identity import table_prefix
+from pooler.run.storerate import StoreRate
 
 
 @dataclass
@@ -54,6 +55,12 @@ class RunConfig:
     #: A redrive of the task (``pooler redrive``): the run it begins sends only what this says,
     #: from the plan the journal holds (the data files are not looked at).
     redrive: Redrive | None = None
+    #: The saved plan this run applies (``pooler apply``): its task must be new, so that a plan
+    #: applies once, whichever process applies it.
+    applies: str | None = None
+    #: The store's rate (``rate:`` of a named store, ``--store-rate``): one bucket for every task
+    #: and every process that calls the store.
+    store_rate: StoreRate | None = None
 
 
 class StopSignal(threading.Event):

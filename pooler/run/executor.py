@@ -52,6 +52,7 @@ from pooler.run.events import Reporter, listener
 from pooler.run.join import join_task
 from pooler.run.runner import Runner
 from pooler.run.storeid import store_identity
+from pooler.run.storerate import StorePace
 from pooler.run.taskanswer import task_answer
 from pooler.statuses import TaskStatus
 
@@ -167,14 +168,22 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
         # A new task's tables start empty; a task run again keeps the rows of the calls it skips.
         runner.writer.clear_step_tables()
     try:
+        # Its slots in its store's rate, which every task that calls the store shares.
+        runner.pacer.store = StorePace.of(config.store_rate, store_identity(client.store), runner.task)
         runner.run()
     finally:
         runner.close()
+        if runner.pacer.store is not None:
+            runner.pacer.store.close()
     trip = round((time.monotonic() - started) * 1000)
     interrupted = getattr(stop, "reason", None) or "stop" if stop.is_set() else runner.down
     try:
-        if runner.flow.worth_keeping(bool(pool.paces())):
-            journal.record_flow(runner.task, runner.flow.doc(runner.lease.id))
+        paced = runner.pacer.store
+        if runner.flow.worth_keeping(bool(pool.paces()) or paced is not None):
+            flow = runner.flow.doc(runner.lease.id)
+            if paced is not None:
+                flow["store"] = paced.doc()
+            journal.record_flow(runner.task, flow)
         answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
                                                    interrupted=interrupted,
                                                    unrecorded=runner.unrecorded.entries))

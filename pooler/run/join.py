@@ -38,6 +38,7 @@ from pooler.run.planfiles import (
 )
 from pooler.run.planpass import PlanPass
 from pooler.run.replanning import rekey_steps, replan_task
+from pooler.run.savedplan import applied_already
 from pooler.run.taskanswer import steps_doc
 from pooler.run.workplan import Planner, fingerprint
 
@@ -64,6 +65,8 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
     task = config.task_id
     assert task is not None
     found = journal.shared(task)
+    if found is not None and config.applies is not None:
+        raise applied_already(journal, task, config.applies)
     if found is None:
         # The runner that plans the task reads the data files, by the compile step's rules (the
         # empty-source rule, every row's key, the delimiter and encoding, variables in the name),
@@ -87,6 +90,9 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
                 # Kept with the task as the block ends, in its transaction.
                 doc["files"] = _files_doc(plan, config.sample)
                 return Joined(pool, True, True)
+        if config.applies is not None:
+            # Another process applying the same plan created its task first.
+            raise applied_already(journal, task, config.applies)
         found = journal.shared(task)
         assert found is not None
     if store is not None and found.get("store") not in (None, store):

@@ -1,7 +1,8 @@
 """A runner's calls held back before they start: the task's pause (a busy answer's Retry-After,
 heard by any runner of the task), the rate an adaptive width learnt (run/flow.py), and their
 rate limits (``rate``): each waits for its slot in its step's bucket, which the journal keeps, so
-that every runner of a task takes its slots from one bucket.
+that every runner of a task takes its slots from one bucket; last, its store's rate, a bucket every
+task that calls the store shares (run/storerate.py).
 
 The wait is on the runner's own thread, before the call is handed to a worker: the bucket orders
 the calls, and the next one waits its turn behind this one.  A wait the run's stop cuts short
@@ -18,6 +19,7 @@ from pooler.journal.work import WorkRow, WorkStore
 from pooler.pool.rate import Pace
 from pooler.run.callplan import Prepared, serial_value
 from pooler.run.flow import Flow
+from pooler.run.storerate import StorePace
 
 #: The journal's bucket of the task's pause (no step bucket is named so: they are ``pool`` and
 #: ``step N``).
@@ -37,6 +39,8 @@ class Pacer:
     def __init__(self, work: WorkStore, paces: dict[int, Pace], stop: threading.Event, flow: Flow) -> None:
         self.work = work
         self.paces = paces
+        #: The runner's slots in its store's rate, when the store has one (``run_task`` sets it).
+        self.store: StorePace | None = None
         self.stop = stop
         self.flow = flow
         self._read_at = float("-inf")
@@ -46,7 +50,8 @@ class Pacer:
         """Wait for the call's turn; False when the run stopped meanwhile (the call is not sent).
         A journal that fails raises ``JournalError``, as any of the runner's journal calls."""
         waited = 0.0
-        for wait in (self._pause, self.flow.spacing, lambda: self._slot(row, got)):
+        for wait in (self._pause, self.flow.spacing, lambda: self._slot(row, got), self._store_share,
+                     self._store_slot):
             seconds = wait()
             if seconds > 0:
                 waited += seconds
@@ -73,3 +78,12 @@ class Pacer:
             return 0.0
         value = serial_value(got.params, pace.rate.key) if pace.rate.key else None
         return self.work.pace(pace.bucket_of(value), pace.rate.interval, pace.rate.tolerance)
+
+    # The store's rate last, once the task's own waits are over: its task's share, then its slot
+    # in the store's bucket, taken as near to its start as can be.
+
+    def _store_share(self) -> float:
+        return self.store.share() if self.store is not None else 0.0
+
+    def _store_slot(self) -> float:
+        return self.store.slot() if self.store is not None else 0.0

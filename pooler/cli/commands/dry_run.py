@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from pooler.cli.commands.common import Context, make_client
+from pooler.cli.commands.store_rate import store_rate
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
@@ -144,6 +145,10 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
             f"order: {order_text(plan)}"]
     if plan["rate"]:
         head.append("rate: " + "; ".join(planned_rate(r) for r in plan["rate"]))
+    limit = store_rate(args, ctx, "")
+    if limit is not None:
+        head.append(f"store rate: the store starts {limit.rate.text()}, for every task that calls it "
+                    "together, each with a fair share")
     head.extend(flow_lines(plan))
     if plan["description"]:
         head.insert(1, f"about: {plan['description']}")

@@ -16,6 +16,7 @@ import anyio
 
 from pooler.cli.commands.common import Context, add_store_options, make_client, mask_journal
 from pooler.cli.commands.monitoring import add_monitoring_options, start_tracing
+from pooler.cli.commands.store_rate import add_store_rate, store_rate
 from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, UsageError
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "listens on loopback only.",
     )
     add_store_options(parser)
+    add_store_rate(parser)
     parser.add_argument("--out", metavar="DIR", default="out",
                         help="the store folder: tables, jobs and the journal go here, and relative paths "
                              "in calls are taken from here (default ./out)")
@@ -61,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--journal", metavar="URL",
                         help="a PostgreSQL journal, postgresql://... (env POOLER_JOURNAL); default: "
                              "<out>/.pooler/journal.sqlite")
+    parser.add_argument("--conformance-tools", action="store_true",
+                        help="also serve the tools the official MCP conformance suite calls "
+                             "(test_tool_with_progress), to run the suite against this server; no agent "
+                             "needs them")
     add_monitoring_options(parser, what="server")
     return parser
 
@@ -86,6 +92,7 @@ def main(argv: list[str]) -> int:
         listen, warning = (parse_listen(args.http, args.http_token_file, args.allow_origin) if args.http
                            else (None, None))
         client: ToolRunClient = make_client(args, ctx)
+        limit = store_rate(args, ctx, args.journal or os.environ.get(JOURNAL_ENV) or "")
         task = session_task()
         if args.task is not None:
             task = check_task(args.task, task)
@@ -109,12 +116,12 @@ def main(argv: list[str]) -> int:
         watch = ToolWatch(ctx.redactor, client.label, metrics_file=args.metrics_file, tracing=tracing,
                           warn=ctx.note)
     tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
-                        pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch)
+                        pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch, store_rate=limit)
     try:
         if listen is None:
-            anyio.run(serve, tools)
+            anyio.run(serve, tools, args.conformance_tools)
         else:
-            return http_main(tools, listen)
+            return http_main(tools, listen, args.conformance_tools)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     finally:
@@ -122,7 +129,7 @@ def main(argv: list[str]) -> int:
     return ExitStatus.OK
 
 
-def http_main(tools: PoolerTools, listen: Listen) -> int:
+def http_main(tools: PoolerTools, listen: Listen, suite: bool = False) -> int:
     """Listen, print the URL (and a token made here), serve until SIGINT or SIGTERM."""
     try:
         sock = bind(listen)
@@ -135,5 +142,5 @@ def http_main(tools: PoolerTools, listen: Listen) -> int:
         # As the reference store does: a token nobody could guess, shown once to who started it.
         sys.stdout.write(f"token: {listen.token}\n")
     sys.stdout.flush()
-    anyio.run(serve_over_http, tools, listen, sock)
+    anyio.run(serve_over_http, tools, listen, sock, suite)
     return ExitStatus.OK

@@ -19,6 +19,7 @@ from pooler.cli.commands.monitoring import add_monitoring_options
 from pooler.cli.commands.run import IN_DOUBT, prepare, run_locks, run_prepared
 from pooler.cli.commands.run_files import add_run_files
 from pooler.cli.commands.run_runner import add_shared_options
+from pooler.cli.commands.store_rate import add_store_rate
 from pooler.errors import UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
@@ -70,6 +71,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
                         help="what to do with a call in doubt (default retry: send it again with the same "
                              "Idempotency-Key)")
+    add_store_rate(parser)
     add_shared_options(parser)
     add_run_files(parser)
     add_monitoring_options(parser)

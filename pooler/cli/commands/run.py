@@ -40,6 +40,7 @@ from pooler.cli.commands.run_files import (
     write_run_files,
 )
 from pooler.cli.commands.run_runner import add_shared_options, check_shared_options, runner_stopped, told_gone
+from pooler.cli.commands.store_rate import add_store_rate, store_rate
 from pooler.cli.outcome import outcome_document
 from pooler.cli.preflight import check_out, make_folders_in_out
 from pooler.cli.render import make_reporter
@@ -52,7 +53,7 @@ from pooler.journal.opening import open_journal
 from pooler.journal.records import pool_identity
 from pooler.journal.work import Redrive, TaskJournal
 from pooler.plural import plural
-from pooler.pool.compiler import Plan, plan_for_run
+from pooler.pool.compiler import Inputs, Plan, plan_for_run
 from pooler.pool.loader import load_pool
 from pooler.pool.model import MODES, Pool
 from pooler.pool.rate import Rate
@@ -103,6 +104,16 @@ def register(sub: Any) -> None:
                              "without it); rows already done are told by their keys and not sent again")
     parser.add_argument("--sample", type=positive_int, metavar="N",
                         help="run steps over rows on their first N rows only (default: every row)")
+    add_batch_options(parser)
+    add_shared_options(parser)
+    add_run_files(parser)
+    add_monitoring_options(parser)
+    add_run_output(parser)
+    parser.set_defaults(handler=handle)
+
+
+def add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """The batch options that override the pool file's: ``run``'s, and ``plan``'s that keeps them."""
     batch = parser.add_argument_group("batch options (override the pool file)")
     batch.add_argument("--mode", choices=MODES, help="sequential (default) or parallel")
     batch.add_argument("--max-concurrency", type=positive_int, metavar="N",
@@ -114,15 +125,11 @@ def register(sub: Any) -> None:
     batch.add_argument("--rate", type=calls_a_second, metavar="N",
                        help="start at most N calls a second, for the task as a whole (in place of the "
                             "pool's rate; default: the pool's, else no limit)")
+    add_store_rate(batch)
     batch.add_argument("--stop-on-error", action=argparse.BooleanOptionalAction, default=None,
                        help="start no new calls after the first failure (default: on)")
     batch.add_argument("--include-results", action=argparse.BooleanOptionalAction, default=None,
                        help="inline every call's answer in the answer (default: on)")
-    add_shared_options(parser)
-    add_run_files(parser)
-    add_monitoring_options(parser)
-    add_run_output(parser)
-    parser.set_defaults(handler=handle)
 
 
 OVERRIDES = ("mode", "max_concurrency", "serialize_on", "stop_on_error", "include_results")
@@ -151,15 +158,18 @@ def apply_overrides(pool: Pool, args: argparse.Namespace, ctx: Context) -> Pool:
     return dataclasses.replace(pool, options=dataclasses.replace(pool.options, **changes))
 
 
-def prepare(args: argparse.Namespace, ctx: Context, loaded: Pool | None = None) -> Plan:
+def prepare(args: argparse.Namespace, ctx: Context, loaded: Pool | None = None, *,
+            inputs: Inputs | None = None, tools: list[dict[str, Any]] | None = None) -> Plan:
     """Load the pool, apply the flags, and compile it with its variables: the plan the run carries
     out, or every problem at once.  A run reads its data files once, as the task is planned (the
     check of every row included); a task run again takes its rows from its plan, and a dry run
-    reads them here.  ``loaded``: the pool as a redrive has it (from its task), not from a file."""
+    reads them here.  ``loaded``: the pool as a redrive has it (from its task), not from a file;
+    ``inputs``: the variables' sources, when not the flags' alone (``pooler apply``); ``tools``: the
+    store's declarations to check the pool against (``pooler plan``)."""
     pool = loaded or apply_overrides(load_pool(Path(args.pool), partial=True), args, ctx)
-    inputs = variable_inputs(args, ctx)
+    inputs = inputs or variable_inputs(args, ctx)
     try:
-        plan = plan_for_run(pool, inputs, sample=args.sample, data_files=args.dry_run)
+        plan = plan_for_run(pool, inputs, sample=args.sample, data_files=args.dry_run, tools=tools)
     except CheckFailed:
         # Secrets the problems may quote are masked even when the plan was refused.
         mask_variables(pool, inputs, ctx.redactor)
@@ -207,10 +217,11 @@ def run_locks(args: argparse.Namespace, ctx: Context, *, shared: bool) -> Iterat
 
 def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                  redrive: Redrive | None = None, locked: bool = False,
-                 told: dict[str, Any] | None = None) -> int:
+                 told: dict[str, Any] | None = None, applies: str | None = None) -> int:
     """The run of a plan made ready (``prepare``): locked (unless the caller holds the locks,
     ``locked``), its task joined, run, rendered, its exit status.  ``redrive``: a redrive of the task
-    ``--task`` names (``pooler redrive``), whose plan ``told`` its answer carries as ``redrive``."""
+    ``--task`` names (``pooler redrive``), whose plan ``told`` its answer carries as ``redrive``;
+    ``applies``: the saved plan this run applies (``pooler apply``), whose task must be new."""
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
     # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
     # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
@@ -243,7 +254,7 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                            probe=args.in_doubt is None,
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
                            replan=args.replan, again=run_again(args, ctx, client.shown_url, where),
-                           redrive=redrive)
+                           redrive=redrive, applies=applies, store_rate=store_rate(args, ctx, spec))
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],

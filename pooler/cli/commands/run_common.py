@@ -137,4 +137,6 @@ def run_again(args: argparse.Namespace, ctx: Context, url: str, journal: str) ->
         again += ["--config", str(Path(args.config).absolute())]
     if args.vars_file:
         again += ["--vars-file", str(Path(args.vars_file).absolute())]
+    if getattr(args, "store_rate", None) is not None:
+        again += ["--store-rate", f"{args.store_rate:g}"]
     return tuple(again)

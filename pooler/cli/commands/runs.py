@@ -23,6 +23,7 @@ from pooler.journal.sqlite.prune import parse_age, prune
 from pooler.plural import plural
 from pooler.report.html import write_report
 from pooler.run.journals import history_of, open_tasks
+from pooler.run.storerate import StoreShare, last_share
 from pooler.run.taskanswer import DEAD
 
 
@@ -55,14 +56,19 @@ def register(sub: Any) -> None:
     show = sub.add_parser(
         "show",
         help=help_of("show"),
-        description="Show the answer the journal recorded when the task last finished.",
+        description="Show the answer the journal recorded when the task last finished; or, given a plan "
+                    "file ('pooler plan -o FILE'), its summary: per step its calls (new, changed, unchanged "
+                    "with compare:), with a warning when it is stale.",
     )
-    show.add_argument("task", metavar="TASK", help="the task id, as 'pooler runs' lists it")
+    show.add_argument("task", metavar="TASK|FILE",
+                      help="the task id, as 'pooler runs' lists it, or a plan file")
     add_journal(show)
     show.add_argument("--html", metavar="FILE",
                       help="write the task's report to FILE instead: one self-contained HTML page (a "
                            "timeline of the calls, per-step times, failures, calls in doubt, tables)")
-    add_json(show, "the recorded answer")
+    add_json(show, "the recorded answer (a plan file: its head, with what is stale)")
+    show.add_argument("--markdown", action="store_true",
+                      help="a plan file's summary as Markdown, fit for a pull request's comment")
     add_traceback(show)
     show.set_defaults(handler=handle_show)
 
@@ -95,16 +101,20 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         # A fresh install: nothing has run yet, which is no error.
         rows = []
     plans: dict[str, PlanCounts] = {}
+    shares: dict[str, StoreShare] = {}
     if rows is None:
         journal = open_journal(args, ctx)
         try:
             rows = journal.tasks(args.limit)
             # Counted from the plan, so a task killed before it wrote its answer is counted too.
             plans = {r.id: p for r in rows if (p := journal.plan_counts(r.id)) is not None}
+            history = history_of(journal)
+            shares = {r.id: s for r in rows if (s := last_share(history.flows(r.id))) is not None}
         finally:
             journal.close()
     if args.json:
-        ctx.emit_json({"tasks": [{**asdict(r), **({"plan": asdict(plans[r.id])} if r.id in plans else {})}
+        ctx.emit_json({"tasks": [{**asdict(r), **({"plan": asdict(plans[r.id])} if r.id in plans else {}),
+                                  **({"store_rate": asdict(shares[r.id])} if r.id in shares else {})}
                                  for r in rows]})
         return ExitStatus.OK
     if not rows:
@@ -112,16 +122,18 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
         return ExitStatus.OK
     if not ctx.stdout.isatty():
         for row in rows:
+            share = f"  {shares[row.id].text()}" if row.id in shares else ""
             ctx.stdout.write(f"{row.id}  {row.status:<9}  started {row.started}  runs {row.runs}  "
-                             f"{counts(row, plans.get(row.id)) or '-'}  {row.pool_file}\n")
+                             f"{counts(row, plans.get(row.id)) or '-'}{share}  {row.pool_file}\n")
         return ExitStatus.OK
     table = Table(title="recent tasks", title_justify="left")
     for column in ("task", "pool", "started", "status", "runs", "counts"):
         table.add_column(column, overflow="fold")
     for row in rows:
         style = STYLE.get(row.status, "bold red" if row.status == DEAD else "")
+        share = f"; {shares[row.id].text()}" if row.id in shares else ""
         table.add_row(row.id, row.pool_file, row.started, Text(row.status, style=style),
-                      str(row.runs), counts(row, plans.get(row.id)))
+                      str(row.runs), counts(row, plans.get(row.id)) + share)
     console_for(ctx.stdout, environ=ctx.environ).print(table)
     return ExitStatus.OK
 
@@ -144,6 +156,15 @@ def handle_prune(args: argparse.Namespace, ctx: Context, path: Path) -> int:
 
 
 def handle_show(args: argparse.Namespace, ctx: Context) -> int:
+    if Path(args.task).is_file():
+        from pooler.cli.commands.plan_show import show_plan  # noqa: PLC0415 - only a plan file needs it
+
+        if args.html:
+            raise UsageError("--html writes a task's report ('pooler show TASK --html FILE'); a plan file is "
+                             "shown as text, --json or --markdown.")
+        return show_plan(args, ctx, Path(args.task))
+    if args.markdown:
+        raise UsageError("--markdown shows a plan file ('pooler show FILE --markdown'), not a task.")
     journal = open_journal(args, ctx)
     try:
         row = journal.task(args.task)

@@ -493,3 +493,39 @@ WHERE f.scope = %s AND f.num = %s AND f.side = 1
 
 -- name: compare_clear
 DELETE FROM compare_rows WHERE scope = %s;
+
+-- name: store_bucket_make
+-- A store's bucket (journal/storerate.py), made empty the first time a task calls the store.
+INSERT INTO store_buckets (store, tat, slots) VALUES (%(store)s, 0, 0) ON CONFLICT (store) DO NOTHING;
+
+-- name: store_bucket_read
+-- Its row locked until the transaction that sets it again ends, which orders the runners of
+-- every host.
+SELECT tat FROM store_buckets WHERE store = %(store)s FOR UPDATE;
+
+-- name: store_clock
+-- The database's clock, read once the bucket's lock is held.
+SELECT extract(epoch FROM clock_timestamp())::float8;
+
+-- name: store_share_read
+-- A task's share's tat, and how many other tasks, calling the store lately, want more of it.
+SELECT (SELECT tat FROM store_shares WHERE store = %(store)s AND task = %(task)s),
+       (SELECT count(*) FROM store_shares WHERE store = %(store)s AND task <> %(task)s
+        AND last >= %(now)s - %(window)s AND hungry >= %(now)s);
+
+-- name: store_share_take
+INSERT INTO store_shares (store, task, tat, last, hungry) VALUES (%(store)s, %(task)s, %(share)s, %(at)s, 0)
+ON CONFLICT (store, task) DO UPDATE SET tat = %(share)s, last = greatest(store_shares.last, %(at)s);
+
+-- name: store_bucket_take
+UPDATE store_buckets SET tat = %(tat)s, slots = slots + 1 WHERE store = %(store)s RETURNING slots;
+
+-- name: store_share_slot
+-- The task's slot in the store's bucket; when its call waited for it, it wants more of the store.
+UPDATE store_shares SET last = greatest(last, %(at)s),
+    hungry = CASE WHEN %(waited)s THEN %(hungry)s ELSE hungry END
+WHERE store = %(store)s AND task = %(task)s;
+
+-- name: store_shares_forget
+-- The shares of tasks that stopped calling long ago.
+DELETE FROM store_shares WHERE last < extract(epoch FROM clock_timestamp())::float8 - %(forget)s;

@@ -564,3 +564,37 @@ WHERE f.scope = ? AND f.num = ? AND f.side = 1
 
 -- name: compare_clear
 DELETE FROM compare_rows WHERE scope = ?;
+
+-- name: store_bucket_make
+-- A store's bucket (journal/storerate.py), made empty the first time a task calls the store.
+INSERT INTO store_buckets (store, tat, slots) VALUES (:store, 0, 0) ON CONFLICT (store) DO NOTHING;
+
+-- name: store_bucket_read
+-- Read inside the write transaction that sets it again, which orders the processes.
+SELECT tat FROM store_buckets WHERE store = :store;
+
+-- name: store_clock
+-- The clock, read by the process once the write lock is held.
+SELECT :now;
+
+-- name: store_share_read
+-- A task's share's tat, and how many other tasks, calling the store lately, want more of it.
+SELECT (SELECT tat FROM store_shares WHERE store = :store AND task = :task),
+       (SELECT count(*) FROM store_shares WHERE store = :store AND task <> :task
+        AND last >= :now - :window AND hungry >= :now);
+
+-- name: store_share_take
+INSERT INTO store_shares (store, task, tat, last, hungry) VALUES (:store, :task, :share, :at, 0)
+ON CONFLICT (store, task) DO UPDATE SET tat = :share, last = max(last, :at);
+
+-- name: store_bucket_take
+UPDATE store_buckets SET tat = :tat, slots = slots + 1 WHERE store = :store RETURNING slots;
+
+-- name: store_share_slot
+-- The task's slot in the store's bucket; when its call waited for it, it wants more of the store.
+UPDATE store_shares SET last = max(last, :at), hungry = CASE WHEN :waited THEN :hungry ELSE hungry END
+WHERE store = :store AND task = :task;
+
+-- name: store_shares_forget
+-- The shares of tasks that stopped calling long ago.
+DELETE FROM store_shares WHERE last < :now - :forget;

@@ -1,0 +1,180 @@
+"""``pooler plan POOL -o FILE`` and ``pooler apply FILE``: a reviewed plan, applied once.
+
+``plan`` checks the pool against the store's own declarations, decides everything ``run`` decides
+before its first call and writes it to FILE (``pooler.run.savedplan``), sending nothing.  ``apply``
+refuses (exit 2, nothing sent) a plan that is stale - a digest that differs, another store - and
+otherwise runs it as the task the plan named, which the journal creates once: a second apply, by
+any process, is refused, and what follows is the task's (``--resume``, ``pooler redrive``,
+``pooler show``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from pooler.cli.commands import help_of
+from pooler.cli.commands.common import (
+    Context,
+    add_json,
+    add_run_output,
+    add_store_options,
+    add_variable_options,
+    make_client,
+    positive_int,
+    target,
+)
+from pooler.cli.commands.monitoring import add_monitoring_options
+from pooler.cli.commands.plan_common import digests_now, plan_args, plan_inputs, quiet
+from pooler.cli.commands.plan_show import print_plan
+from pooler.cli.commands.run import IN_DOUBT, OVERRIDES, add_batch_options, prepare, run_prepared
+from pooler.cli.commands.run_files import add_run_files
+from pooler.cli.commands.run_runner import add_shared_options
+from pooler.errors import InputError, StoreError, UsageError
+from pooler.exits import ExitStatus
+from pooler.journal.api import journal_spec
+from pooler.journal.opening import open_journal
+from pooler.plural import plural
+from pooler.run.conflicts import conflicts
+from pooler.run.executor import new_task_id
+from pooler.run.plandigests import POOL, plan_digests, stale
+from pooler.run.savedplan import applied_already, calls_digest, make_head, read_calls, read_head, write_plan
+from pooler.run.storeid import store_identity
+
+
+def register(sub: Any) -> None:
+    plan = sub.add_parser(
+        "plan",
+        help=help_of("plan"),
+        description="Check a pool file against the store's own declarations and write everything a run "
+                    "decides before its first call to FILE: the compiled pool, every call with its key and "
+                    "its params where they are known, the digests (sha256) of the pool file, every data "
+                    "file, the variables that are no secret and the store's declarations, and the store it "
+                    "was planned against. Nothing is sent, and no secret is written: the plan names the "
+                    "variables to give again. Review it with 'pooler show FILE', apply it once with "
+                    "'pooler apply FILE'. Exit 0 when planned, 2 when refused.",
+    )
+    plan.add_argument("pool", metavar="POOL", help="the pool file")
+    plan.add_argument("-o", "--output", metavar="FILE", required=True, help="the plan file to write")
+    add_store_options(plan)
+    add_json(plan, "the plan's head (what 'pooler show FILE --json' prints)")
+    add_variable_options(plan)
+    plan.add_argument("--sample", type=positive_int, metavar="N",
+                      help="plan steps over rows on their first N rows only (default: every row)")
+    add_batch_options(plan)
+    add_run_output(plan)
+    plan.set_defaults(handler=handle_plan, dry_run=True)
+
+    apply = sub.add_parser(
+        "apply",
+        help=help_of("apply"),
+        description="Run a plan written by 'pooler plan': exactly its calls, as the task it names, once. "
+                    "Refused (exit 2, nothing sent) when anything it was made from changed since - the "
+                    "pool file, a data file, a variable, the store's declarations - naming what changed; "
+                    "when the store is not the one it was planned against; and when it was applied "
+                    "before (then the task is what goes on: 'pooler redrive TASK', 'pooler show TASK'). "
+                    "The variables that are no secret are the plan's; its secrets are given again as "
+                    "'pooler run' takes them. Exit statuses as 'pooler run'.",
+    )
+    apply.add_argument("plan", metavar="FILE", help="the plan file 'pooler plan -o FILE' wrote")
+    add_store_options(apply)
+    apply.add_argument("--out", metavar="DIR", default="out",
+                       help="where table and job files go (default ./out)")
+    add_json(apply, "the answer (contract section 3)")
+    add_variable_options(apply)
+    apply.add_argument("--journal", metavar="PATH|URL",
+                       help="the journal: a SQLite file (default $XDG_STATE_HOME/pooler/journal.sqlite), "
+                            "or postgresql://... (env POOLER_JOURNAL); a plan applies once in a journal")
+    apply.add_argument("--in-doubt", choices=IN_DOUBT, default=None,
+                       help="what to do with a call in doubt (default retry: send it again with the same "
+                            "Idempotency-Key)")
+    apply.add_argument("--refresh", action="store_true",
+                       help="send a row that moved in the store since the plan (a step with compare:) as it "
+                            "is now, instead of leaving it as a conflict")
+    add_shared_options(apply)
+    add_run_files(apply)
+    add_monitoring_options(apply)
+    add_run_output(apply)
+    apply.set_defaults(handler=handle_apply, dry_run=False, resume=False, replan=False,
+                       **dict.fromkeys((*OVERRIDES, "rate"), None))
+
+
+def _store_tools(args: argparse.Namespace, ctx: Context) -> tuple[str, list[dict[str, Any]]]:
+    """The store the flags name, as a plan records it, and its declarations (a read)."""
+    with make_client(args, ctx) as client:
+        reply = client.tool_list()
+        tools = reply.data.get("tools")
+        if not reply.result or not isinstance(tools, list):
+            raise StoreError(f"the store refused tool_list: {reply.message} - the pool cannot be checked "
+                             "against its declarations, so nothing was planned.", store=client.store,
+                             sent=True)
+        return store_identity(client.store), tools
+
+
+def _given_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in (*OVERRIDES, "rate") if getattr(args, name) is not None}
+
+
+def handle_plan(args: argparse.Namespace, ctx: Context) -> int:
+    output = Path(args.output)
+    if not output.absolute().parent.is_dir():
+        raise UsageError(f"-o {output}: the folder {output.absolute().parent} does not exist - create it, or "
+                         "name a file in a folder that exists")
+    store, tools = _store_tools(args, ctx)
+    compiled = prepare(args, ctx, tools=tools)
+    variables = compiled.variables
+    assert variables is not None
+    digests = plan_digests(compiled.pool, variables.values, variables.secret_names, tools=tools)
+    head = make_head(compiled, task=new_task_id(), pool=args.pool, store=store, options=_given_options(args),
+                     digests=digests, redactor=ctx.redactor)
+    head = write_plan(output, head, compiled, ctx.redactor)
+    if args.json:
+        ctx.emit_json({**head, "file": str(output), "stale": []})
+    else:
+        print_plan(ctx, str(output), head, [], out=ctx.stdout)
+    return ExitStatus.OK
+
+
+def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
+    path = Path(args.plan)
+    head = read_head(path)
+    if calls_digest(path) != head.get("calls_sha256"):
+        raise InputError(f"{path} was edited since 'pooler plan' wrote it: its calls are not those its head "
+                         "counts - nothing was sent; plan again.")
+    if "plan_id" in head and not any(d.get("what") == POOL for d in head["digests"]):
+        plan_id = head["plan_id"]
+        raise InputError(f"{path} is the plan {plan_id} of a pooler mcp server, of a pool that is no file: "
+                         f"commit it with tool_pool {{\"plan_id\": \"{plan_id}\"}} - nothing was sent.")
+    plan_args(head, args)
+    # The run below tells the token's warnings: these looks at the store keep quiet.
+    muted = quiet(ctx)
+    found = store_identity(target(args, muted).url)
+    if head.get("store") not in (None, found):
+        raise InputError(f"{path} was planned against the store {head['store']}, not {found} - nothing was "
+                         "sent; apply it with --store naming that store, or plan again against this one.")
+    spec = journal_spec(args.journal, ctx.environ)
+    with closing(open_journal(spec)) as journal:
+        if journal.task(head["task"]) is not None:
+            raise applied_already(journal, head["task"], str(path))
+    _, tools = _store_tools(args, muted)
+    now, pool = digests_now(head, args, ctx, tools=tools)
+    told = stale(head["digests"], now)
+    if told:
+        raise InputError(f"{path} is stale: {'; '.join(told)} - nothing was sent; plan again and review the "
+                         "new plan.")
+    assert pool is not None
+    # The rows of a step with compare: that moved in the store since the plan.  No compare reader
+    # is given yet, so none is found; until one is, a conflict refuses the whole apply (nothing
+    # sent) rather than send a row whose class changed.
+    found_conflicts = conflicts(pool, read_calls(path), reread=None)
+    if found_conflicts and not args.refresh:
+        raise InputError(f"{path}: {len(found_conflicts)} planned rows moved in the store since the plan - "
+                         "nothing was sent; --refresh sends them as they are now.")
+    compiled = prepare(args, ctx, inputs=plan_inputs(head, args, ctx))
+    calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
+    if not args.quiet:
+        ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
+                 f"{head['task']}")
+    return run_prepared(args, ctx, compiled, applies=str(path))
