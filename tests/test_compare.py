@@ -314,3 +314,60 @@ def test_check_against_the_store_tells_the_counts_and_sends_nothing(store: Store
     assert (f"{pool}: step 1 goods: compare: 1,000 new, 20 changed, 980 unchanged (not sent)\n"
             f"1 file valid against {store.url}\n") in proc.stdout + proc.stderr
     assert imports(store) == []
+
+
+def plan_and_apply(store: Store, tmp_path: Path, journal: str, *extra: str) -> Any:
+    token = token_file(tmp_path / "secret", store)
+    return pooler("apply", str(tmp_path / "plan.jsonl"), "--store", store.url, "--token-file", str(token),
+                  "--journal", journal, "--out", str(tmp_path / "out"), "--json", *extra)
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_plan_holds_only_the_calls_of_the_new_and_changed_rows_and_apply_sends_exactly_them(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    stock(store)
+    where = journal_of(journal, request, tmp_path)
+    pool = feed_pool(tmp_path)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token), "--json")
+    assert planned.returncode == 0, planned.stderr
+    head = json.loads(planned.stdout)
+    assert head["calls"] == 11
+    assert head["steps"][0]["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}
+    calls = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()[1:]]
+    assert [c["compare"] for c in calls] == ["changed"] + ["new"] * 10
+    assert calls[0]["rows"] == [0, 1079]
+    assert imports(store) == []
+    applied = plan_and_apply(store, tmp_path, where)
+    assert applied.returncode == 0, applied.stderr
+    answer = json.loads(applied.stdout)
+    assert (answer["succeeded"], answer["unchanged"]) == (11, 980)
+    skus = [row["sku"] for chunk in imports(store) for row in chunk]
+    assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
+
+
+def test_a_row_changed_in_the_store_since_the_plan_is_a_conflict_and_refresh_sends_it(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=2)
+    pool = feed_pool(tmp_path, rows=12)
+    pool.write_text(pool.read_text().replace("chunk: 100, field: goods", "chunk: 1, field: goods"))
+    token = token_file(tmp_path / "secret", store)
+    where = str(tmp_path / "j.db")
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token))
+    assert planned.returncode == 0, planned.stderr
+    # Another writer reprices row 5 in the store after the plan: it is changed now, not unchanged.
+    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd",
+                       {"goods": [{"sku": sku(5), "name": "Goods 5", "price": 1.0}]}).json()
+    assert moved["data"]["result"] is True
+    before = len(imports(store))
+    refused = plan_and_apply(store, tmp_path, where)
+    assert refused.returncode == 2
+    assert (f"{tmp_path / 'plan.jsonl'}: 1 planned call moved in the store since the plan (step 1 row 5) - "
+            "nothing was sent; --refresh sends them as they are now.") in refused.stderr
+    assert len(imports(store)) == before
+    refreshed = plan_and_apply(store, tmp_path, where, "--refresh")
+    assert refreshed.returncode == 0, refreshed.stderr
+    sent = [row["sku"] for chunk in imports(store)[before:] for row in chunk]
+    assert sent == [sku(n) for n in (0, 1, 5, 10, 11)]

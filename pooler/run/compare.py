@@ -65,6 +65,14 @@ class Classified:
                 sent += bin(self.bits[whole] & ((1 << rest) - 1)).count("1")
         return -(-sent // chunk) if chunk else sent
 
+    def call_class(self, rows: list[int]) -> CompareClass:
+        """The class of a call that sends ``rows`` (its row, or its chunk's first and last): a
+        chunk holding a changed row is changed, one of new rows alone is new."""
+        if len(rows) == 1:
+            return self.class_of(rows[0])
+        found = {self.class_of(i) for i in range(rows[0], rows[-1] + 1)}
+        return CHANGED if CHANGED in found else NEW if NEW in found else UNCHANGED
+
     def doc(self) -> dict[str, int]:
         """The counts as the answer, the task and the dry run keep them."""
         return {str(NEW): self.new, str(CHANGED): self.changed, str(UNCHANGED): self.unchanged}

@@ -80,8 +80,11 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
         if seat is not None:
             seat.width = runner_width(pool, seat.width)
         # Read before the task is made, so a read that fails leaves no task and sends nothing.
-        compared = compare_steps(journal.compare_rows(), client, pool, config.variables, scope=task) \
-            if client is not None else {}
+        if config.compared is not None:
+            compared = dict(config.compared)
+        else:
+            compared = compare_steps(journal.compare_rows(), client, pool, config.variables, scope=task) \
+                if client is not None else {}
         if compared:
             doc["compare"] = {str(num): found.doc() for num, found in compared.items()}
         with journal.creating(task, pool_identity(pool.file), doc, seat) as write:
