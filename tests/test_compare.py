@@ -102,6 +102,8 @@ def test_a_run_sends_only_the_new_and_changed_rows_in_chunks_and_counts_the_unch
     # A chunk names its first and last row in the file, and how many rows it holds.
     assert "rows 0-1079 (100 rows) completed" in err
     assert '<dd id="unchanged">980 rows the store holds as they are, not sent</dd>' in report.read_text()
+    shown = pooler("show", "nightly", "--journal", where)
+    assert "980 rows unchanged, not sent" in shown.stdout
     runs = pooler("runs", "--journal", where)
     assert "11 calls planned: 11 completed; 980 rows unchanged, not sent" in runs.stdout
     # The store holds the feed now: a second task finds every row unchanged and sends nothing.
