@@ -14,6 +14,7 @@ import time
 import big_imports
 import big_tables
 import check_speed
+import compare_cost
 import flow
 import journal_cost
 import lsp
@@ -43,6 +44,7 @@ CASES: dict[str, Case] = {
     "plan-pg": plan_cost_pg.case,
     "postgres": shared_runners.case,
     "flow": flow.case,
+    "compare": compare_cost.case,
 }
 
 

@@ -34,6 +34,15 @@ class StepStatus(_Word):
     PARTIAL = "partial"
 
 
+class CompareClass(_Word):
+    """What a step's ``compare`` found a row of its data file to be: new (no row of the store's
+    table matches it) and changed (its fields differ) are sent; unchanged is counted, never sent."""
+
+    NEW = "new"
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"
+
+
 class StepState(_Word):
     """Where a step stands in a run on one host: not started, calls going, over."""
 

@@ -16,7 +16,7 @@ from pooler.journal.sqlite.journal import Journal
 #: Every column a journal of the last version has, as the migrations make them.
 COLUMNS = {
     "tasks": ["id", "pool_file", "started", "finished", "status", "runs", "total", "succeeded", "failed",
-              "skipped", "not_run", "answer", "store", "shared", "halted", "again"],
+              "skipped", "not_run", "answer", "store", "shared", "halted", "again", "unchanged"],
     "calls": ["id", "task", "run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
               "done_at", "result", "detail", "lane", "serial", "sent_ms", "done_ms"],
     "runs": ["task", "run", "host", "pid"],
@@ -35,6 +35,7 @@ COLUMNS = {
               "answer"],
     "store_buckets": ["store", "tat", "slots"],
     "store_shares": ["store", "task", "tat", "last", "hungry"],
+    "compare_rows": ["scope", "num", "side", "idx", "match", "digest"],
 }
 
 
@@ -52,8 +53,8 @@ def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> No
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
                                             "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql",
-                                            "0010_store_rate_buckets.sql"]
-    assert SCHEMA_VERSION == 10
+                                            "0010_store_rate_buckets.sql", "0011_compare_rows.sql"]
+    assert SCHEMA_VERSION == 11
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:

@@ -261,7 +261,7 @@ def test_an_unknown_key_with_no_close_match_lists_the_known_ones(tmp_path: Path)
         load_pool_value({"pool": [{"unit": "U", "command": "C", "zzz": 1}]}, base=tmp_path)
     assert failed.value.message == ("Unknown key [zzz] in step 1 - step 1 takes: name, unit, command, "
                                     "params, params_source, debug, into, key, retry, tolerate, rate, "
-                                    "for_each, probe, chunk_row, description.")
+                                    "for_each, probe, compare, chunk_row, description.")
 
 
 def test_a_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:

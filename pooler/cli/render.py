@@ -65,7 +65,9 @@ def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_l
     status = status_of(result)
     label = f" {step.name}" if step.name else ""
     of = f"{total}+" if at_least else f"{total}"
-    text = f"call {done}/{of} step {step.num}{label} {step.unit}.{step.command}{where(result)} {status}"
+    # A chunk of a compare's sent rows names its first and last row, and how many it holds.
+    size = f" ({plural(result['size'], 'row')})" if isinstance(result.get("size"), int) else ""
+    text = f"call {done}/{of} step {step.num}{label} {step.unit}.{step.command}{where(result)}{size} {status}"
     ms = trip_ms(result)
     if ms is not None:
         text += f" {ms} ms"
@@ -101,7 +103,10 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     took = f" in {ms} ms" if ms is not None else ""
     stopped = str(answer.get("interrupted") or "")
     why = f" (interrupted by {stopped})" if stopped.startswith("SIG") else f" ({stopped})" if stopped else ""
-    text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}"
+    # The rows a compare left unsent are no calls: told after the calls' counts and time.
+    left = int(answer.get("unchanged") or 0)
+    unchanged = f"; {plural(left, 'row')} unchanged, not sent" if left else ""
+    text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}{unchanged}"
     earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
     if earlier:
         text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"

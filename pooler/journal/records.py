@@ -123,6 +123,8 @@ class TaskRow:
     not_run: int | None
     #: The store the task runs against (None for a task made before tasks recorded theirs).
     store: str | None = None
+    #: The rows its compares found unchanged and did not send (None: no compare).
+    unchanged: int | None = None
 
 
 def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:

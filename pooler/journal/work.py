@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
+from pooler.journal.comparerows import CompareRows
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
 from pooler.pool.budget import Counts, Judge
 
@@ -387,3 +388,6 @@ class TaskJournal(Protocol):
 
     def replanning(self, task_id: str) -> AbstractContextManager[Replanning]:
         """The task's plan in one transaction for ``--replan``; refused while runners hold it."""
+
+    def compare_rows(self) -> CompareRows:
+        """Where a step's compare matches its rows, in this journal."""

@@ -26,6 +26,7 @@ from pooler.pool.compiler import Inputs, Plan, plan_for_run
 from pooler.pool.loader import load_pool
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rows import json_kind
+from pooler.run.compare import compare_steps, with_compares
 from pooler.run.config import RunConfig
 from pooler.run.redrive import stored_pool
 
@@ -124,6 +125,11 @@ def call(runs: PoolRuns, arguments: Mapping[str, Any], *, session_task: str,
     plan, task, dry_run = load(runs, arguments, session_task)
     if dry_run:
         document = build_plan(plan)
+        if any(step.compare is not None for step in plan.pool.steps):
+            # The store's rows are read to count what would be sent, as pooler run --dry-run does.
+            assert plan.variables is not None
+            with_compares(document, plan, compare_steps(runs.journal().compare_rows(), runs.client, plan.pool,
+                                                        plan.variables.values, scope=f"dry-run {task}"))
         return answered({"result": True, "task": task, **document,
                          "message": "Nothing was sent: this is the plan. Call pool_run again without "
                                     "dry_run to run it."}, is_error=False)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from pooler.contract.fieldtypes import CastError, cast
 from pooler.errors import Problem, did_you_mean
+from pooler.pool.comparing import compare_field_problems
 from pooler.pool.model import Pool, Step
 from pooler.pool.positions import KEY
 from pooler.pool.references import parse_ref
@@ -44,6 +45,8 @@ def check_against(pool: Pool, tools: list[dict[str, Any]]) -> list[Problem]:
         problems.extend(_check_detail_refs(step, known, named))
         if step.probe is not None:
             problems.extend(_check_probe(step, units, unit_names))
+        if step.compare is not None:
+            problems.extend(_check_compare(step, command, units, unit_names))
     return problems
 
 
@@ -95,6 +98,22 @@ def _check_probe(step: Step, units: dict[str, Tool], unit_names: list[str]) -> I
             yield read.problem(f"The probe of step {step.num}: {key} [{value}] is not a field of the "
                                f"detail of {name}{hint or '.'} Its detail: "
                                f"{', '.join(sorted(fields)) or 'none'}.", key)
+
+
+def _check_compare(step: Step, command: Tool, units: dict[str, Tool], unit_names: list[str]
+                   ) -> Iterator[Problem]:
+    """A step's compare read as a call of its own (unit, command, grant, fields), and the row fields
+    it compares as fields the step's chunk rows take, where the declaration names them."""
+    compare = step.compare
+    assert compare is not None
+    read = replace(step, unit=step.compare_unit, command=compare.command, params=compare.params,
+                   for_each=None, path=(*step.path, "compare"))
+    problems: list[Problem] = []
+    _check_call(read, units, unit_names, problems)
+    yield from problems
+    rows = _row_fields(step, command)
+    name = f"{units[step.unit.upper()].get('unit')}.{command.get('name')}"
+    yield from compare_field_problems(step, rows, name)
 
 
 class Declared(NamedTuple):

@@ -20,6 +20,7 @@ from typing import Any
 
 from pooler.errors import PoolerError, Problem, closest, did_you_mean, in_order
 from pooler.pool.against import check_against
+from pooler.pool.comparing import compare_problems
 from pooler.pool.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.pool.numbers import DECIMALS
 from pooler.pool.positions import KEY
@@ -188,6 +189,11 @@ def _check_step(pool: Pool, step: Step, named: dict[str, Step]) -> Iterator[Prob
         for path, text in strings(step.probe.params):
             if OPEN in text:
                 templates.extend((("probe", "params", *path), name) for _, name in placeholders(text))
+    if step.compare is not None:
+        for path, text in strings(step.compare.params):
+            if OPEN in text:
+                templates.extend((("compare", "params", *path), name) for _, name in placeholders(text))
+        yield from compare_problems(step)
     if step.chunk_row is not None:
         # Each row's shape is filled as params are: the row (every one of the chunk) and the variables.
         for path, text in strings(step.chunk_row):

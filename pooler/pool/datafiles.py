@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pooler.errors import PoolerError, Problem, did_you_mean
 from pooler.pool.against import Declared
+from pooler.pool.comparing import header_problems
 from pooler.pool.keyset import Holder, KeySet
 from pooler.pool.model import Pool, Step
 from pooler.pool.rows import chunks, format_of, iter_rows, numbered_rows, open_file
@@ -136,6 +137,10 @@ def row_names(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
     if isinstance(step.key, str):
         found.extend((("key",), name) for _, name in placeholders(step.key)
                      if name.partition(".")[0] == "row")
+    if step.compare is not None:
+        # A compare read once a row is filled from each row, whatever the chunk.
+        found.extend((("compare", "params", *path), name) for path, name in placeholders(step.compare.params)
+                     if name.partition(".")[0] == "row")
     if step.probe is not None:
         # A probe is filled from the call's row (its first one, for a chunk).
         found.extend((("probe", "params", *path), name) for path, name in placeholders(step.probe.params)
@@ -156,6 +161,7 @@ def _field_problems(step: Step, data: DataFile) -> list[Problem]:
                    f"[{field}]{hint or ''}{'' if hint else ' - its fields: ' + ', '.join(data.fields) + '.'}")
         message += _delimiter_hint(data)
         problems.append(step.problem(message, *where))
+    problems.extend(header_problems(step, data.fields, str(data.path)))
     return problems
 
 

@@ -20,6 +20,7 @@ from pooler.pool.budget import tolerate_of
 from pooler.pool.documents import MAX_BYTES, Document, parse_document, parse_text, read_document, read_text
 from pooler.pool.marks import LazyPositions
 from pooler.pool.model import (
+    Compare,
     ForEach,
     JsonPath,
     Options,
@@ -258,6 +259,7 @@ class _Loader:
             retry=_retry(retry) if isinstance(retry, dict) else None,
             for_each=ForEach(**each) if isinstance(each, dict) else None,
             probe=_probe(probe),
+            compare=_compare(raw.get("compare")),
             chunk_row=dict(raw["chunk_row"]) if isinstance(raw.get("chunk_row"), dict) else None,
             description=str(raw.get("description", "")),
             tolerate=tolerate_of(raw.get("tolerate")),
@@ -377,6 +379,18 @@ def _probe(raw: Any) -> Probe | None:
     return Probe(command=raw["command"].strip(), landed=raw["landed"],
                  unit=unit.strip() if isinstance(unit, str) else None,
                  params=dict(raw.get("params") or {}), detail=raw.get("detail"))
+
+
+def _compare(raw: Any) -> Compare | None:
+    """A step's ``compare`` as the schema let it through (a partial load drops one it refused)."""
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("command", "table")) \
+            or not all(isinstance(raw.get(k), dict) for k in ("match", "fields")):
+        return None
+    unit = raw.get("unit")
+    return Compare(command=raw["command"].strip(), table=raw["table"],
+                   match={str(k): str(v) for k, v in raw["match"].items()},
+                   fields={str(k): str(v) for k, v in raw["fields"].items()},
+                   unit=unit.strip() if isinstance(unit, str) else None, params=dict(raw.get("params") or {}))
 
 
 def _retry(raw: dict[str, Any]) -> Retry:

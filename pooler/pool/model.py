@@ -143,6 +143,24 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Compare:
+    """A read of the store's own rows that the step's rows are compared with before anything is
+    sent: a row whose ``match`` finds no table row is new, one whose ``fields`` differ is changed,
+    and the rest are unchanged (counted, never sent).
+
+    ``match`` and ``fields`` map a row's field (as ``${row.x}`` names it) to the table's column.
+    """
+
+    command: str
+    table: str
+    match: dict[str, str]
+    fields: dict[str, str]
+    #: The read's tool, when not the step's own.
+    unit: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Variable:
     """A declared variable: a default, or a value from the environment or a file."""
 
@@ -196,6 +214,8 @@ class Step:
     retry: Retry | None = None
     for_each: ForEach | None = None
     probe: Probe | None = None
+    #: The store's rows read first, so that only new and changed rows are sent.
+    compare: Compare | None = None
     #: With ``for_each.chunk``: the shape of each row the chunk sends, filled like params from
     #: ``${row.x}`` (None: the rows go as the source holds them).
     chunk_row: dict[str, Any] | None = None
@@ -212,6 +232,11 @@ class Step:
     def probe_unit(self) -> str:
         """The unit the step's probe is sent to: its own, else the step's."""
         return (self.probe.unit if self.probe is not None and self.probe.unit else "") or self.unit
+
+    @property
+    def compare_unit(self) -> str:
+        """The unit the step's compare reads from: its own, else the step's."""
+        return (self.compare.unit if self.compare is not None and self.compare.unit else "") or self.unit
 
     @property
     def label(self) -> str:

@@ -35,6 +35,9 @@ def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
     for name in ("task", "status", "interrupted"):
         if answer.get(name) is not None:
             ET.SubElement(props, "property", name=name, value=xml_text(str(answer[name])))
+    if answer.get("unchanged") is not None:
+        # Rows a compare found unchanged are no test cases: the suite tells how many were not sent.
+        ET.SubElement(props, "property", name="unchanged", value=str(answer["unchanged"]))
     for row in (answer.get("tolerated") or {}).get("budgets") or []:
         ET.SubElement(props, "property", name=f"tolerated.{row['kind']}", value=xml_text(budget_line(row)))
     probes = answer.get("probes")

@@ -60,6 +60,8 @@ class MetricsReporter:
         self.planned = 0
         self.calls = dict.fromkeys(STATUSES, 0)
         self.rows = dict.fromkeys(STATUSES, 0)
+        #: Rows the last run's compares found unchanged and did not send.
+        self.unchanged = 0
         self.resent = 0
         self.in_doubt = 0
         self.buckets = [0] * len(BUCKETS)
@@ -114,7 +116,10 @@ class MetricsReporter:
             if status == CallStatus.IN_DOUBT:
                 self.in_doubt += 1
             rows = result.get("rows")
-            if isinstance(rows, list) and len(rows) == 2:
+            if isinstance(result.get("size"), int):
+                # A chunk whose rows are not all of its span (a compare left some unsent).
+                self.rows[status] += int(result["size"])
+            elif isinstance(rows, list) and len(rows) == 2:
                 self.rows[status] += int(rows[1]) - int(rows[0]) + 1
             elif result.get("row") is not None:
                 self.rows[status] += 1
@@ -138,6 +143,8 @@ class MetricsReporter:
             # its own calls, as they were told, so the runners' files add up to the task.
             if "runner" not in self.labels:
                 self._count_answer(answer, calls_base, rows_base, doubt_base)
+            # The task's rows its compares left unsent: the plan's, whichever runner made it.
+            self.unchanged = int(answer.get("unchanged") or 0)
             now = self.clock()
             if not self.server:
                 self.ended = now
@@ -256,6 +263,8 @@ class MetricsReporter:
             calls.add(self.calls[status], {**labels, "status": status})
             rows.add(self.rows[status], {**labels, "status": status})
         out += [calls, rows]
+        gauge("pooler_rows_unchanged", "Rows of the last run that its steps' compare found unchanged in the "
+              "store, and did not send.", self.unchanged)
         gauge("pooler_calls_in_doubt", "Calls of the last run whose answer was lost: they may or may not "
               "have been carried out.", self.in_doubt)
         resent = Family("pooler_calls_resent_total", "counter", "Calls of the last run that were sent again "

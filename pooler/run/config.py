@@ -8,7 +8,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pooler.journal.work import Redrive
 from pooler.pool.model import Pool, Step
@@ -18,6 +18,9 @@ from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan
 from pooler.run.identity import table_prefix
 from pooler.run.storerate import StoreRate
+
+if TYPE_CHECKING:
+    from pooler.run.compare import Classified
 
 
 @dataclass
@@ -61,6 +64,10 @@ class RunConfig:
     #: The store's rate (``rate:`` of a named store, ``--store-rate``): one bucket for every task
     #: and every process that calls the store.
     store_rate: StoreRate | None = None
+    #: The steps' compares as a saved plan's apply found them (``pooler apply``): the task is
+    #: planned from these, so it sends exactly the calls checked against the plan's; None: each
+    #: step with ``compare:`` reads the store as the task is planned.
+    compared: Mapping[int, Classified] | None = None
 
 
 class StopSignal(threading.Event):

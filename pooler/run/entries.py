@@ -83,6 +83,8 @@ class RowsEntry(_RowsEntryKeys, total=False):
     failures: list[dict[str, Any]]
     failures_omitted: int
     time: dict[str, Any]
+    #: With a compare: its rows new, changed (both sent) and unchanged (counted, never sent).
+    compare: dict[str, int]
 
 
 class _InDoubtItemKeys(TypedDict):
@@ -128,6 +130,8 @@ class Answer(_AnswerKeys, total=False):
     #: What the probes of calls in doubt said (only when a probe was sent): landed, not_landed,
     #: unsettled.
     probes: dict[str, int]
+    #: The rows the steps' compares found unchanged, and did not send (only with a compare).
+    unchanged: int
 
 
 #: What a probe can say of its call in doubt, as entries and counts name it.

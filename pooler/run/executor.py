@@ -153,7 +153,7 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
     taking = taking or RunnerConfig()
     seat = Seat.new(taking.lease, taking.width)
     pool, planned, began = join_task(journal, pool, config, key_scope=taking.key_scope, store=store,
-                                     seat=seat)
+                                     seat=seat, client=client)
     lease = journal.lease(config.task_id or "", seat.seconds, seat.width, seat)
     try:
         journal.record_run(config.task_id or "", config.redactor.value(run_facts(pool, client, config.again)))

@@ -18,12 +18,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
 from pooler.journal.records import pool_identity
 from pooler.journal.work import Planned, Seat, TaskJournal, Write, narrower
 from pooler.pool.compiler import Plan, plan_for_joining_runner
 from pooler.pool.datafiles import DataFile, locate
 from pooler.pool.model import Options, Pool
+from pooler.run.compare import Classified, compare_steps
 from pooler.run.config import RunConfig, runner_width
 from pooler.run.planfiles import (
     POOL_FILE,
@@ -52,7 +54,8 @@ class Joined(NamedTuple):
 
 
 def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope: str | None = None,
-              store: str | None = None, seat: Seat | None = None) -> Joined:
+              store: str | None = None, seat: Seat | None = None,
+              client: ToolRunClient | None = None) -> Joined:
     """Plan the task (first runner) or join it: the pool with the task's own options, whether
     this runner planned it, and whether it began a run of it (planned it, or ran it again).  A
     new task of a ``key_scope`` skips the calls whose key a task of that scope has landed.
@@ -76,9 +79,17 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
             doc["store"] = store
         if seat is not None:
             seat.width = runner_width(pool, seat.width)
+        # Read before the task is made, so a read that fails leaves no task and sends nothing.
+        if config.compared is not None:
+            compared = dict(config.compared)
+        else:
+            compared = compare_steps(journal.compare_rows(), client, pool, config.variables, scope=task) \
+                if client is not None else {}
+        if compared:
+            doc["compare"] = {str(num): found.doc() for num, found in compared.items()}
         with journal.creating(task, pool_identity(pool.file), doc, seat) as write:
             if write is not None:
-                plan = _plan_pass(pool, config, write, None)
+                plan = _plan_pass(pool, config, write, None, compared=compared)
                 # Kept with the task as the block ends, in its transaction.
                 doc["files"] = _files_doc(plan, config.sample)
                 return Joined(pool, True, True)
@@ -146,11 +157,12 @@ def task_doc(pool: Pool, config: RunConfig) -> dict[str, Any]:
 
 
 def _plan_pass(pool: Pool, config: RunConfig, write: Write, planned: dict[int, Planned] | None,
-               *, beyond: bool = True) -> Plan:
-    """The compile step's pass over each data file, each row's call written as it is checked."""
+               *, beyond: bool = True, compared: Mapping[int, Classified] | None = None) -> Plan:
+    """The compile step's pass over each data file, each row's call written as it is checked
+    (with ``compared``, only the rows a step's compare sends)."""
     assert config.task_id is not None
     planner = Planner(pool, config.task_id, config.variables, config.sample, redactor=config.redactor,
-                      beyond=beyond)
+                      beyond=beyond, compared=compared)
     sink = PlanPass(planner, write, planned)
     plan = plan_for_joining_runner(pool, config.variables, config.sample, rows=sink,
                                    checks=not config.checked)
@@ -186,6 +198,13 @@ def _replan(journal: TaskJournal, task: str, pool: Pool, config: RunConfig, file
     now = {int(f["num"]): f for f in _files_doc(plan, None)}
     changed = {num for num, was in files.items()
                if num != POOL_FILE and num in now and now[num]["sha256"] != was.sha256}
+    compared = sorted(num for num in changed if pool.steps[num - 1].compare is not None)
+    if compared:
+        # A replan keeps the calls planned from the rows as they were, and a compare classified
+        # those against the store as it was then: both would have to be read again.
+        raise JournalError(f"--replan cannot plan step {compared[0]} of task {task} again: its rows are "
+                           "compared with the store's (compare:), as they were when the task was planned - "
+                           "start a new task, which reads the store again and sends only what changed.")
     planner = Planner(pool, task, config.variables, config.sample, redactor=config.redactor)
     replan_task(journal, task, plan, planner, changed=changed, files=list(now.values()))
 

@@ -40,6 +40,7 @@ class PlanPass:
         self._idx = 0
         self._part: list[dict[str, Any]] = []
         self._part_first = 0
+        self._part_last = 0
         self._part_key: str | None = None
         #: The steps whose rows the check handed over, and the idx each one's next call takes.
         self._done: dict[int, int] = {}
@@ -58,6 +59,10 @@ class PlanPass:
             self._enter(step)
         if index < self._skip:
             return
+        keep = self._planner.compared.get(step.num)
+        if keep is not None and not keep.sends(index):
+            # Unchanged: counted by the compare, never planned.
+            return
         one = self._one
         if one is not None:
             self._write(one(self._idx, index, row, key))
@@ -71,6 +76,7 @@ class PlanPass:
             # a sample that ended inside a chunk starts its chunks elsewhere, and fills its own.
             self._part_first, self._part_key = index, key
         self._part.append(row)
+        self._part_last = index
         if len(self._part) == fe.chunk:
             self._chunk(step)
 
@@ -141,7 +147,8 @@ class PlanPass:
 
     def _chunk(self, step: Step) -> None:
         part, first = self._part, self._part_first
-        self._write(self._planner.call(step, self._idx, (first, first + len(part) - 1, len(part)), part,
+        # The last row's own number: a compare leaves out unchanged rows, so a chunk may span more.
+        self._write(self._planner.call(step, self._idx, (first, self._part_last, len(part)), part,
                                        self._part_key))
         self._idx += 1
         self._part = []

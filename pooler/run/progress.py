@@ -57,6 +57,10 @@ class Progress:
 
     def told(self, step: Step, entry: dict[str, Any], num: int, size: int) -> None:
         """A call has its one status."""
+        rows = entry.get("rows")
+        if isinstance(rows, list) and len(rows) == 2 and rows[1] - rows[0] + 1 != size:
+            # A chunk of a compare's sent rows spans unchanged ones too: its reporters count its size.
+            entry = {**entry, "size": size}
         self.reporter.step_finished(step, entry)
         if self.plans[num].over_rows:
             # The live view's bar: the rows this runner has done of the step's planned ones.

@@ -28,6 +28,7 @@ from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
 from pooler.pool.plan_document import build_plan
 from pooler.redact import Redactor
+from pooler.run.compare import Classified
 from pooler.run.config import values_of
 from pooler.run.plandigests import Digest
 from pooler.run.workplan import Planner
@@ -108,12 +109,14 @@ def _params(planner: Planner, step: Step, values: Mapping[str, Any], data: Any, 
     return params
 
 
-def planned_calls(compiled: Plan, task: str, redactor: Redactor, classify: Classify | None = None
-                  ) -> Iterator[PlannedCall]:
+def planned_calls(compiled: Plan, task: str, redactor: Redactor, classify: Classify | None = None,
+                  compared: Mapping[int, Classified] | None = None) -> Iterator[PlannedCall]:
     """Every call of the plan, in order, as ``run`` would plan them into its journal, each with its
-    compare class where ``classify`` gives one."""
+    compare class where ``classify`` gives one; ``compared``: the steps' compares, whose steps
+    plan only the rows they send, as a run does."""
     values = values_of(compiled.variables)
-    planner = Planner(compiled.pool, task, values, compiled.sample, redactor=redactor, beyond=False)
+    planner = Planner(compiled.pool, task, values, compiled.sample, redactor=redactor, beyond=False,
+                      compared=compared)
     for step in compiled.pool.steps:
         fe = step.for_each
         data = compiled.data.get(step.num)
@@ -144,10 +147,12 @@ def step_summaries(compiled: Plan) -> list[StepSummary]:
 
 
 def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redactor,
-               classify: Classify | None = None) -> dict[str, Any]:
+               classify: Classify | None = None, *, compared: Mapping[int, Classified] | None = None
+               ) -> dict[str, Any]:
     """Write the plan to ``path`` (owner-only, whole or not at all) and give back its head.  The
     calls are counted as they are written (each compare class too), to a file beside it, and the
-    head goes in front."""
+    head goes in front.  With ``compared`` only the rows each compare sends are planned, and the
+    step's counts are its rows by class (the unchanged ones are no call)."""
     steps = {s["num"]: s for s in step_summaries(compiled)}
     sha = hashlib.sha256()
     total = 0
@@ -155,7 +160,7 @@ def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redac
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with _owner_only(body).open("w", encoding="utf-8") as calls:
-            for call in planned_calls(compiled, head["task"], redactor, classify):
+            for call in planned_calls(compiled, head["task"], redactor, classify, compared):
                 line = strictjson.dumps(call, ensure_ascii=False) + "\n"
                 sha.update(line.encode())
                 calls.write(line)
@@ -165,6 +170,8 @@ def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redac
                     counts = entry.setdefault("compare", dict.fromkeys(CLASSES, 0))
                     counts[call["compare"]] += 1
                 total += 1
+        for num, found in (compared or {}).items():
+            steps[num]["compare"] = found.doc()
         known = all(s["calls"] is not None for s in steps.values())
         head = {**head, "calls": total if known else None, "calls_sha256": sha.hexdigest(),
                 "steps": list(steps.values())}

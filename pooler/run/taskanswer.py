@@ -20,7 +20,7 @@ from pooler.pool.budget import Budgets, budgets_of, tolerate_of
 from pooler.pool.model import Pool
 from pooler.run.answer import Collector
 from pooler.run.entries import head_of, not_sent
-from pooler.statuses import LANDED, CallStatus, StepStatus, TaskStatus, WorkState
+from pooler.statuses import LANDED, CallStatus, CompareClass, StepStatus, TaskStatus, WorkState
 
 #: What ``pooler runs`` says of a task whose every runner died without finishing.
 DEAD = TaskStatus.DEAD
@@ -66,6 +66,9 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
         total += _over_rows(collector, steps[num], calls) if steps[num]["over_rows"] else max(
             _single(collector, calls), 1)
     answer = collector.answer(total=total, task=task, trip_ms=trip_ms, interrupted=interrupted)
+    compared = shared.get("compare")
+    if compared:
+        _unchanged(answer, compared)
     budgets = shared_budgets(shared)
     if budgets.all:
         answer["tolerated"] = budgets.tolerated(journal.budget_counts(task))
@@ -74,6 +77,19 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     if flows:
         answer["flow"] = flow_summary(flows)
     return answer
+
+
+def _unchanged(answer: dict[str, Any], compared: Mapping[str, Mapping[str, int]]) -> None:
+    """The compares' counts in the answer: beside the counts of calls, the rows left unsent as
+    unchanged; in each step's entry, its rows by class, and its message saying the unchanged."""
+    answer["unchanged"] = sum(int(c[CompareClass.UNCHANGED]) for c in compared.values())
+    for entry in answer["steps"]:
+        found = compared.get(str(entry["num"]))
+        if found is None:
+            continue
+        entry["compare"] = dict(found)
+        if found[CompareClass.UNCHANGED]:
+            entry["message"] = f"{entry['message']}; {found[CompareClass.UNCHANGED]:,} unchanged, not sent"
 
 
 def flow_summary(flows: list[FlowDoc]) -> dict[str, int]:

@@ -25,6 +25,7 @@ from pooler.pool.rows import chunks, row_encoder
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
+from pooler.run.compare import Classified
 from pooler.run.config import step_plan
 from pooler.run.identity import chunk_key
 from pooler.statuses import WorkState
@@ -81,8 +82,11 @@ class Planner:
     """Makes the work rows of a task (and, later, of a step over an earlier step's table)."""
 
     def __init__(self, pool: Pool, task: str, variables: Mapping[str, Any], sample: int | None, *,
-                 redactor: Redactor | None = None, beyond: bool = True) -> None:
+                 redactor: Redactor | None = None, beyond: bool = True,
+                 compared: Mapping[int, Classified] | None = None) -> None:
         self.pool = pool
+        #: The steps whose compare classified their rows: only the rows they send are planned.
+        self.compared = dict(compared or {})
         self.task = task
         self.variables = dict(variables)
         self.sample = sample
@@ -112,6 +116,10 @@ class Planner:
         and needs no data file for it; a chunk never reaches over the sample's end."""
         fe = step.for_each
         assert fe is not None
+        keep = self.compared.get(step.num)
+        if keep is not None:
+            yield from self._sent_rows(step, data, keep, first, idx)
+            return
         source: Iterator[Any] = iter(data)
         parts: list[tuple[Iterator[Any], str]] = [(source, WorkState.READY)]
         if self.sample is not None:
@@ -130,6 +138,38 @@ class Planner:
                 yield self.call(step, idx, (first, None, 1), row, state=state)
                 first += 1
                 idx += 1
+
+    def _sent_rows(self, step: Step, data: Iterable[Any], keep: Classified, first: int, idx: int
+                   ) -> Iterator[tuple[Any, ...]]:
+        """``rows_of`` for a step whose compare classified its rows: only the rows it sends, each
+        call (or chunk) under its rows' own numbers in the file, a chunk cut from sent rows alone
+        and never across the sample's end."""
+        fe = step.for_each
+        assert fe is not None
+        part: list[tuple[int, Any]] = []
+        part_state = str(WorkState.READY)
+        for index, row in enumerate(data, first):
+            if not keep.sends(index):
+                continue
+            state = str(WorkState.READY if self.sample is None or index < self.sample else WorkState.BEYOND)
+            if state == WorkState.BEYOND and not self.beyond:
+                break
+            if not fe.chunk:
+                yield self.call(step, idx, (index, None, 1), row, state=state)
+                idx += 1
+                continue
+            if part and (state != part_state or len(part) == fe.chunk):
+                yield self._sent_chunk(step, idx, part, part_state)
+                idx += 1
+                part = []
+            part.append((index, row))
+            part_state = state
+        if part:
+            yield self._sent_chunk(step, idx, part, part_state)
+
+    def _sent_chunk(self, step: Step, idx: int, part: list[tuple[int, Any]], state: str) -> tuple[Any, ...]:
+        rows = [row for _, row in part]
+        return self.call(step, idx, (part[0][0], part[-1][0], len(part)), rows, state=state)
 
     def split(self, at: int, num: int, *, idx: int, next_idx: int, first: int, data: list[Any]
               ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +20,11 @@ from pooler.cli.commands.common import (
     mask_variables,
     variable_inputs,
 )
-from pooler.cli.commands.dry_run import planned_rate
-from pooler.errors import Problem, StoreError, UnvouchedError
+from pooler.cli.commands.dry_run import compare_text, planned_rate
+from pooler.errors import PoolerError, Problem, StoreError, UnvouchedError
 from pooler.exits import ExitStatus
 from pooler.pool.budget import planned_line
-from pooler.pool.compiler import Inputs
+from pooler.pool.compiler import Inputs, Plan
 from pooler.pool.compiler import check_file as check_pool_file
 from pooler.pool.declared import is_declarations, load_declarations
 from pooler.pool.model import Pool
@@ -71,9 +73,9 @@ def check_file(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | N
 
 def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None = None, *,
             data: bool = False, redactor: Redactor | None = None
-            ) -> tuple[list[Problem], Pool | None, list[str]]:
-    """``check_file``'s problems, the pool as loaded (None when it could not be read), and what a
-    valid pool's error budgets allow, in calls."""
+            ) -> tuple[list[Problem], Pool | None, list[str], Plan | None]:
+    """``check_file``'s problems, the pool as loaded (None when it could not be read), what a
+    valid pool's error budgets allow, in calls, and its plan (None when it is not valid)."""
 
     def masked(pool: Pool) -> None:
         if inputs is not None and redactor is not None:
@@ -81,11 +83,11 @@ def checked(path: str, tools: list[dict[str, Any]] | None, inputs: Inputs | None
 
     found = check_pool_file(path, inputs, tools=tools, read_data=data, loaded=masked)
     if found.plan is None:
-        return found.problems, found.pool, []
+        return found.problems, found.pool, [], None
     pool = found.pool or found.plan.pool
     doc = build_plan(found.plan) if pool.budgets().all or pool.paces() else {"tolerate": [], "rate": []}
     told = [planned_line(row) for row in doc["tolerate"]] + [planned_rate(row) for row in doc["rate"]]
-    return [], pool, [f"{path}: {line}" for line in told]
+    return [], pool, [f"{path}: {line}" for line in told], found.plan
 
 
 def env_notice(path: str, pool: Pool) -> str | None:
@@ -122,6 +124,27 @@ def fetch_tools(args: argparse.Namespace, ctx: Context) -> list[dict[str, Any]]:
     return tools
 
 
+def compare_counts(path: str, plan: Plan, args: argparse.Namespace, ctx: Context) -> list[str]:
+    """Against a store, each step's compare read and its rows counted new, changed and unchanged,
+    as the run would count them now (matched in a journal of the check's own, dropped after)."""
+    if not any(step.compare is not None for step in plan.pool.steps):
+        return []
+    # Imported here: a check that reads no store's rows loads neither the client nor a journal.
+    from pooler.journal.opening import open_journal  # noqa: PLC0415
+    from pooler.run.compare import compare_steps  # noqa: PLC0415
+
+    values = plan.variables.values if plan.variables is not None else {}
+    with tempfile.TemporaryDirectory(prefix="pooler-check-") as folder, \
+            make_client(args, ctx, masking=False) as client, \
+            closing(open_journal(str(Path(folder) / "compare.sqlite"))) as journal:
+        try:
+            compared = compare_steps(journal.compare_rows(), client, plan.pool, values, scope="check")
+        except PoolerError as exc:
+            return [f"{path}: compare not counted: {exc.message}"]
+    return [f"{path}: step {num} {plan.pool.steps[num - 1].label}: {compare_text(found.doc())}"
+            for num, found in compared.items()]
+
+
 def same_file(first: str, second: str) -> bool:
     """Whether two paths as given name one file (by their absolute paths: nothing is read)."""
     return Path(first).absolute() == Path(second).absolute()
@@ -132,9 +155,11 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
     inputs = variable_inputs(args, ctx) if args.var or args.vars_file or args.env else None
     results, notices = [], []
     for path in args.pools:
-        problems, pool, budgets = checked(path, tools, inputs, data=args.data, redactor=ctx.redactor)
+        problems, pool, budgets, plan = checked(path, tools, inputs, data=args.data, redactor=ctx.redactor)
         results.append((path, problems))
         notices.extend(budgets)
+        if plan is not None and tools is not None and not is_declarations(args.store):
+            notices.extend(compare_counts(path, plan, args, ctx))
         notice = env_notice(path, pool) if pool is not None and inputs is None else None
         if notice:
             notices.append(notice)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from pooler.cli.commands.common import Context
+from pooler.cli.commands.common import Context, make_client
 from pooler.cli.commands.store_rate import store_rate
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
+from pooler.journal.api import journal_spec
+from pooler.journal.opening import open_journal
 from pooler.plural import plural
 from pooler.pool.breaker import DEFAULT_BREAKER, BreakerRule
 from pooler.pool.budget import planned_line
@@ -19,6 +22,9 @@ from pooler.pool.compiler import Plan
 from pooler.pool.model import DEFAULT_BUSY_FOR
 from pooler.pool.plan_document import build_plan
 from pooler.pool.rate import Rate, rate_line
+
+if TYPE_CHECKING:
+    from pooler.run.compare import Classified
 
 
 def order_text(plan: dict[str, Any]) -> str:
@@ -68,6 +74,28 @@ def busy_line(entry: dict[str, Any]) -> str:
             "(retry busy_for), then leaves it not run and stops the pool")
 
 
+def compare_text(counts: dict[str, int]) -> str:
+    """A compare's counts as words."""
+    return (f"compare: {counts['new']:,} new, {counts['changed']:,} changed, "
+            f"{counts['unchanged']:,} unchanged (not sent)")
+
+
+def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context) -> dict[int, Classified]:
+    """The store's rows read for every step with a compare, and its rows classified (matched in the
+    journal, as a run matches them); nothing is sent.  A pool without a compare reads nothing."""
+    if not any(step.compare is not None for step in compiled.pool.steps):
+        return {}
+    # Imported here: the client (requests) is loaded only by a dry run that reads the store.
+    from pooler.run.compare import compare_steps  # noqa: PLC0415
+
+    assert compiled.variables is not None
+    spec = journal_spec(args.journal, ctx.environ)
+    with make_client(args, ctx, masking=False, need_token=True) as client, \
+            closing(open_journal(spec)) as journal:
+        return compare_steps(journal.compare_rows(), client, compiled.pool, compiled.variables.values,
+                             scope="dry-run")
+
+
 def step_cells(entry: dict[str, Any]) -> list[str]:
     rows = entry.get("rows")
     if rows is None:
@@ -80,6 +108,8 @@ def step_cells(entry: dict[str, Any]) -> list[str]:
                 data += f", each row {json.dumps(rows['row'], ensure_ascii=False)}"
         if rows.get("problem"):
             data += f" ({rows['problem']})"
+        if entry.get("compare"):
+            data += f"; {compare_text(entry['compare'])}"
     key = entry.get("key")
     if key is None:
         key_text = ""
@@ -101,6 +131,11 @@ COLUMNS = ("#", "name", "unit.command", "calls", "rows", "key", "waits for")
 def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Print the plan (a table on a terminal, plain text otherwise, JSON with ``--json``); exit 0."""
     plan = build_plan(compiled)
+    compared = read_compares(compiled, args, ctx)
+    if compared:
+        from pooler.run.compare import with_compares  # noqa: PLC0415
+
+        with_compares(plan, compiled, compared)
     if args.json:
         ctx.emit_json(plan)
         return ExitStatus.OK

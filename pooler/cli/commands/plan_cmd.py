@@ -11,6 +11,8 @@ any process, is refused, and what follows is the task's (``--resume``, ``pooler 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -37,10 +39,23 @@ from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.opening import open_journal
 from pooler.plural import plural
+from pooler.pool.compiler import Plan, data_of
+from pooler.pool.model import Step
+from pooler.run.compare import Classified, compare_steps
 from pooler.run.conflicts import conflicts
 from pooler.run.executor import new_task_id
 from pooler.run.plandigests import POOL, plan_digests, stale
-from pooler.run.savedplan import applied_already, calls_digest, make_head, read_calls, read_head, write_plan
+from pooler.run.savedplan import (
+    Classify,
+    PlannedCall,
+    applied_already,
+    calls_digest,
+    make_head,
+    planned_calls,
+    read_calls,
+    read_head,
+    write_plan,
+)
 from pooler.run.storeid import store_identity
 
 
@@ -113,6 +128,67 @@ def _store_tools(args: argparse.Namespace, ctx: Context) -> tuple[str, list[dict
         return store_identity(client.store), tools
 
 
+def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context, *, scope: str
+                  ) -> dict[int, Classified]:
+    """Each step's compare read now, its rows classified (matched in the journal ``--journal``
+    names, or ``POOLER_JOURNAL``, else the state folder's: ``plan`` takes no ``--journal``);
+    empty for a pool without one."""
+    if not any(step.compare is not None for step in compiled.pool.steps):
+        return {}
+    assert compiled.variables is not None
+    with make_client(args, ctx, masking=False) as client, \
+            closing(open_journal(journal_spec(getattr(args, "journal", None), ctx.environ))) as journal:
+        return compare_steps(journal.compare_rows(), client, compiled.pool, compiled.variables.values,
+                             scope=scope)
+
+
+def _classify(compared: dict[int, Classified]) -> Classify | None:
+    """The class of each planned call of a step with compare: (its rows' classes)."""
+    if not compared:
+        return None
+
+    def classify(step: Step, call: PlannedCall) -> str | None:
+        found = compared.get(step.num)
+        rows = call.get("rows")
+        return None if found is None or not rows else str(found.call_class(list(rows)))
+
+    return classify
+
+
+def moved_calls(compiled: Plan, task: str, ctx: Context, planned: Iterable[PlannedCall],
+                compared: dict[int, Classified]) -> list[PlannedCall]:
+    """The conflicts of an apply: the planned calls of the steps with compare: whose class the
+    store gives them now is not the planned one (not sent now: ``unchanged``), then the calls a
+    plan made now has and the saved one lacks (rows that came to need sending)."""
+    assert compiled.variables is not None
+    # An apply's plan finds its data files when the task is planned: found here to plan them now.
+    found = dataclasses.replace(compiled, data=data_of(compiled.pool, compiled.variables.values,
+                                                       compiled.sample).data)
+    made = planned_calls(found, task, ctx.redactor, _classify(compared), compared)
+    now = {_where(c): str(c.get("compare")) for c in made if c["step"] in compared}
+    seen: set[tuple[Any, ...]] = set()
+
+    def reread(step: Step, calls: Sequence[PlannedCall]) -> list[str]:
+        seen.update(_where(c) for c in calls)
+        return [now.get(_where(c), "unchanged") for c in calls]
+
+    moved = conflicts(compiled.pool, planned, reread)
+    return moved + [{"step": w[0], "rows": list(w[1]), "key": w[2]} for w in now if w not in seen]
+
+
+def _where(call: PlannedCall) -> tuple[Any, ...]:
+    """A call as a plan made at another time would make it again: its step, rows and key."""
+    return call["step"], tuple(call.get("rows") or ()), call.get("key")
+
+
+def _conflict_text(call: PlannedCall) -> str:
+    rows = call.get("rows") or []
+    where = f"row {rows[0]}" if rows and rows[0] == rows[-1] else f"rows {rows[0]}-{rows[-1]}" if rows \
+        else "its call"
+    planned = f" ({call['compare']} when planned)" if "compare" in call else ""
+    return f"step {call['step']} {where}{planned}"
+
+
 def _given_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in (*OVERRIDES, "rate") if getattr(args, name) is not None}
 
@@ -129,7 +205,8 @@ def handle_plan(args: argparse.Namespace, ctx: Context) -> int:
     digests = plan_digests(compiled.pool, variables.values, variables.secret_names, tools=tools)
     head = make_head(compiled, task=new_task_id(), pool=args.pool, store=store, options=_given_options(args),
                      digests=digests, redactor=ctx.redactor)
-    head = write_plan(output, head, compiled, ctx.redactor)
+    compared = read_compares(compiled, args, ctx, scope=head["task"])
+    head = write_plan(output, head, compiled, ctx.redactor, _classify(compared), compared=compared)
     if args.json:
         ctx.emit_json({**head, "file": str(output), "stale": []})
     else:
@@ -165,16 +242,21 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
         raise InputError(f"{path} is stale: {'; '.join(told)} - nothing was sent; plan again and review the "
                          "new plan.")
     assert pool is not None
-    # The rows of a step with compare: that moved in the store since the plan.  No compare reader
-    # is given yet, so none is found; until one is, a conflict refuses the whole apply (nothing
-    # sent) rather than send a row whose class changed.
-    found_conflicts = conflicts(pool, read_calls(path), reread=None)
-    if found_conflicts and not args.refresh:
-        raise InputError(f"{path}: {len(found_conflicts)} planned rows moved in the store since the plan - "
-                         "nothing was sent; --refresh sends them as they are now.")
     compiled = prepare(args, ctx, inputs=plan_inputs(head, args, ctx))
+    # The rows of a step with compare: read again, and planned as a run would plan them now: a
+    # call that is not the planned one (a row moved in the store since the plan: its class, or
+    # whether it is sent at all) is a conflict, and refuses the apply, nothing sent; --refresh
+    # sends the calls as they are now.  The run plans from this very reading, not a later one.
+    compared = read_compares(compiled, args, muted, scope=head["task"])
+    found_conflicts = moved_calls(compiled, head["task"], ctx, read_calls(path), compared) if compared else []
+    if found_conflicts and not args.refresh:
+        listed = "; ".join(_conflict_text(c) for c in found_conflicts[:5])
+        more = f"; and {len(found_conflicts) - 5:,} more" if len(found_conflicts) > 5 else ""
+        moved = plural(len(found_conflicts), "planned call")
+        raise InputError(f"{path}: {moved} moved in the store since the plan ({listed}{more}) - nothing was "
+                         "sent; --refresh sends them as they are now.")
     calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
     if not args.quiet:
         ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
                  f"{head['task']}")
-    return run_prepared(args, ctx, compiled, applies=str(path))
+    return run_prepared(args, ctx, compiled, applies=str(path), compared=compared if compared else None)

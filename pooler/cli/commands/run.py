@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import (
@@ -67,6 +67,9 @@ from pooler.statuses import TaskStatus
 
 #: The exit status of a run stopped by each signal: 128 + the signal's number, as shells report it.
 IN_DOUBT = ("retry", "stop", "skip")
+
+if TYPE_CHECKING:
+    from pooler.run.compare import Classified
 
 
 def register(sub: Any) -> None:
@@ -217,11 +220,13 @@ def run_locks(args: argparse.Namespace, ctx: Context, *, shared: bool) -> Iterat
 
 def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                  redrive: Redrive | None = None, locked: bool = False,
-                 told: dict[str, Any] | None = None, applies: str | None = None) -> int:
+                 told: dict[str, Any] | None = None, applies: str | None = None,
+                 compared: Mapping[int, Classified] | None = None) -> int:
     """The run of a plan made ready (``prepare``): locked (unless the caller holds the locks,
     ``locked``), its task joined, run, rendered, its exit status.  ``redrive``: a redrive of the task
     ``--task`` names (``pooler redrive``), whose plan ``told`` its answer carries as ``redrive``;
-    ``applies``: the saved plan this run applies (``pooler apply``), whose task must be new."""
+    ``applies``: the saved plan this run applies (``pooler apply``), whose task must be new, and
+    ``compared`` its steps' compares as the apply read them (the task is planned from them)."""
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
     # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
     # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
@@ -254,7 +259,8 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                            probe=args.in_doubt is None,
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
                            replan=args.replan, again=run_again(args, ctx, client.shown_url, where),
-                           redrive=redrive, applies=applies, store_rate=store_rate(args, ctx, spec))
+                           redrive=redrive, applies=applies, store_rate=store_rate(args, ctx, spec),
+                           compared=compared)
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],

@@ -79,12 +79,14 @@ def open_journal(args: argparse.Namespace, ctx: Context) -> TaskView:
 
 
 def counts(row: TaskRow, planned: PlanCounts | None = None) -> str:
+    # The rows a compare left unsent are no calls: told beside the calls' counts.
+    unchanged = f"; {row.unchanged:,} rows unchanged, not sent" if row.unchanged else ""
     if planned is not None:
-        return planned.text()
+        return planned.text() + unchanged
     if row.total is None:
         return ""
     return (f"{row.succeeded or 0}/{row.total} done, {row.failed or 0} failed, "
-            f"{row.skipped or 0} skipped, {row.not_run or 0} not run")
+            f"{row.skipped or 0} skipped, {row.not_run or 0} not run{unchanged}")
 
 
 def handle_runs(args: argparse.Namespace, ctx: Context) -> int:

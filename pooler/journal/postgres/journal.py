@@ -14,6 +14,7 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
+from pooler.journal.comparerows import CompareRows
 from pooler.journal.dburl import DbText
 from pooler.journal.liveness import dead_here
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
@@ -130,7 +131,7 @@ class PgJournal:
         status = status or answer.get("status", TaskStatus.FAILED)
         self.query(SQL["finish_task"], (
             stamp(), status, answer.get("total"), answer.get("succeeded"), answer.get("failed"),
-             answer.get("skipped"), answer.get("not_run"), dumps(answer), task_id))
+             answer.get("skipped"), answer.get("not_run"), dumps(answer), answer.get("unchanged"), task_id))
 
     def live_runners(self, task_id: str) -> int:
         """Runners of the task whose lease is alive now (on the database's clock), but for those
@@ -399,6 +400,12 @@ class PgJournal:
         from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415 - it imports this module
 
         return PgHistory(self)
+
+    def compare_rows(self) -> CompareRows:
+        """Where a step's compare matches its rows (``compare_rows``)."""
+        from pooler.journal.postgres.compare import PgCompareRows  # noqa: PLC0415 - it imports this module
+
+        return PgCompareRows(self)
 
     def replanning(self, task_id: str) -> AbstractContextManager[api.Replanning]:
         from pooler.journal.postgres.replanning import replanning  # noqa: PLC0415

@@ -188,7 +188,7 @@ class Journal:
             db.execute(SQL["finish_task"], (
                 now_text(), status or answer.get("status", TaskStatus.FAILED), answer.get("total"),
                 answer.get("succeeded"), answer.get("failed"), answer.get("skipped"), answer.get("not_run"),
-                dumps(answer), task_id))
+                dumps(answer), answer.get("unchanged"), task_id))
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
         """The latest tasks, newest first."""

@@ -20,8 +20,10 @@ from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
+from pooler.journal.comparerows import CompareRows
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, dumps, now_text
+from pooler.journal.sqlite.compare import SqliteCompareRows
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.history import SqliteHistory
 from pooler.journal.sqlite.journal import Journal
@@ -286,6 +288,10 @@ class SqliteTaskJournal:
     def history(self) -> CallHistory:
         """The journal's call history, as a task's report reads it."""
         return SqliteHistory(self.journal)
+
+    def compare_rows(self) -> CompareRows:
+        """Where a step's compare matches its rows (``compare_rows``)."""
+        return SqliteCompareRows(self.journal)
 
     # --replan
 

@@ -5,11 +5,14 @@
 -- Tasks
 
 -- name: tasks
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run
+-- The store is the task's document's (NULL here), so that unchanged stands where TaskRow takes it.
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, NULL,
+       unchanged
 FROM tasks ORDER BY created DESC, id DESC LIMIT %s;
 
 -- name: task
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, NULL,
+       unchanged
 FROM tasks WHERE id = %s;
 
 -- name: last_unfinished
@@ -20,7 +23,7 @@ SELECT answer FROM tasks WHERE id = %s;
 
 -- name: finish_task
 UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, skipped = %s,
-                 not_run = %s, answer = %s
+                 not_run = %s, answer = %s, unchanged = %s
 WHERE id = %s;
 
 -- name: shared
@@ -471,6 +474,25 @@ SELECT tat - extract(epoch FROM clock_timestamp())::float8 FROM buckets WHERE ta
 SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond'),
        count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'in_doubt')
 FROM work WHERE task = %s GROUP BY num;
+
+-- name: compare_copy
+-- The rows of a compare (journal/postgres/compare.py), in this order: scope, num, side (0 the
+-- store's, 1 the file's), the row number, the match text and the digest.
+COPY compare_rows (scope, num, side, idx, match, digest) FROM STDIN;
+
+-- name: compare_sent
+-- The file's rows that are sent, by row number: new (no table row matches) or changed (no table
+-- row that matches has the same digest). The others are unchanged.
+SELECT f.idx, CASE WHEN NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num
+                                     AND s.side = 0 AND s.match = f.match) THEN 'new' ELSE 'changed' END
+FROM compare_rows f
+WHERE f.scope = %s AND f.num = %s AND f.side = 1
+  AND NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num AND s.side = 0
+                  AND s.match = f.match AND s.digest = f.digest);
+
+
+-- name: compare_clear
+DELETE FROM compare_rows WHERE scope = %s;
 
 -- name: store_bucket_make
 -- A store's bucket (journal/storerate.py), made empty the first time a task calls the store.

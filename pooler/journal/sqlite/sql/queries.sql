@@ -7,11 +7,13 @@
 SELECT runs FROM tasks WHERE id = ?;
 
 -- name: task
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store,
+       unchanged
 FROM tasks WHERE id = ?;
 
 -- name: tasks
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store,
+       unchanged
 FROM tasks ORDER BY started DESC, rowid DESC LIMIT ?;
 
 -- name: last_unfinished
@@ -20,7 +22,7 @@ ORDER BY started DESC, rowid DESC LIMIT 1;
 
 -- name: finish_task
 UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?, skipped = ?, not_run = ?,
-                 answer = ?
+                 answer = ?, unchanged = ?
 WHERE id = ?;
 
 -- name: answer
@@ -543,6 +545,25 @@ WHERE id = :id AND state = :planned AND expires > :now;
 
 -- name: plan_state
 UPDATE plans SET state = ?, answer = coalesce(?, answer) WHERE id = ?;
+
+-- name: compare_put
+-- A row of a compare (journal/sqlite/compare.py): its side (0 the store's, 1 the file's), its row
+-- number in the file (the store's rows: their order in the table), its match text and digest.
+INSERT INTO compare_rows (scope, num, side, idx, match, digest) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: compare_sent
+-- The file's rows that are sent, by row number: new (no table row matches) or changed (no table
+-- row that matches has the same digest). The others are unchanged.
+SELECT f.idx, CASE WHEN NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num
+                                     AND s.side = 0 AND s.match = f.match) THEN 'new' ELSE 'changed' END
+FROM compare_rows f
+WHERE f.scope = ? AND f.num = ? AND f.side = 1
+  AND NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num AND s.side = 0
+                  AND s.match = f.match AND s.digest = f.digest);
+
+
+-- name: compare_clear
+DELETE FROM compare_rows WHERE scope = ?;
 
 -- name: store_bucket_make
 -- A store's bucket (journal/storerate.py), made empty the first time a task calls the store.

@@ -1,0 +1,25 @@
+"""What a journal offers a step's compare: the store's rows and the file's rows put side by side in
+``compare_rows``, and the file's rows that differ read back, so a million rows are matched by the
+database and never held in memory (``pooler/run/compare.py`` classifies with it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+#: The side of a compare's row: a row of the store's table, or a row of the step's data file.
+STORE, FILE = 0, 1
+
+
+class CompareRows(Protocol):
+    """The rows of compares in a journal, under a scope of their own (the task being planned)."""
+
+    def put(self, scope: str, num: int, side: int, rows: Iterable[tuple[int, str, str]]) -> int:
+        """Rows of one side of step ``num``'s compare, each ``(idx, match, digest)``, written in one
+        transaction; how many."""
+
+    def sent(self, scope: str, num: int) -> Iterator[tuple[int, str]]:
+        """The file's rows that are sent, in no order: ``(idx, "new" or "changed")``."""
+
+    def clear(self, scope: str) -> None:
+        """Every row of the scope, dropped."""
