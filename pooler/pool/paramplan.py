@@ -118,6 +118,21 @@ class ParamsPlan:
         filled: dict[str, Any] = self.root.fill(scope, details)
         return filled
 
+    def steps(self) -> frozenset[str]:
+        """The lower-case names of the earlier steps its references read (from the few nodes,
+        not from the params again)."""
+        names: set[str] = set()
+        todo = [self.root] if self.dynamic else []
+        while todo:
+            node = todo.pop()
+            if isinstance(node, _Reference):
+                names.add(node.name.lower())
+            elif isinstance(node, _Mapping):
+                todo.extend(v for _, v in node.filled)
+            elif isinstance(node, _List):
+                todo.extend(v for v in node.items if isinstance(v, _NODES))
+        return frozenset(names)
+
 
 def shape_rows(shape: ParamsPlan | None, rows: list[Any], variables: Mapping[str, Any]) -> list[Any]:
     """The rows a chunk sends: each one filled into the step's ``chunk_row`` (None: as they are)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,11 +162,6 @@ def _walk_refs(value: Any, where: JsonPath) -> Iterator[Ref]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _walk_refs(v, (*where, i))
-
-
-def refs_to(params: Any, known: Collection[str]) -> list[Ref]:
-    """The references in ``params`` to the ``known`` steps (lower-case names): the rest is data."""
-    return [ref for ref in _walk_refs(params, ()) if ref.key in known]
 
 
 def lookup(detail: Any, name: str, path: str, at: str | Callable[[], str] = "") -> Any:
