@@ -3,9 +3,13 @@ references are filled, and the escapes are taken off once."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pooler.errors import InputError
+from pooler.pool.loader import load_pool
+from pooler.pool.marks import LazyPositions
 from pooler.pool.paramplan import plan_params
 from pooler.pool.references import RefMissing, RefUnavailable
 
@@ -49,3 +53,24 @@ def test_what_cannot_be_filled_is_told() -> None:
         plan.fill({}, {})
     with pytest.raises(InputError, match="names no variable"):
         plan_params({"a": "${v}"}, known=set()).fill({}, {})
+
+
+def test_a_reference_is_told_at_its_place_only_when_it_misses(tmp_path: Path) -> None:
+    pool_file = tmp_path / "pool.json"
+    pool_file.write_text(
+        '{"pool": [\n'
+        '  {"name": "a", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"id": 1}},\n'
+        '  {"name": "b", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"prev": "@a.idd"}}\n'
+        "]}\n", encoding="utf-8")
+    step = load_pool(pool_file).steps[1]
+    positions = step.source.positions if step.source is not None else None
+    assert isinstance(positions, LazyPositions)
+    plan = plan_params(step.params, known={"a"}, step=step)
+    assert plan.fill({}, {"a": {"idd": 7}}) == {"prev": 7}
+    # Planned and filled, the file's positions are still unread: a run of thousands of steps whose
+    # references all hit never walks the file again for them.
+    assert positions._marks_of is not None
+    with pytest.raises(RefMissing) as missed:
+        plan.fill({}, {"a": {"id": 5}})
+    assert missed.value.message == (f"{pool_file}:3:87: @a.idd names a field the detail of that step "
+                                    "does not have. The detail has id - did you mean @a.id?")

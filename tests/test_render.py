@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from helpers import ROOT, Store, on_terminal
 
+from pooler.cli.live import LiveReporter
 from pooler.cli.render import (
     FanOut,
-    LiveReporter,
     PlainReporter,
     answer_lines,
     call_line,

@@ -10,15 +10,17 @@ each on lines of the whole width, rather than in a column a few letters wide.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from pooler.run import entries
 from pooler.statuses import CallStatus, StepStatus
+
+if TYPE_CHECKING:
+    # The table is drawn with rich, loaded when it is drawn: a run that prints plain lines (a pipe,
+    # a file, cron) needs the status words of this module, not rich.
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.table import Table
+    from rich.text import Text
 
 STYLE: dict[str, str] = {CallStatus.COMPLETED: "green", CallStatus.FAILED: "bold red",
                          CallStatus.SKIPPED: "cyan", CallStatus.NOT_RUN: "dim",
@@ -67,6 +69,9 @@ class Results:
         self.entries = listed(answer)
 
     def _table(self, message_width: int | None) -> Table:
+        from rich.table import Table  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
         # No outer edge: at 80 columns the characters go to the message.  Names are never broken
         # across lines (MELBIS_AGENT_STORE.Cm / dAdd); a unit too long for the screen is cut with
         # an ellipsis rather than split.
@@ -90,6 +95,8 @@ class Results:
         return table
 
     def _messages(self) -> Iterator[Text]:
+        from rich.text import Text  # noqa: PLC0415
+
         for entry in self.entries:
             message = str(entry.get("message") or "")
             if message:
@@ -97,6 +104,8 @@ class Results:
                 yield Text.assemble((f"{entry.get('num', '')}{name}{where(entry)}: ", "bold"), message)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.measure import Measurement  # noqa: PLC0415
+
         fixed = Measurement.get(console, options, self._table(None)).maximum
         # A column more: one separator and a space of padding either side.
         room = options.max_width - fixed - 3

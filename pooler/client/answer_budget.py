@@ -11,7 +11,6 @@ answer is held at once.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import itertools
 import sys
@@ -96,7 +95,9 @@ def share_malloc_arenas() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # The process's own symbols hold libc's: ctypes.util.find_library would run ldconfig in a
+        # child process (a tenth of a short run's start-up) to find the file already loaded.
+        libc = ctypes.CDLL(None)
         libc.mallopt(_M_ARENA_MAX, 2)
     except (OSError, AttributeError):
         return

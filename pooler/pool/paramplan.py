@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pooler.pool.model import JsonPath, Step
@@ -34,14 +34,23 @@ class _Template:
 class _Reference:
     name: str
     path: str
-    #: ``file:line:column`` of the reference in the pool file, for the message when it misses.
-    at: str = ""
+    #: The step and the path below it where the reference stands: its ``file:line:column`` is
+    #: worked out only for the message when it misses (finding it reads the whole file's
+    #: positions, which a run whose references all hit never needs).
+    step: Step | None = field(default=None, compare=False)
+    where: JsonPath = ()
 
     def fill(self, scope: Mapping[str, Any], details: Mapping[str, Any]) -> Any:
         key = self.name.lower()
         if key not in details:
             raise RefUnavailable(self.name, self.path)
         return lookup(details[key], self.name, self.path, self.at)
+
+    def at(self) -> str:
+        """``file:line:column`` of the reference in the pool file ("" without its step)."""
+        if self.step is None:
+            return ""
+        return self.step.problem("", "params", *self.where).location()
 
 
 @dataclass(frozen=True)
@@ -73,8 +82,7 @@ def _compile(value: Any, known: Collection[str], step: Step | None = None, where
         parsed = parse_ref(value)
         if parsed is not None and parsed[0].lower() in known:
             compiled_path(parsed[1])  # built now, once, and cached for every call
-            at = step.problem("", "params", *where).location() if step is not None else ""
-            return _Reference(parsed[0], parsed[1], at)
+            return _Reference(parsed[0], parsed[1], step, where)
         text = unescape(value)
         pieces = compile_template(text)
         decimal = step.for_each.decimal if step is not None and step.for_each is not None else None
@@ -109,6 +117,21 @@ class ParamsPlan:
             return found
         filled: dict[str, Any] = self.root.fill(scope, details)
         return filled
+
+    def steps(self) -> frozenset[str]:
+        """The lower-case names of the earlier steps its references read (from the few nodes,
+        not from the params again)."""
+        names: set[str] = set()
+        todo = [self.root] if self.dynamic else []
+        while todo:
+            node = todo.pop()
+            if isinstance(node, _Reference):
+                names.add(node.name.lower())
+            elif isinstance(node, _Mapping):
+                todo.extend(v for _, v in node.filled)
+            elif isinstance(node, _List):
+                todo.extend(v for v in node.items if isinstance(v, _NODES))
+        return frozenset(names)
 
 
 def shape_rows(shape: ParamsPlan | None, rows: list[Any], variables: Mapping[str, Any]) -> list[Any]:

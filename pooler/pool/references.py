@@ -6,15 +6,15 @@ type; the path goes deeper through objects and into lists by index from zero.  A
 name belongs to no earlier step is a word of data and goes as it is.  ``@@...`` is the escape for
 a literal ``@...`` (the checks read strings by the same rule).
 
-Lookups are jsonpath-ng expressions built from the dotted path and cached, since one step over
-rows reuses the same few paths for every call.
+Each part of the path names a field of an object as it is (``*``, ``$`` and ``a b`` are names,
+never syntax), or, when it is a number, an item of a list.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,45 +164,26 @@ def _walk_refs(value: Any, where: JsonPath) -> Iterator[Ref]:
             yield from _walk_refs(v, (*where, i))
 
 
-def refs_to(params: Any, known: Collection[str]) -> list[Ref]:
-    """The references in ``params`` to the ``known`` steps (lower-case names): the rest is data."""
-    return [ref for ref in _walk_refs(params, ()) if ref.key in known]
-
-
-def lookup(detail: Any, name: str, path: str, at: str = "") -> Any:
-    """The value at ``path`` in ``detail``; ``RefMissing`` (told at ``at``) when there is none.
+def lookup(detail: Any, name: str, path: str, at: str | Callable[[], str] = "") -> Any:
+    """The value at ``path`` in ``detail``; ``RefMissing`` (told at ``at``, or at what ``at``
+    gives, asked only then) when there is none.
 
     A numeric part is an index into a list and a field name in an object (a store may send a list
     as an object keyed ``"0"``, ``"1"``...): each part is read by what it meets.
     """
     value = detail
-    for by_name, by_index in compiled_path(path):
-        if isinstance(value, list):
-            expression = by_index
-        elif isinstance(value, dict):
-            expression = by_name
+    for field, index in compiled_path(path):
+        if isinstance(value, dict) and field in value:
+            value = value[field]
+        elif isinstance(value, list) and index is not None and index < len(value):
+            value = value[index]
         else:
-            expression = None
-        if expression is None:
-            raise RefMissing(name, path, detail=detail, at=at)
-        found = expression.find(value)
-        if not found:
-            raise RefMissing(name, path, detail=detail, at=at)
-        value = found[0].value
+            raise RefMissing(name, path, detail=detail, at=at() if callable(at) else at)
     return value
 
 
 @functools.lru_cache(maxsize=4096)
-def compiled_path(path: str) -> tuple[tuple[Any, Any], ...]:
-    """Each part of a reference's path as jsonpath-ng expressions, built once per path: by field name
-    and, for a number, by list index."""
-    # Imported here: ``pooler check`` never fills a reference and need not load the parser.
-    from jsonpath_ng.parser import parse as jsonpath_parse  # noqa: PLC0415
-
-    parts = []
-    for part in path.split("."):
-        # Quoting every name keeps words jsonpath would read as syntax ("*", "$", "a b") plain.
-        by_name = jsonpath_parse('"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"')
-        by_index = jsonpath_parse(f"[{part}]") if _INDEX.fullmatch(part) else None
-        parts.append((by_name, by_index))
-    return tuple(parts)
+def compiled_path(path: str) -> tuple[tuple[str, int | None], ...]:
+    """Each part of a reference's path: its field name, and its list index when it is a number
+    (split once per path: a step over rows reads the same few paths for every call)."""
+    return tuple((part, int(part) if _INDEX.fullmatch(part) else None) for part in path.split("."))

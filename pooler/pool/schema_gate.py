@@ -80,16 +80,20 @@ class _Compiler:
             checks.append(self.object(schema.get("properties", {}), schema.get("additionalProperties", True)))
         if "if" in schema:
             checks.append(self.condition(schema))
-        if len(checks) == 1:
-            return checks[0]
-        return lambda v: all(check(v) for check in checks)
+        return _every(checks)
 
     def keyword(self, key: str, arg: Any) -> Check:
         if key == "type":
             names = [arg] if isinstance(arg, str) else list(arg)
             tests = [_TYPES[n] for n in names]
+            if len(tests) == 1:
+                return tests[0]
             return lambda v: any(t(v) for t in tests)
         if key == "enum":
+            if all(isinstance(c, str) for c in arg):
+                # The common enum, of words: one set lookup (a str subclass never comes from a parser).
+                words = frozenset(arg)
+                return lambda v: type(v) is str and v in words
             return lambda v: any(type(v) is type(c) and v == c for c in arg)
         if key == "minimum":
             return lambda v: not _TYPES["number"](v) or v >= arg
@@ -105,10 +109,11 @@ class _Compiler:
             found = re.compile(arg).search
             return lambda v: not isinstance(v, str) or found(v) is not None
         if key == "required":
-            return lambda v: not isinstance(v, dict) or all(name in v for name in arg)
+            needed = frozenset(arg)
+            return lambda v: not isinstance(v, dict) or needed <= v.keys()
         if key == "items":
             item = self.compile(arg)
-            return lambda v: not isinstance(v, list) or all(item(x) for x in v)
+            return lambda v: not isinstance(v, list) or all(map(item, v))
         if key == "$ref":
             return self.ref(arg)
         if key == "oneOf":
@@ -128,7 +133,7 @@ class _Compiler:
                 all(o in v for o in others) for name, others in needs.items() if name in v)
         if key == "propertyNames":
             name = self.compile(arg)
-            return lambda v: not isinstance(v, dict) or all(name(k) for k in v)
+            return lambda v: not isinstance(v, dict) or all(map(name, v))
         raise _UnsupportedError(key)
 
     def object(self, properties: dict[str, Any], additional: Any) -> Check:
@@ -151,3 +156,15 @@ class _Compiler:
         then = self.compile(schema.get("then", True))
         otherwise = self.compile(schema.get("else", True))
         return lambda v: then(v) if test(v) else otherwise(v)
+
+
+def _every(checks: list[Check]) -> Check:
+    """All of ``checks``, in order, stopping at the first that fails (a schema of several
+    keywords): a chain of plain calls, cheaper per value than a generator over the list."""
+    if not checks:
+        return lambda v: True
+    first, *rest = checks
+    if not rest:
+        return first
+    others = _every(rest)
+    return lambda v: first(v) and others(v)

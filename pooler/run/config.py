@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pooler.journal.work import Redrive
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_chunk_row, plan_params
-from pooler.pool.references import refs_to
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan
 from pooler.run.identity import table_prefix
@@ -104,11 +103,11 @@ def step_plan(step: Step, known: set[str], *, keep_tables: bool) -> StepPlan:
     """A step's plan: the steps it waits for (of the ``known`` earlier ones, lower-case names) and
     its params compiled once, references and templates included."""
     fe = step.for_each
-    deps = {r.key for r in refs_to(step.params, known)}
+    params = plan_params(step.params, known, step)
+    deps = set(params.steps())
     if fe is not None and fe.step and fe.step.lower() in known:
         deps.add(fe.step.lower())
-    return StepPlan(step=step, prefix=table_prefix(step),
-                    params=plan_params(step.params, known, step), deps=frozenset(deps),
+    return StepPlan(step=step, prefix=table_prefix(step), params=params, deps=frozenset(deps),
                     over_rows=fe is not None, chunk_field=fe.field if fe and fe.chunk else None,
                     keep_tables=keep_tables,
                     probe=plan_params(step.probe.params, (), step) if step.probe is not None else None,

@@ -159,8 +159,10 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
         journal.record_run(config.task_id or "", config.redactor.value(run_facts(pool, client, config.again)))
         kept = journal.shared(config.task_id or "") or {}
         in_doubt = kept.get("in_doubt", config.in_doubt)
+        # The task's document is read once: it holds the pool (a pool of 10,000 steps is megabytes).
         runner = Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), lease=lease,
-                        reporter=reporter, stop=stop, began=began and not planned)
+                        reporter=reporter, stop=stop, began=began and not planned,
+                        key_scope=kept.get("key_scope"))
     except BaseException:
         lease.close()
         raise

@@ -45,7 +45,8 @@ TIDY = 1.0
 
 class Runner:
     def __init__(self, journal: TaskJournal, pool: Pool, client: ToolRunClient, *, config: RunConfig,
-                 lease: RunnerLease, reporter: Reporter, stop: threading.Event, began: bool = False) -> None:
+                 lease: RunnerLease, reporter: Reporter, stop: threading.Event, began: bool = False,
+                 key_scope: str | None = None) -> None:
         self.journal = journal
         self.pool = pool
         self.config = config
@@ -72,8 +73,7 @@ class Runner:
         run_no = journal.run_of(self.task)
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
-                                variables=config.variables, base=self.base,
-                                key_task=(journal.shared(self.task) or {}).get("key_scope"),
+                                variables=config.variables, base=self.base, key_task=key_scope,
                                 probing=config.probe, flow=self.flow)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
         self.again = SendAgain(pool, self.work, self.flow, self.task)

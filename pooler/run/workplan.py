@@ -96,8 +96,9 @@ class Planner:
         #: Masks each call's key as the journal keeps keys; without it the plan holds no keys.
         self.redactor = redactor
         self.plans = step_plans(pool)
-        #: Every step's params with templates only: a reference stays its text (its step has not run).
-        self.texts: dict[int, ParamsPlan] = {s.num: plan_params(s.params, (), s) for s in pool.steps}
+        #: Each step's params with templates only: a reference stays its text (its step has not
+        #: run).  Walked when a serialize_on value is first asked of the step, not for every step.
+        self._texts: dict[int, ParamsPlan] = {}
         #: Each row's JSON as COPY takes it: text, encoded here rather than by a dumper a value;
         #: ASCII, as psycopg's dumper wrote it, whatever the database's encoding.
         self._dumps = row_encoder(ascii_only=True)
@@ -298,6 +299,12 @@ class Planner:
             key = chunk_key(key, first or 0, last)
         return self.redactor.text(key), True
 
+    def _text_params(self, step: Step) -> ParamsPlan:
+        found = self._texts.get(step.num)
+        if found is None:
+            found = self._texts[step.num] = plan_params(step.params, (), step)
+        return found
+
     def _serial(self, plan: StepPlan, data: Any, chunked: bool) -> str | None:
         """A digest of the call's serialize_on value: equal values, equal digests, no value stored."""
         assert self.serialize_on is not None
@@ -310,7 +317,7 @@ class Planner:
         if _by_reference(plan, self.serialize_on):
             return None
         try:
-            params = self.texts[plan.step.num].fill(scope, {})
+            params = self._text_params(plan.step).fill(scope, {})
             if plan.chunk_field is not None:
                 params = plan.chunk_params(params, data, self.variables)
         except PoolerError:

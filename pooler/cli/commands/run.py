@@ -24,7 +24,6 @@ from pooler.cli.commands.common import (
     render_error,
     variable_inputs,
 )
-from pooler.cli.commands.dry_run import show_plan
 from pooler.cli.commands.monitoring import Monitoring, add_monitoring_options, start_tracing
 from pooler.cli.commands.run_common import (
     Interrupts,
@@ -195,6 +194,9 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--replan plans a task again: give it with --task ID or --resume.")
     plan = prepare(args, ctx)
     if args.dry_run:
+        # Loaded only here: a run that sends its calls starts without the plan's tables.
+        from pooler.cli.commands.dry_run import show_plan  # noqa: PLC0415
+
         return show_plan(plan, args, ctx)
     return run_prepared(args, ctx, plan)
 

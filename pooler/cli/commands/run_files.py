@@ -11,8 +11,6 @@ from typing import Any
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
 from pooler.journal.api import CallHistory
-from pooler.report.html import write_report
-from pooler.report.junit import run_junit_xml
 
 
 def add_run_files(parser: argparse.ArgumentParser) -> None:
@@ -35,11 +33,16 @@ def write_run_files(args: argparse.Namespace, ctx: Context, journal: CallHistory
                     answer: dict[str, Any], pool_file: str) -> None:
     """The files asked for, once the run has its answer; the report drawn from ``journal``."""
     task = answer.get("task")
+    # Loaded only when asked for: a run without --report starts without the template engine.
     if args.junit:
+        from pooler.report.junit import run_junit_xml  # noqa: PLC0415
+
         text = ctx.redactor.text(run_junit_xml(answer, pool_file))
         _write(Path(args.junit), text, "--junit")
         ctx.note(f"pooler: JUnit XML of the run written to {args.junit}")
     if args.report and isinstance(task, str):
+        from pooler.report.html import write_report  # noqa: PLC0415
+
         write_report(journal, task, Path(args.report), ctx.redactor)
         ctx.note(f"pooler: the report of task {task} written to {args.report}")
 
