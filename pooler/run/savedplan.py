@@ -100,7 +100,7 @@ def _params(planner: Planner, step: Step, values: Mapping[str, Any], data: Any, 
     if data is not None:
         scope["row"] = data[0] if chunked else data
     try:
-        params = planner.texts[step.num].fill(scope, {})
+        params = planner.text_params(step).fill(scope, {})
         plan = planner.plans[step.num]
         if chunked and plan.chunk_field is not None:
             params = plan.chunk_params(params, data, values)

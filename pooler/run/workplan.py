@@ -299,7 +299,8 @@ class Planner:
             key = chunk_key(key, first or 0, last)
         return self.redactor.text(key), True
 
-    def _text_params(self, step: Step) -> ParamsPlan:
+    def text_params(self, step: Step) -> ParamsPlan:
+        """A step's params with references kept as their text (a saved plan's, before any step runs)."""
         found = self._texts.get(step.num)
         if found is None:
             found = self._texts[step.num] = plan_params(step.params, (), step)
@@ -317,7 +318,7 @@ class Planner:
         if _by_reference(plan, self.serialize_on):
             return None
         try:
-            params = self._text_params(plan.step).fill(scope, {})
+            params = self.text_params(plan.step).fill(scope, {})
             if plan.chunk_field is not None:
                 params = plan.chunk_params(params, data, self.variables)
         except PoolerError:
