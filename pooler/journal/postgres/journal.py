@@ -5,7 +5,6 @@ find the plan there)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -14,11 +13,12 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
-from pooler.journal.dburl import DbText
+from pooler.journal.history import History, task_row
 from pooler.journal.liveness import dead_here
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
+from pooler.journal.postgres.connector import PgConnector
 from pooler.journal.postgres.lease import take
-from pooler.journal.postgres.schema import SQL, check_version, connect
+from pooler.journal.postgres.schema import SQL
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
 from pooler.journal.work import (
     OverTable,
@@ -53,20 +53,12 @@ class PgJournal:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        #: The connector the one implementation runs its queries on.
+        self.db = PgConnector(url)
         #: Every text told about this database passes through it: no password in any message.
-        self.text = DbText(url)
-        self.conn = connect(url)
-        self._lock = threading.Lock()
-        import psycopg  # noqa: PLC0415
-
-        try:
-            check_version(self.conn, url)
-        except psycopg.Error as exc:
-            self.conn.close()
-            raise JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}") from None
-        except BaseException:
-            self.conn.close()
-            raise
+        self.text = self.db.text
+        self.conn = self.db.conn
+        self._lock = self.db._lock
 
     def where(self) -> str:
         return self.text.shown
@@ -106,12 +98,11 @@ class PgJournal:
     # What runs and show read
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
-        rows = self.query(SQL["tasks"], (limit,))
-        return [TaskRow(*r) for r in rows]
+        """The latest tasks, newest first."""
+        return [task_row(r) for r in self.db.all("tasks", {"limit": limit})]
 
     def task(self, task_id: str) -> TaskRow | None:
-        rows = self.query(SQL["task"], (task_id,))
-        return TaskRow(*rows[0]) if rows else None
+        return History(self.db).task(task_id)
 
     def last_unfinished(self, pool_file: str) -> str | None:
         """The latest task of ``pool_file`` (as ``pool_identity`` gives it) that did not complete."""
@@ -119,11 +110,7 @@ class PgJournal:
         return str(rows[0][0]) if rows else None
 
     def answer(self, task_id: str) -> dict[str, Any] | None:
-        rows = self.query(SQL["answer"], (task_id,))
-        if not rows or rows[0][0] is None:
-            return None
-        found: dict[str, Any] = json.loads(rows[0][0])
-        return found
+        return History(self.db).answer(task_id)
 
     def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
         """Record the task's answer; its status is the answer's unless given (``sampled``)."""
@@ -256,7 +243,7 @@ class PgJournal:
             raise failed from None
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def raw_transaction(self) -> Iterator[Any]:
         """The journal's connection in one transaction; a failure is a ``JournalError``."""
         import psycopg  # noqa: PLC0415
 
@@ -274,7 +261,7 @@ class PgJournal:
         the task's row is locked meanwhile)."""
         from psycopg.types.json import Jsonb  # noqa: PLC0415
 
-        with self.transaction() as db:
+        with self.raw_transaction() as db:
             found = db.execute(SQL["lock_shared"], (task_id,)).fetchone()
             if found is None or not narrower(found[0].get("sample"), sample):
                 return False
@@ -305,7 +292,7 @@ class PgJournal:
             # Killed here: their leases end now, so this runner takes their calls back at once
             # (in doubt, by the task's policy) rather than when the leases would have run out.
             self.query(SQL["end_leases"], (dead,))
-        with self.transaction() as db:
+        with self.raw_transaction() as db:
             began = (self._redrive(db, task_id, in_doubt, redrive) if redrive is not None
                      else bool(db.execute(SQL["run_again"], (task_id, in_doubt)).fetchone()[0]))
             if began:
@@ -396,9 +383,7 @@ class PgJournal:
         return WorkStore(self, task_id, runner)
 
     def history(self) -> CallHistory:
-        from pooler.journal.postgres.history import PgHistory  # noqa: PLC0415 - it imports this module
-
-        return PgHistory(self)
+        return History(self.db)
 
     def replanning(self, task_id: str) -> AbstractContextManager[api.Replanning]:
         from pooler.journal.postgres.replanning import replanning  # noqa: PLC0415

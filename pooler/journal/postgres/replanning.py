@@ -42,7 +42,7 @@ class PgReplanning:
 
 @contextmanager
 def replanning(journal: PgJournal, task: str) -> Iterator[PgReplanning]:
-    with journal.transaction() as db:
+    with journal.raw_transaction() as db:
         db.execute(SQL["lock_task"], (task,))
         db.execute(SQL["lock_shared"], (task,))
         if db.execute(SQL["live_runner_count"], (task,)).fetchone()[0]:

@@ -38,7 +38,7 @@ class WorkStore:
 
     def _tx(self) -> AbstractContextManager[Any]:
         # One connection and one lock, shared with the journal.
-        return self.journal.transaction()
+        return self.journal.raw_transaction()
 
     def _failed(self, exc: Exception) -> JournalError:
         return JournalError(f"the journal {self.journal.where()} failed: {self.journal.text.error(exc)}")

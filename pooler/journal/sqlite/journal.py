@@ -14,12 +14,14 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError
+from pooler.journal.connector import Params, Row
+from pooler.journal.history import task_row
 from pooler.journal.records import (
     TaskRow,
     dumps,
@@ -30,6 +32,27 @@ from pooler.journal.records import (
 from pooler.journal.sqlite.file import SQL, own_file, upgrade
 from pooler.journal.timeline import run_row
 from pooler.statuses import TaskStatus
+
+
+def _deps(deps: Any) -> str:
+    """The step numbers a call waits for as a JSON array: the planner gives PostgreSQL's array
+    text (``{1,2}``)."""
+    if isinstance(deps, str):
+        inner = deps.strip().removeprefix("{").removesuffix("}").strip()
+        return f"[{inner}]" if inner else "[]"
+    return json.dumps([int(d) for d in deps or ()])
+
+
+def work_values(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    task, num, idx, kind, first, last, size, data, deps, serial, key, planned, state = row
+    if data is not None and not isinstance(data, str):
+        data = dumps(data)
+    return (task, num, idx, kind, first, last, size, data, _deps(deps), serial, key,
+            None if planned is None else int(bool(planned)), str(state))
+
+
+#: How a bulk write makes its rows' values SQLite's, by statement.
+BULK_VALUES: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {"insert_work": work_values}
 
 
 class Journal:
@@ -67,7 +90,7 @@ class Journal:
             raise JournalError(
                 f"cannot open the journal {target}: {exc} - give another file with --journal."
             ) from exc
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         #: The file the connection has open (device, inode), by its absolute path (the working folder
         #: may change): a journal deleted or replaced under the run is told at its next write, not
         #: written on into a file no one can open again.
@@ -115,6 +138,10 @@ class Journal:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._db.in_transaction:
+                # Begun by this thread (the lock is its own): the same transaction.
+                yield self._db
+                return
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._still_there()
@@ -123,18 +150,96 @@ class Journal:
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
-                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
+                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
             except BaseException:
                 # A caller's block that failed (a data file broken while its plan was written).
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
 
-    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """One write transaction on the journal's connection, for a module that keeps its own
-        tables in the journal (a task's plan): committed when the block ends, rolled back on an
-        error."""
+    def raw_transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One write transaction on the journal's connection itself: committed when the block
+        ends, rolled back on an error."""
         return self._tx()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Journal]:
+        """One write transaction (``BEGIN IMMEDIATE``: the file's one writer until it ends)."""
+        with self._tx():
+            yield self
+
+    def lock(self, task: str) -> None:
+        """A write transaction holds the whole file: the task's lock is held already."""
+
+    # The connector (pooler.journal.connector.Connector): the named queries of sql/queries.sql
+
+    def _cursor(self, name: str, params: Params | None) -> sqlite3.Cursor:
+        cur = self._db.cursor()
+        cur.row_factory = sqlite3.Row
+        return cur.execute(SQL[name], params or {})
+
+    def one(self, name: str, params: Params | None = None) -> Row | None:
+        with self._lock:
+            try:
+                found: Row | None = self._cursor(name, params).fetchone()
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+            return found
+
+    def all(self, name: str, params: Params | None = None) -> list[Row]:
+        with self._lock:
+            try:
+                return list(self._cursor(name, params))
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+
+    def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
+        """The rows of ``name`` one at a time; the journal's lock is held while they are read."""
+        with self._lock:
+            try:
+                yield from self._cursor(name, params)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+
+    def execute(self, name: str, params: Params | None = None) -> int:
+        with self._lock:
+            if not self._db.in_transaction:
+                self._still_there()
+            try:
+                return int(self._db.execute(SQL[name], params or {}).rowcount)
+            except sqlite3.Error as exc:
+                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+
+    @contextmanager
+    def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
+        """Rows written a batch of executemany at a time (a work row's values made SQLite's)."""
+        adapt = BULK_VALUES.get(name, tuple)
+        batch: list[tuple[Any, ...]] = []
+
+        def write(row: tuple[Any, ...]) -> None:
+            batch.append(adapt(row))
+            if len(batch) >= 2000:
+                flush()
+
+        def flush() -> None:
+            with self._lock:
+                try:
+                    self._db.executemany(SQL[name], batch)
+                except sqlite3.Error as exc:
+                    raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+            batch.clear()
+
+        yield write
+        flush()
+
+    @staticmethod
+    def json_in(value: Any) -> Any:
+        """JSON is kept as text."""
+        return None if value is None else dumps(value)
+
+    @staticmethod
+    def json_out(value: Any) -> Any:
+        return None if value is None else json.loads(value)
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """The rows of a read-only query, read whole: keep it small (page through big tables)."""
@@ -171,10 +276,6 @@ class Journal:
 
     # Tasks
 
-    def task(self, task_id: str) -> TaskRow | None:
-        rows = self._query(SQL["task"], (task_id,))
-        return TaskRow(*rows[0]) if rows else None
-
     def last_unfinished(self, pool_file: str | Path) -> str | None:
         """The latest task of ``pool_file`` that did not complete (stopped, failed, or killed)."""
         pool = pool_identity(pool_file)
@@ -192,16 +293,7 @@ class Journal:
 
     def tasks(self, limit: int = 20) -> list[TaskRow]:
         """The latest tasks, newest first."""
-        rows = self._query(SQL["tasks"], (limit,))
-        return [TaskRow(*r) for r in rows]
-
-    def answer(self, task_id: str) -> dict[str, Any] | None:
-        """The answer recorded when the task last finished, or ``None``."""
-        rows = self._query(SQL["answer"], (task_id,))
-        if not rows or rows[0][0] is None:
-            return None
-        found: dict[str, Any] = json.loads(rows[0][0])
-        return found
+        return [task_row(r) for r in self.all("tasks", {"limit": limit})]
 
     # Calls
 

@@ -96,7 +96,7 @@ class SqliteLease(Heartbeat):
                  seat: Seat | None = None) -> None:
         if seat is None:
             seat = Seat.new(seconds, width)
-            with journal.transaction() as db:
+            with journal.raw_transaction() as db:
                 take(db, task, seat)
         super().__init__(task, seat)
         self.journal = journal

@@ -20,18 +20,17 @@ from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
+from pooler.journal.history import History
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, dumps, now_text
 from pooler.journal.sqlite.file import SQL
-from pooler.journal.sqlite.history import SqliteHistory
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.journal import Journal, work_values
 from pooler.journal.sqlite.lease import SqliteLease, end_dead_leases, live_runners, take
 from pooler.journal.sqlite.work import (
     SqliteWorkStore,
     Writer,
     planned_steps,
     update_doc,
-    work_values,
     write_work,
 )
 from pooler.journal.timeline import run_row
@@ -84,13 +83,13 @@ class SqliteTaskJournal:
         return self.journal.tasks(limit)
 
     def task(self, task_id: str) -> TaskRow | None:
-        return self.journal.task(task_id)
+        return History(self.journal).task(task_id)
 
     def last_unfinished(self, pool_file: str) -> str | None:
         return self.journal.last_unfinished(pool_file)
 
     def answer(self, task_id: str) -> dict[str, Any] | None:
-        return self.journal.answer(task_id)
+        return History(self.journal).answer(task_id)
 
     def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
         self.journal.finish_task(task_id, answer, status)
@@ -118,7 +117,7 @@ class SqliteTaskJournal:
         the journal's busy timeout).  ``doc`` is kept as the block leaves it; a task of a
         ``key_scope`` skips the calls whose key another task of the scope has landed.  ``seat``:
         the planner's lease, taken as the transaction ends (a long plan does not eat into it)."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             made = db.execute(SQL["create_shared"], (task_id, pool_file, now_text(), dumps(doc))).rowcount
             if made != 1:
                 yield None
@@ -150,7 +149,7 @@ class SqliteTaskJournal:
         """A sampled task's plan widened to ``sample`` (None: every row) from the calls it planned
         beyond its sample: those the wider sample holds are released, a chunk it cuts split in two
         (``split``); False when the plan held that much already (another runner widened it first)."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             found = db.execute(SQL["task_doc"], (task_id,)).fetchone()
             kept = json.loads(found[0]) if found is not None and found[0] else {}
             if found is None or not narrower(kept.get("sample"), sample):
@@ -191,7 +190,7 @@ class SqliteTaskJournal:
         again, those in doubt wait for the rule of the runner that tidies first (by ``in_doubt``),
         ``again`` is merged into the task's document and its halt is cleared.  ``seat`` is taken
         in the same write transaction: a runner joining next finds this one alive."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             began = self._join(db, task_id, in_doubt, over, again=again, redrive=redrive)
             if seat is not None:
                 take(db, task_id, seat)
@@ -265,7 +264,7 @@ class SqliteTaskJournal:
 
     def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
         """The facts of the run the task is in (``run_facts``, masked), kept by its first runner."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             found = db.execute(SQL["task_again"], (task_id,)).fetchone()
             if found is not None:
                 db.execute(SQL["record_work_run"], run_row(task_id, int(found[0]), facts))
@@ -275,7 +274,7 @@ class SqliteTaskJournal:
         self.journal.change(SQL["record_flow"], (task_id, flow["runner"], dumps(flow)))
 
     def flows(self, task_id: str) -> list[FlowDoc]:
-        return SqliteHistory(self.journal).flows(task_id)
+        return History(self.journal).flows(task_id)
 
     def table_rows(self, task_id: str) -> list[tuple[Any, ...]]:
         """The table rows the task's calls gave, in call order: (num, idx, name, prefix, into, rows),
@@ -285,7 +284,7 @@ class SqliteTaskJournal:
 
     def history(self) -> CallHistory:
         """The journal's call history, as a task's report reads it."""
-        return SqliteHistory(self.journal)
+        return History(self.journal)
 
     # --replan
 
@@ -295,7 +294,7 @@ class SqliteTaskJournal:
 
     @contextmanager
     def _replanning(self, task_id: str) -> Iterator[Replanning]:
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             if live_runners(db.execute(SQL["runners_of_task"], (task_id,)), time.time()):
                 raise JournalError(f"--replan refused for task {task_id}: runners still hold it - run it "
                                    "with --replan once they have ended.")

@@ -21,7 +21,7 @@ from typing import Any
 
 from pooler.journal.records import dumps, join_entry, split_entry
 from pooler.journal.sqlite.file import SQL
-from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.journal import Journal, work_values
 from pooler.journal.sqlite.lease import fair_share, gone_runners
 from pooler.journal.work import (
     BUSY,
@@ -43,26 +43,9 @@ def work_row(columns: Iterable[Any], epoch: int | None = None) -> WorkRow:
                    key, step_id, epoch)
 
 
-def _deps(deps: Any) -> str:
-    """The step numbers a call waits for as a JSON array: the planner gives PostgreSQL's array
-    text (``{1,2}``)."""
-    if isinstance(deps, str):
-        inner = deps.strip().removeprefix("{").removesuffix("}").strip()
-        return f"[{inner}]" if inner else "[]"
-    return json.dumps([int(d) for d in deps or ()])
-
-
 def write_work(db: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
     """Work rows as the planner makes them (``WORK_COLUMNS``), in the caller's transaction."""
     db.executemany(SQL["insert_work"], (work_values(r) for r in rows))
-
-
-def work_values(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    task, num, idx, kind, first, last, size, data, deps, serial, key, planned, state = row
-    if data is not None and not isinstance(data, str):
-        data = dumps(data)
-    return (task, num, idx, kind, first, last, size, data, _deps(deps), serial, key,
-            None if planned is None else int(bool(planned)), str(state))
 
 
 class Writer:
@@ -135,7 +118,7 @@ class SqliteWorkStore:
         those whose key the plan holds already moved to sent, as ``gate`` does.  With ``tidy``,
         first take back the calls of runners that are gone and end the calls whose step cannot
         run, in the same transaction."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             now = time.time()
             if tidy:
                 self._reclaim(db, on_doubt, now)
@@ -230,7 +213,7 @@ class SqliteWorkStore:
         call's fencing epoch (higher than any earlier runner's of the call), or None.  A call the
         claim moved to sent with other key material is gated again, under a new epoch; a halt
         (a write transaction too) is either seen here or made after this call was marked sent."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             now = time.time()
             if serial is not None and db.execute(SQL["serial_busy"], (self.task, serial, row.num,
                                                                        row.idx)).fetchone()[0]:
@@ -249,7 +232,7 @@ class SqliteWorkStore:
         self.journal.change(SQL["release_call"], (self.task, row.num, row.idx, self.runner))
 
     def pace(self, bucket: str, interval: float, tolerance: float) -> float:
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             # The clock is read once the write lock is held: a wait for the lock is not the bucket's.
             now = time.time()
             tat = float(db.execute(SQL["pace"], {"task": self.task, "name": bucket, "now": now,
@@ -261,7 +244,7 @@ class SqliteWorkStore:
         return max(0.0, float(found[0][0]) - time.time()) if found else 0.0
 
     def hold(self, bucket: str, seconds: float) -> None:
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             db.execute(SQL["hold"], {"task": self.task, "name": bucket, "until": time.time() + seconds})
 
     def _done(self, db: sqlite3.Connection, row: WorkRow, status: str, entry: dict[str, Any], detail: Any,
@@ -284,7 +267,7 @@ class SqliteWorkStore:
         ``gate_run``, and moved to sent as ``claim`` does), in one transaction: whether the outcome
         was recorded, and the calls claimed (none when it was not: the call is no longer this
         runner's)."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             now = time.time()
             if not self._done(db, row, status, entry, detail, doubt=doubt, now=now):
                 return False, []
@@ -292,7 +275,7 @@ class SqliteWorkStore:
 
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             now = time.time()
             return [self._done(db, d.row, d.status, d.entry, d.detail, doubt=d.doubt, now=now)
                     for d in outcomes]
@@ -302,7 +285,7 @@ class SqliteWorkStore:
              halt: str | None = None, sent: bool = True, judge: Judge | None = None) -> bool:
         """Record a call's outcome, with the table rows it gave and why it halts the task, in one
         transaction; False when the call is no longer this runner's (taken back)."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             if not sent:
                 db.execute(SQL["not_sent"], (self.task, row.num, row.idx, self.runner))
             if not self._done(db, row, status, entry, detail, doubt=doubt, now=time.time()):
@@ -315,7 +298,7 @@ class SqliteWorkStore:
 
     def expand(self, row: WorkRow, work: list[tuple[Any, ...]]) -> bool:
         """Put the calls of a step over an earlier step's table in place of its placeholder."""
-        with self.journal.transaction() as db:
+        with self.journal.raw_transaction() as db:
             taken = db.execute(SQL["take_placeholder"], (self.task, row.num, row.idx, self.runner)).rowcount
             if taken != 1:
                 return False

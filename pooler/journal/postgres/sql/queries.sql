@@ -5,18 +5,20 @@
 -- Tasks
 
 -- name: tasks
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run
-FROM tasks ORDER BY created DESC, id DESC LIMIT %s;
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run,
+       NULL AS store
+FROM tasks ORDER BY created DESC, id DESC LIMIT %(limit)s;
 
 -- name: task
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run
-FROM tasks WHERE id = %s;
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run,
+       NULL AS store
+FROM tasks WHERE id = %(task)s;
 
 -- name: last_unfinished
 SELECT id FROM tasks WHERE pool_file = %s AND status <> 'completed' ORDER BY created DESC, id DESC LIMIT 1;
 
 -- name: answer
-SELECT answer FROM tasks WHERE id = %s;
+SELECT answer FROM tasks WHERE id = %(task)s;
 
 -- name: finish_task
 UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, skipped = %s,
@@ -324,29 +326,34 @@ ON CONFLICT (task, run) DO NOTHING;
 INSERT INTO flows (task, run, runner, doc) SELECT id, again, %s, %s FROM tasks WHERE id = %s;
 
 -- name: flows
-SELECT run, doc FROM flows WHERE task = %s ORDER BY run, id;
+SELECT run, doc FROM flows WHERE task = %(task)s ORDER BY run, id;
 
 -- name: report_runs
-SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %s ORDER BY run;
+SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %(task)s ORDER BY run;
 
 -- name: report_calls
 -- Every record, then the calls sent whose outcome is not recorded (negative ids: no record).
-SELECT id, run, num, row, key, step_id, status, in_doubt, NULL::int, serial, sent_ms, done_ms
-FROM calls WHERE task = %s
+SELECT id, run, num, row, key, step_id, status, in_doubt, NULL::int AS lane, serial, sent_ms, done_ms,
+       NULL::text AS sent_at, NULL::text AS done_at
+FROM calls WHERE task = %(task)s
 UNION ALL
 SELECT -row_number() OVER (ORDER BY w.num, w.idx), t.again, w.num, w.row_first, w.key_text, w.step_id,
-       'sent', false, NULL::int, w.serial, (extract(epoch FROM w.sent_at) * 1000)::BIGINT, NULL::BIGINT
-FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = %s AND w.state = 'sent'
+       'sent', false, NULL::int, w.serial, (extract(epoch FROM w.sent_at) * 1000)::BIGINT, NULL::BIGINT,
+       NULL::text, NULL::text
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = %(task)s AND w.state = 'sent'
 ORDER BY 11 NULLS LAST, 1;
 
 -- name: report_first_entries
-SELECT DISTINCT ON (num) num, entry FROM calls WHERE task = %s ORDER BY num, id;
+SELECT DISTINCT ON (num) num, entry FROM calls WHERE task = %(task)s ORDER BY num, id;
 
 -- name: report_entries
-SELECT id, entry FROM calls WHERE task = %s AND id = ANY(%s);
+-- The ids come as one JSON array.
+SELECT id, entry FROM calls
+WHERE task = %(task)s AND id IN (SELECT jsonb_array_elements_text(%(ids)s)::bigint);
 
 -- name: report_table_entries
-SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AND entry::text LIKE '%%"tables":{"%%';
+SELECT entry FROM calls WHERE task = %(task)s AND run = %(run)s AND status = 'completed'
+  AND entry::text LIKE '%%"tables":{"%%';
 
 -- A sampled task widened (journal.py)
 

@@ -8,11 +8,11 @@ SELECT runs FROM tasks WHERE id = ?;
 
 -- name: task
 SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
-FROM tasks WHERE id = ?;
+FROM tasks WHERE id = :task;
 
 -- name: tasks
 SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, store
-FROM tasks ORDER BY started DESC, rowid DESC LIMIT ?;
+FROM tasks ORDER BY started DESC, rowid DESC LIMIT :limit;
 
 -- name: last_unfinished
 SELECT id FROM tasks WHERE pool_file = ? AND status != 'completed'
@@ -24,7 +24,7 @@ UPDATE tasks SET finished = ?, status = ?, total = ?, succeeded = ?, failed = ?,
 WHERE id = ?;
 
 -- name: answer
-SELECT answer FROM tasks WHERE id = ?;
+SELECT answer FROM tasks WHERE id = :task;
 
 -- Calls
 
@@ -41,36 +41,37 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 INSERT INTO flows (task, run, runner, doc) SELECT id, again, ?2, ?3 FROM tasks WHERE id = ?1;
 
 -- name: flows
-SELECT run, doc FROM flows WHERE task = ? ORDER BY run, id;
+SELECT run, doc FROM flows WHERE task = :task ORDER BY run, id;
 
 -- A task's report (history.py)
 
 -- name: report_runs
-SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = ? ORDER BY run;
+SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = :task ORDER BY run;
 
 -- name: report_calls
 -- Every record, then the calls of a task planned as work rows that were sent and whose outcome is
 -- not recorded (negative ids: no record), in the run the task is in.
 SELECT * FROM (
     SELECT id, run, num, row, key, step_id, status, in_doubt, lane, serial, sent_ms, done_ms, sent_at, done_at
-    FROM calls WHERE task = ?1
+    FROM calls WHERE task = :task
     UNION ALL
     SELECT -row_number() OVER (ORDER BY w.num, w.idx), t.again, w.num, w.row_first, w.key_text, w.step_id,
            'sent', 0, NULL, w.serial, w.sent_ms, NULL,
            strftime('%Y-%m-%dT%H:%M:%f', w.sent_ms / 1000.0, 'unixepoch', 'localtime'), NULL
-    FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = ?1 AND w.state = 'sent')
+    FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = :task AND w.state = 'sent')
 ORDER BY id < 0, abs(id);
 
 -- name: report_first_entries
-SELECT num, result FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task = ? GROUP BY num);
+SELECT num, result AS entry FROM calls WHERE id IN (SELECT MIN(id) FROM calls WHERE task = :task GROUP BY num);
 
 -- name: report_entries
 -- The ids come as one JSON array.
-SELECT id, result FROM calls WHERE task = ? AND id IN (SELECT value FROM json_each(?));
+SELECT id, result AS entry FROM calls WHERE task = :task AND id IN (SELECT value FROM json_each(:ids));
 
 -- name: report_table_entries
 -- Picked in SQL, so that 100,000 calls without tables are not decoded for nothing.
-SELECT result FROM calls WHERE task = ? AND run = ? AND status = 'completed' AND result LIKE '%"tables":{"%';
+SELECT result AS entry FROM calls WHERE task = :task AND run = :run AND status = 'completed'
+  AND result LIKE '%"tables":{"%';
 
 -- A task's plan as work rows (work.py, tasks.py, lease.py; pooler/journal/work.py tells the model).
 -- Times are the runners' wall clock, given as arguments: seconds since the epoch for leases,
