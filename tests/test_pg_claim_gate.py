@@ -16,9 +16,9 @@ from helpers import Store, pooler
 from sharedkit import query, token_file, wait_for, write_pool
 
 from pooler.journal.postgres.journal import PgJournal
-from pooler.journal.postgres.lease import Lease
 from pooler.journal.postgres.schema import upgrade
-from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
+from pooler.journal.work import RunnerLease as Lease
+from pooler.journal.work import Settled, WorkRow, WorkStore
 from pooler.pool.loader import load_pool
 from pooler.run.config import RunConfig
 from pooler.run.join import join_task
@@ -52,8 +52,8 @@ def blocked(row: WorkRow, dep: int, status: str) -> Settled:
 
 
 def runner(journal: PgJournal, lease: float = 30) -> tuple[Lease, WorkStore]:
-    held = Lease(journal.url, "t", lease)
-    return held, WorkStore(journal, "t", held.id)
+    held = journal.lease("t", lease, None)
+    return held, journal.work("t", held.id)
 
 
 def claim(work: WorkStore, n: int = 10, cap: int = 100) -> list[WorkRow]:

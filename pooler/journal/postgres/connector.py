@@ -26,7 +26,7 @@ class PgConnector:
     """One connection to the journal at ``url``, its schema version checked; safe to share by
     threads."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, check: bool = True) -> None:
         import psycopg  # noqa: PLC0415
 
         self.url = url
@@ -35,7 +35,8 @@ class PgConnector:
         self._lock = threading.RLock()
         self._depth = 0
         try:
-            check_version(self.conn, url)
+            if check:
+                check_version(self.conn, url)
         except psycopg.Error as exc:
             self.conn.close()
             raise self.failed(exc) from None
@@ -55,7 +56,7 @@ class PgConnector:
 
     def heartbeat(self) -> PgConnector:
         """A connection of its own for a lease's heartbeat: a renewal never waits behind a claim."""
-        return PgConnector(self.url)
+        return PgConnector(self.url, check=False)
 
     @contextmanager
     def _cursor(self, name: str, params: Params | None) -> Iterator[Any]:

@@ -14,10 +14,9 @@ from pooler.errors import JournalError
 from pooler.journal import work as api
 from pooler.journal.api import CallHistory
 from pooler.journal.history import History, task_row
-from pooler.journal.liveness import dead_here
+from pooler.journal.lease import Lease, end_dead_leases, live_runners, take
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.postgres.connector import PgConnector
-from pooler.journal.postgres.lease import take
 from pooler.journal.postgres.schema import SQL
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
 from pooler.journal.work import (
@@ -120,19 +119,7 @@ class PgJournal:
              answer.get("skipped"), answer.get("not_run"), dumps(answer), task_id))
 
     def live_runners(self, task_id: str) -> int:
-        """Runners of the task whose lease is alive now (on the database's clock), but for those
-        of this machine whose process is gone: a runner killed here is dead before its lease ends,
-        as a run of a SQLite journal is."""
-        return len(self._leases(task_id)[0])
-
-    def _leases(self, task_id: str) -> tuple[list[str], list[str]]:
-        """The runners of the task holding a live lease, and those among them killed on this
-        machine (their process is gone): the one rule of who is alive."""
-        live: list[str] = []
-        dead: list[str] = []
-        for runner, where, pid in self.query(SQL["live_leases"], (task_id,)):
-            (dead if dead_here(where, pid) else live).append(str(runner))
-        return live, dead
+        return len(live_runners(self.db, task_id))
 
     def plan_counts(self, task_id: str) -> PlanCounts | None:
         """The task's calls counted against its plan, by status; a call sent whose answer is not
@@ -194,7 +181,7 @@ class PgJournal:
                         # A key landed by another task of the scope is not sent again by this one.
                         self.conn.execute(SQL["skip_keys_of_scope"], (shared["key_scope"], task_id, task_id))
                     if seat is not None:
-                        take(self.conn, task_id, seat)
+                        take(self.db, task_id, seat)
                 # The planner needs to know how many calls there are to pick the indexes.
                 self.conn.execute(SQL["analyze_work"])
             except psycopg.Error as exc:
@@ -287,11 +274,9 @@ class PgJournal:
         ``seat`` is taken in it, so a runner joining next finds this one alive."""
         from psycopg.types.json import Jsonb  # noqa: PLC0415
 
-        _, dead = self._leases(task_id)
-        if dead:
-            # Killed here: their leases end now, so this runner takes their calls back at once
-            # (in doubt, by the task's policy) rather than when the leases would have run out.
-            self.query(SQL["end_leases"], (dead,))
+        # Killed here: their leases end now, so this runner takes their calls back at once
+        # (in doubt, by the task's policy) rather than when the leases would have run out.
+        end_dead_leases(self.db, task_id)
         with self.raw_transaction() as db:
             began = (self._redrive(db, task_id, in_doubt, redrive) if redrive is not None
                      else bool(db.execute(SQL["run_again"], (task_id, in_doubt)).fetchone()[0]))
@@ -302,7 +287,7 @@ class PgJournal:
                 if again:
                     db.execute(SQL["update_shared"], (Jsonb(again), task_id))
             if seat is not None:
-                take(db, task_id, seat)
+                take(self.db, task_id, seat)
         return began
 
     @staticmethod
@@ -373,9 +358,7 @@ class PgJournal:
 
     def lease(self, task_id: str, seconds: float, width: int | None, seat: api.Seat | None = None
               ) -> api.RunnerLease:
-        from pooler.journal.postgres.lease import Lease  # noqa: PLC0415
-
-        return Lease(self.url, task_id, seconds, width, seat)
+        return Lease(self.db.heartbeat(), task_id, seconds, width, seat, owned=True)
 
     def work(self, task_id: str, runner: str) -> api.WorkStore:
         from pooler.journal.postgres.work import WorkStore  # noqa: PLC0415

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pooler.errors import JournalError
+from pooler.journal.lease import live_runners
 from pooler.journal.postgres.journal import WORK_TYPES, PgJournal
 from pooler.journal.postgres.schema import SQL
 
@@ -45,7 +46,7 @@ def replanning(journal: PgJournal, task: str) -> Iterator[PgReplanning]:
     with journal.raw_transaction() as db:
         db.execute(SQL["lock_task"], (task,))
         db.execute(SQL["lock_shared"], (task,))
-        if db.execute(SQL["live_runner_count"], (task,)).fetchone()[0]:
+        if live_runners(journal.db, task):
             raise JournalError(f"--replan refused for task {task}: runners still hold it - run it with "
                                "--replan once they have ended.")
         yield PgReplanning(db, task)

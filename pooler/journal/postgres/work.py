@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from pooler.errors import JournalError
+from pooler.journal.lease import gone_runners
 from pooler.journal.postgres.journal import PgJournal
 from pooler.journal.postgres.schema import SQL
 from pooler.journal.work import (
@@ -70,7 +71,7 @@ class WorkStore:
         """The calls of runners whose lease expired (or that left with calls they could not
         record): unsent ones back to ready, sent ones ruled in doubt; and the calls an earlier run
         recorded in doubt, which a run again leaves to this rule too."""
-        gone = [r[0] for r in db.execute(SQL["gone_runners"], (self.task, self.task)).fetchall()]
+        gone = gone_runners(self.journal.db, self.task)
         if gone:
             db.execute(SQL["unclaim_gone"], (self.task, gone))
         for *columns, expired in db.execute(SQL["in_doubt_to_rule"], (self.task, gone)).fetchall():

@@ -21,11 +21,11 @@ from typing import Any
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.history import History
+from pooler.journal.lease import Lease, end_dead_leases, live_runners, take
 from pooler.journal.planagain import StatementsPlanAgain, cut_at_sample, plan_again
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, dumps, now_text
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal, work_values
-from pooler.journal.sqlite.lease import SqliteLease, end_dead_leases, live_runners, take
 from pooler.journal.sqlite.work import (
     SqliteWorkStore,
     Writer,
@@ -136,7 +136,7 @@ class SqliteTaskJournal:
                     db.execute(SQL["skip_landed"], (step_id, detail, dumps(skipped), done_ms, task_id, num,
                                                     idx))
             if seat is not None:
-                take(db, task_id, seat)
+                take(self.journal, task_id, seat)
 
     @contextmanager
     def widening(self, task_id: str, sample: int | None
@@ -193,17 +193,15 @@ class SqliteTaskJournal:
         with self.journal.raw_transaction() as db:
             began = self._join(db, task_id, in_doubt, over, again=again, redrive=redrive)
             if seat is not None:
-                take(db, task_id, seat)
+                take(self.journal, task_id, seat)
             return began
 
-    @staticmethod
-    def _join(db: sqlite3.Connection, task_id: str, in_doubt: str, over: Sequence[OverTable], *,
+    def _join(self, db: sqlite3.Connection, task_id: str, in_doubt: str, over: Sequence[OverTable], *,
               again: dict[str, Any] | None, redrive: Redrive | None) -> bool:
-        now = time.time()
         # Killed here: their leases end now, so this runner takes their calls back at once
         # (in doubt, by the task's policy) rather than when the leases would have run out.
-        end_dead_leases(db, task_id, now)
-        if live_runners(db.execute(SQL["runners_of_task"], (task_id,)), now):
+        end_dead_leases(self.journal, task_id)
+        if live_runners(self.journal, task_id):
             db.execute(SQL["join_live_run"], (task_id,))
             return False
         if redrive is not None:
@@ -228,12 +226,12 @@ class SqliteTaskJournal:
 
     def live_runners(self, task_id: str) -> int:
         """Runners of the task whose lease is alive, but for those whose process is gone."""
-        return len(live_runners(self.journal.query(SQL["runners_of_task"], (task_id,)), time.time()))
+        return len(live_runners(self.journal, task_id))
 
     def lease(self, task_id: str, seconds: float, width: int | None, seat: Seat | None = None
               ) -> RunnerLease:
         """This process registered as a runner of the task (by ``seat``: taken already)."""
-        return SqliteLease(self.journal, task_id, seconds, width, seat)
+        return Lease(self.journal, task_id, seconds, width, seat)
 
     def work(self, task_id: str, runner: str) -> WorkStore:
         return SqliteWorkStore(self.journal, task_id, runner)
@@ -295,7 +293,7 @@ class SqliteTaskJournal:
     @contextmanager
     def _replanning(self, task_id: str) -> Iterator[Replanning]:
         with self.journal.raw_transaction() as db:
-            if live_runners(db.execute(SQL["runners_of_task"], (task_id,)), time.time()):
+            if live_runners(self.journal, task_id):
                 raise JournalError(f"--replan refused for task {task_id}: runners still hold it - run it "
                                    "with --replan once they have ended.")
             yield _Replanning(db, task_id)

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pooler.journal.lease import gone_runners, runners
 from pooler.journal.records import dumps, join_entry, split_entry
 from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal, work_values
-from pooler.journal.sqlite.lease import fair_share, gone_runners
 from pooler.journal.work import (
     BUSY,
     BlockedPolicy,
@@ -103,6 +103,31 @@ def claim_order(db: sqlite3.Connection, args: tuple[str, int], cap: int) -> list
     return sorted(heads, key=lambda r: (r[0], r[1]))
 
 
+def fair_share(db: Journal, task: str, runner: str, cap: int) -> int:
+    """A runner's fair share of the task's cap: the cap divided among the live runners as water
+    fills vessels, each up to its width (``pooler_share`` of the PostgreSQL journal): a runner
+    narrower than an equal part keeps its width, the others split what is left in equal parts,
+    one more for each of the first to join while a remainder lasts."""
+    live = [(r.id, min(cap if r.width is None else r.width, cap), r.started)
+            for r in runners(db, task) if r.id == runner or r.alive]
+    left, n = cap, len(live)
+    wide: int | None = None
+    for rid, width, _ in sorted(live, key=lambda r: r[1]):
+        if width * n > left:
+            wide = width
+            break
+        if rid == runner:
+            return width
+        left -= width
+        n -= 1
+    if wide is None:
+        return cap
+    me = next((r for r in live if r[0] == runner), None)
+    rank = 0 if me is None else sum(1 for rid, width, started in live
+                                    if width >= wide and (started, rid) < (me[2], me[0]))
+    return left // n + (1 if rank < left % n else 0)
+
+
 class SqliteWorkStore:
     """The work of ``task`` in ``journal`` as the runner ``runner`` (its lease's id) sees it."""
 
@@ -135,7 +160,7 @@ class SqliteWorkStore:
             return []
         if runners > 1:
             # Held to its share only while the cap is shared: a runner alone takes the whole cap.
-            limit = min(limit, fair_share(db, self.task, self.runner, cap, now) - int(mine))
+            limit = min(limit, fair_share(self.journal, self.task, self.runner, cap) - int(mine))
             if limit <= 0:
                 return []
         gate = run is not None and bool(alive)
@@ -160,7 +185,7 @@ class SqliteWorkStore:
     def _reclaim(self, db: sqlite3.Connection, on_doubt: DoubtPolicy, now: float) -> None:
         """The calls of runners that are gone: unsent ones back to ready, sent ones ruled in doubt;
         and the calls an earlier run recorded in doubt, which a run again leaves to this rule too."""
-        gone = json.dumps(gone_runners(db, self.task, now))
+        gone = json.dumps(gone_runners(self.journal, self.task))
         if gone != "[]":
             db.execute(SQL["unclaim_gone"], (self.task, gone))
         found = db.execute(SQL["in_doubt_to_rule"], (self.task, gone, _ms(now))).fetchall()

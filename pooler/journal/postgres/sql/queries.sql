@@ -18,7 +18,8 @@ FROM tasks WHERE id = %(task)s;
 SELECT id FROM tasks WHERE pool_file = %s AND status <> 'completed' ORDER BY created DESC, id DESC LIMIT 1;
 
 -- name: answer
-SELECT answer FROM tasks WHERE id = %(task)s;
+-- The answer is kept as its text (as the runner wrote it): read as JSON.
+SELECT answer::json AS answer FROM tasks WHERE id = %(task)s;
 
 -- name: finish_task
 UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, skipped = %s,
@@ -63,26 +64,35 @@ UPDATE tasks SET shared = shared || %s WHERE id = %s;
 
 -- Runners
 
--- name: live_leases
-SELECT id, host, pid FROM runners WHERE task = %s AND lease_until > now();
+-- name: runners_of_task
+-- Every runner of the task, whether its lease is alive on the database's clock.
+SELECT id, host, pid, lease_until > now() AS leased, width, extract(epoch FROM started)::float8 AS started
+FROM runners WHERE task = %(task)s;
+
+-- name: runners_left
+-- Runners that left with calls they could not record (their row is gone).
+SELECT DISTINCT runner FROM work w WHERE task = %(task)s AND state IN ('claimed', 'sent')
+  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
 
 -- name: end_leases
 -- Runners killed on this machine: their leases end now, so their calls are taken back at once.
-UPDATE runners SET lease_until = now() WHERE id = ANY(%s);
+UPDATE runners SET lease_until = now() WHERE id IN (SELECT jsonb_array_elements_text(%(ids)s));
 
 -- name: take_lease
 -- A runner of the task: its lease, on the database's clock, and the calls it has in flight at most.
 -- Taken as the transaction that creates or joins the task ends: from the clock of now, not of the
 -- transaction's start (a plan may take longer than a lease).
 INSERT INTO runners (id, task, host, pid, lease_until, width)
-VALUES (%s, %s, %s, %s, clock_timestamp() + make_interval(secs => %s), %s);
+VALUES (%(id)s, %(task)s, %(host)s, %(pid)s, clock_timestamp() + make_interval(secs => %(seconds)s),
+        %(width)s);
 
 -- name: renew_lease
 -- Only while the lease is alive: a runner whose calls were taken back never gets it again.
-UPDATE runners SET lease_until = now() + make_interval(secs => %s) WHERE id = %s AND lease_until > now();
+UPDATE runners SET lease_until = now() + make_interval(secs => %(seconds)s)
+WHERE id = %(id)s AND lease_until > now();
 
 -- name: give_up_lease
-DELETE FROM runners WHERE id = %s;
+DELETE FROM runners WHERE id = %(id)s;
 
 -- name: run_again
 SELECT pooler_run_again(%s, %s);
@@ -173,13 +183,6 @@ SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.de
 FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok
       FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) AS locked) d
 LEFT JOIN LATERAL pooler_claim_gate(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s, %s) c ON true;
-
--- name: gone_runners
--- Runners whose lease expired, and runners that left with calls they could not record.
-SELECT id FROM runners WHERE task = %s AND lease_until < now()
-UNION
-SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sent')
-  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
 
 -- name: unclaim_gone
 UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' AND runner = ANY(%s);
@@ -384,9 +387,6 @@ SELECT count(*) FROM work WHERE task = %s AND state <> 'beyond';
 SELECT runs FROM tasks WHERE id = %s;
 
 -- --replan of a shared task (replan.py)
-
--- name: live_runner_count
-SELECT count(*) FROM runners WHERE task = %s AND lease_until > now();
 
 -- name: step_calls
 SELECT idx, state, status, key_text, data, round FROM work

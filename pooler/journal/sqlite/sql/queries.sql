@@ -158,29 +158,31 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task, run) DO NOTHING;
 -- Runners and their leases (lease.py)
 
 -- name: runners_of_task
-SELECT id, host, pid, lease_until, width, started FROM runners WHERE task = ?;
+-- Every runner of the task, whether its lease is alive (:now: seconds since the epoch).
+SELECT id, host, pid, lease_until > :now AS leased, width, started FROM runners WHERE task = :task;
 
 -- name: runners_left
 -- Runners that left with calls they could not record (their row is gone).
-SELECT DISTINCT runner FROM work w WHERE task = ? AND state IN ('claimed', 'sent') AND state <> 'done'
+SELECT DISTINCT runner FROM work w WHERE task = :task AND state IN ('claimed', 'sent') AND state <> 'done'
   AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
 
 -- name: end_leases
 -- Runners killed on this machine: their leases end now, so their calls are taken back at once.
-UPDATE runners SET lease_until = ? WHERE id IN (SELECT value FROM json_each(?));
+UPDATE runners SET lease_until = :now WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: forget_runners
 DELETE FROM runners WHERE id IN (SELECT value FROM json_each(?));
 
 -- name: take_lease
-INSERT INTO runners (id, task, host, pid, started, lease_until, width) VALUES (?, ?, ?, ?, ?, ?, ?);
+INSERT INTO runners (id, task, host, pid, started, lease_until, width)
+VALUES (:id, :task, :host, :pid, :now, :now + :seconds, :width);
 
 -- name: renew_lease
 -- Only while the lease is alive: a runner whose calls were taken back never gets it again.
-UPDATE runners SET lease_until = ? WHERE id = ? AND lease_until > ?;
+UPDATE runners SET lease_until = :now + :seconds WHERE id = :id AND lease_until > :now;
 
 -- name: give_up_lease
-DELETE FROM runners WHERE id = ?;
+DELETE FROM runners WHERE id = :id;
 
 -- A task run again (tasks.py join): as pooler_run_again of the PostgreSQL journal's migration 0006.
 
