@@ -12,6 +12,7 @@ from test_keys_tasks import OLD_SCHEMA
 
 from pooler.journal.sqlite.file import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal
 
 #: Every column a journal of the last version has, as the migrations make them.
 COLUMNS = {
@@ -49,8 +50,9 @@ def shape(path: Path) -> tuple[int, dict[str, list[str]]]:
 def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> None:
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
-                                            "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql"]
-    assert SCHEMA_VERSION == 9
+                                            "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql",
+                                            "0010_epoch_kept.sql"]
+    assert SCHEMA_VERSION == 10
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:
@@ -65,7 +67,7 @@ def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(
     db.execute("INSERT INTO tasks (id, pool_file, started) VALUES ('T', '/p.yaml', 'then')")
     db.commit()
     db.close()
-    with Journal(path) as journal:
+    with SqliteTaskJournal(path) as journal:
         row = journal.task("T")
     assert row is not None
     assert (row.id, row.store) == ("T", None)
@@ -105,12 +107,12 @@ def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path:
     path = tmp_path / "j.sqlite"
     Journal(path).close()
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version = 10")
+    db.execute("PRAGMA user_version = 11")
     db.close()
     before = path.read_bytes()
     listed = pooler("runs", "--journal", str(path))
     assert listed.returncode == 2
-    assert listed.stderr == (f"pooler: the journal {path} has schema version 10, newer than this "
+    assert listed.stderr == (f"pooler: the journal {path} has schema version 11, newer than this "
                              f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that wrote it, "
                              "or give another file with --journal.\n")
     assert path.read_bytes() == before

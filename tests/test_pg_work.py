@@ -31,7 +31,10 @@ def plan(journal: PgJournal, task: str, rows: list[tuple[int, int, list[int], st
     """A task whose calls are (num, idx, deps, serial); a plan's COPY values give deps as their text."""
     work = [(task, num, idx, "call", idx, None, 1, None, "{" + ",".join(map(str, deps)) + "}", serial,
              None, None, "ready") for num, idx, deps, serial in rows]
-    assert journal.create_shared(task, "/pool.yaml", {"steps": []}, work)
+    with journal.creating(task, "/pool.yaml", {"steps": []}) as write:
+        assert write is not None
+        for row in work:
+            write(row)
 
 
 def never(row: WorkRow, expired: bool) -> Settled | None:

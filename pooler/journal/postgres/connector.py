@@ -135,9 +135,10 @@ class PgConnector:
 
     @staticmethod
     def json_in(value: Any) -> Any:
-        from psycopg.types.json import Jsonb  # noqa: PLC0415
+        # JSON, not JSONB: an entry keeps the order of its keys (a jsonb column casts it).
+        from psycopg.types.json import Json  # noqa: PLC0415
 
-        return None if value is None else Jsonb(value)
+        return None if value is None else Json(value)
 
     @staticmethod
     def json_out(value: Any) -> Any:

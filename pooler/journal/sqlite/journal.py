@@ -9,7 +9,6 @@ every completion is committed before anything that depends on it starts.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sqlite3
@@ -21,17 +20,11 @@ from typing import Any
 
 from pooler.errors import JournalError
 from pooler.journal.connector import Params, Row
-from pooler.journal.history import task_row
 from pooler.journal.records import (
-    TaskRow,
     dumps,
     join_entry,
-    now_text,
-    pool_identity,
 )
 from pooler.journal.sqlite.file import SQL, own_file, upgrade
-from pooler.journal.timeline import run_row
-from pooler.statuses import TaskStatus
 
 
 def _deps(deps: Any) -> str:
@@ -157,11 +150,6 @@ class Journal:
                     self._db.execute("ROLLBACK")
                 raise
 
-    def raw_transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """One write transaction on the journal's connection itself: committed when the block
-        ends, rolled back on an error."""
-        return self._tx()
-
     @contextmanager
     def transaction(self) -> Iterator[Journal]:
         """One write transaction (``BEGIN IMMEDIATE``: the file's one writer until it ends)."""
@@ -242,24 +230,10 @@ class Journal:
         return None if value is None else json.loads(value)
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """The rows of a read-only query, read whole: keep it small (page through big tables)."""
-        return self._query(sql, args)
-
-    def _write(self, sql: str, args: tuple[Any, ...]) -> int:
-        """One statement, committed on its own (autocommit: a transaction of one statement)."""
+        """The rows of a statement of SQL text, read whole (for a look at the file in a test)."""
         with self._lock:
-            self._still_there()
             try:
-                return int(self._db.execute(sql, args).lastrowid or 0)
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
-
-    def change(self, sql: str, args: tuple[Any, ...] | dict[str, Any]) -> int:
-        """One statement, committed on its own: the rows it changed."""
-        with self._lock:
-            self._still_there()
-            try:
-                return int(self._db.execute(sql, args).rowcount)
+                return list(self._db.execute(sql, args))
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
 
@@ -267,60 +241,11 @@ class Journal:
         """How messages name this journal: its path, or ``:memory:``."""
         return str(self.path or ":memory:")
 
-    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return list(self._db.execute(sql, args))
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
-
-    # Tasks
-
-    def last_unfinished(self, pool_file: str | Path) -> str | None:
-        """The latest task of ``pool_file`` that did not complete (stopped, failed, or killed)."""
-        pool = pool_identity(pool_file)
-        rows = self._query(SQL["last_unfinished"], (pool,))
-        return str(rows[0][0]) if rows else None
-
-    def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
-        """Record the task's answer (already redacted) and its counts; its status is the answer's
-        unless given (``sampled``: a ``--sample`` run that completed, which ``--resume`` continues)."""
-        with self._tx() as db:
-            db.execute(SQL["finish_task"], (
-                now_text(), status or answer.get("status", TaskStatus.FAILED), answer.get("total"),
-                answer.get("succeeded"), answer.get("failed"), answer.get("skipped"), answer.get("not_run"),
-                dumps(answer), task_id))
-
-    def tasks(self, limit: int = 20) -> list[TaskRow]:
-        """The latest tasks, newest first."""
-        return [task_row(r) for r in self.all("tasks", {"limit": limit})]
-
-    # Calls
-
-    def record_run(self, task_id: str, run: int, facts: dict[str, Any]) -> None:
-        """What the report needs to know of one run of a task: the store, the batch options, the
-        steps (already masked)."""
-        self._write(SQL["record_run"], run_row(task_id, run, facts))
-
-    def cursor(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        """The rows of a read-only query one at a time (the report reads 100,000 calls this way).
-
-        The journal's lock is held while the rows are read: finish the iteration promptly.
-        """
-        with self._lock:
-            try:
-                yield from self._db.execute(sql, args)
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.path or ':memory:'} failed: {exc}") from exc
-
     def calls(self, task_id: str) -> list[dict[str, Any]]:
         """Every record of the task, oldest first (for ``pooler show`` and tests)."""
-        rows = self._query(SQL["calls_of_task"], (task_id,))
-        names = ("run", "num", "row", "key", "round", "step_id", "status", "in_doubt", "sent_at",
-                 "done_at", "result", "detail")
         out = []
-        for r in rows:
-            rec = dict(zip(names, r, strict=True))
+        for r in self.all("calls_of_task", {"task": task_id}):
+            rec = {k: r[k] for k in r.keys()}  # noqa: SIM118 - a row, not a dict
             rec["in_doubt"] = bool(rec["in_doubt"])
             rec["result"] = join_entry(rec["result"], rec["detail"])
             rec["detail"] = None if rec["detail"] is None else json.loads(rec["detail"])
