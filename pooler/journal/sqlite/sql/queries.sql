@@ -551,3 +551,48 @@ RETURNING num, idx, epoch;
 -- name: done_now
 -- A call whose outcome halted the task is done once the halt holds.
 UPDATE work SET done_ms = :now_ms WHERE task = :task AND num = :num AND idx = :idx;
+
+-- pooler runs --prune (pooler/journal/prune.py): the tasks that ended before :cutoff go, their rows
+-- of every table first; a task still running never does.
+
+-- name: prune_calls
+DELETE FROM calls WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_plan_rows
+DELETE FROM plan_rows WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_plan_files
+DELETE FROM plan_files WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_work
+DELETE FROM work WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_table_rows
+DELETE FROM table_rows WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_runners
+DELETE FROM runners WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_buckets
+DELETE FROM buckets WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_flows
+DELETE FROM flows WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_task_runs
+DELETE FROM task_runs WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_runs
+DELETE FROM runs WHERE task IN (SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff);
+
+-- name: prune_tasks
+DELETE FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < :cutoff;
+
+-- name: running_tasks
+SELECT count(*) AS n FROM tasks WHERE status = 'running';
+
+-- name: vacuum
+VACUUM;
+
+-- name: checkpoint
+PRAGMA wal_checkpoint(TRUNCATE);
