@@ -35,6 +35,12 @@ from pooler.journal.work import (
 from pooler.pool.budget import Counts
 from pooler.statuses import TaskStatus
 
+#: A run again's statements: the calls failed, not run, completed without a key, in doubt.
+AGAIN = ("again_failed", "again_not_run", "again_unkeyed", "again_in_doubt")
+#: A redrive's statements: the calls it does not send set aside first (not run, in doubt), so the
+#: ones it puts back are not.
+REDRIVE = ("redrive_aside", "redrive_doubt_aside", "redrive_failed", "redrive_not_run", "redrive_in_doubt")
+
 
 def merge_doc(db: Connector, task: str, doc: dict[str, Any]) -> None:
     """``doc``'s keys merged into what the task keeps of its pool (its top-level keys replaced),
@@ -177,8 +183,8 @@ class Tasks:
         found = self.db.one("plan_counts", {"task": task_id})
         if found is None or found["planned"] is None:
             return None
-        planned, completed, failed, in_doubt, skipped = (int(found[k] or 0) for k in (
-            "planned", "completed", "failed", "in_doubt", "skipped"))
+        planned, completed, failed = int(found["planned"]), int(found["completed"]), int(found["failed"])
+        in_doubt, skipped = int(found["in_doubt"]), int(found["skipped"])
         return PlanCounts(planned, completed, failed, in_doubt, skipped,
                           planned - completed - failed - in_doubt - skipped)
 
@@ -211,12 +217,10 @@ class Tasks:
                 params: dict[str, Any] = {"task": task_id}
                 names: tuple[str, ...]
                 if redrive is not None:
-                    # The calls it does not send set aside first, so the ones it puts back are not.
                     params = redrive.params(task_id, in_doubt)
-                    names = ("redrive_aside", "redrive_doubt_aside", "redrive_failed", "redrive_not_run",
-                             "redrive_in_doubt")
+                    names = REDRIVE
                 else:
-                    names = ("again_failed", "again_not_run", "again_unkeyed", "again_in_doubt")
+                    names = AGAIN
                 for name in names:
                     db.execute(name, params)
                 db.execute("again_task", {"task": task_id})

@@ -52,7 +52,8 @@ def version_of(conn: psycopg.Connection[Any]) -> int | None:
     if found is None or found[0] is None:
         return None
     row = conn.execute("SELECT value FROM pooler_meta WHERE name = 'schema_version'").fetchone()
-    return int(row[0]) if row else None
+    (value,) = row if row is not None else (None,)
+    return None if value is None else int(value)
 
 
 def absent(conn: psycopg.Connection[Any]) -> set[str]:
@@ -63,7 +64,8 @@ def absent(conn: psycopg.Connection[Any]) -> set[str]:
         "ARRAY(SELECT f FROM unnest(%s::text[]) f WHERE NOT EXISTS (SELECT 1 FROM pg_proc p "
         "WHERE p.proname = f AND p.pronamespace = ANY(current_schemas(false)::regnamespace[])))",
         ([t for m in MIGRATIONS for t in m.tables], promised(MIGRATIONS))).fetchone()
-    return set(row[0]) if row else set()
+    (names,) = row if row is not None else ([],)
+    return set(names)
 
 
 def check_version(conn: psycopg.Connection[Any], url: str) -> None:
