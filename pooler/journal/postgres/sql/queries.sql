@@ -1,6 +1,6 @@
 -- The PostgreSQL journal's queries, by name (pooler/journal/queries.py reads them). The tables and
--- functions are made by the numbered files of migrations/; the claim, the outcome and the run of
--- a task again are functions there (pooler_claim_gate, pooler_done, pooler_run_again).
+-- functions are made by the numbered files of migrations/. The same names, columns and parameters
+-- as the SQLite journal's: the one implementation (pooler/journal/tasks.py, claims.py) runs both.
 
 -- Tasks
 
@@ -95,7 +95,7 @@ WHERE id = %(id)s AND lease_until > now();
 DELETE FROM runners WHERE id = %(id)s;
 
 -- A run again's steps over a table of a step it sends again (pooler.journal.work.plan_again),
--- in the transaction of pooler_run_again, under its task lock.
+-- in the transaction of the run again, under its task lock.
 
 -- name: step_open
 SELECT count(*) AS n FROM work WHERE task = %(task)s AND num = %(num)s AND state NOT IN ('done', 'beyond');
@@ -364,7 +364,7 @@ UPDATE work SET round = %(round)s WHERE task = %(task)s AND num = %(num)s AND id
 SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = %(task)s ORDER BY num, name, idx;
 
 -- A redrive (pooler.journal.work.redrive_again), in the transaction that begins it, under the
--- task's lock (redrive_lock, as pooler_run_again takes it). Each takes the task, what it sends
+-- task's lock, as a run again takes it. Each takes the task, what it sends
 -- again (failed, in_doubt, not_run: 1 or 0) and its scope (step: a step number or NULL; lo, hi:
 -- the rows a call must touch, or NULL). The calls it does not send are set aside first (not run,
 -- in doubt), so the ones it puts back are not.
