@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from sharedkit import journal_of, query
 
+from pooler.journal.prune import prune
 from pooler.journal.records import FlowDoc
-from pooler.journal.sqlite.prune import prune
 from pooler.journal.sqlite.tasks import SqliteTaskJournal
 from pooler.journal.work import TaskJournal
 

@@ -12,6 +12,7 @@ from test_keys_tasks import OLD_SCHEMA
 
 from pooler.journal.sqlite.file import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal
 
 #: Every column a journal of the last version has, as the migrations make them.
 COLUMNS = {
@@ -53,8 +54,9 @@ def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> No
     assert [m.name for m in MIGRATIONS] == ["0001_initial.sql", "0002_task_store.sql", "0003_timeline.sql",
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
                                             "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql",
-                                            "0010_store_rate_buckets.sql", "0011_compare_rows.sql"]
-    assert SCHEMA_VERSION == 11
+                                            "0010_store_rate_buckets.sql", "0011_compare_rows.sql",
+                                            "0012_epoch_kept.sql"]
+    assert SCHEMA_VERSION == 12
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(
     db.execute("INSERT INTO tasks (id, pool_file, started) VALUES ('T', '/p.yaml', 'then')")
     db.commit()
     db.close()
-    with Journal(path) as journal:
+    with SqliteTaskJournal(path) as journal:
         row = journal.task("T")
     assert row is not None
     assert (row.id, row.store) == ("T", None)

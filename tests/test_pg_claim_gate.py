@@ -16,9 +16,9 @@ from helpers import Store, pooler
 from sharedkit import query, token_file, wait_for, write_pool
 
 from pooler.journal.postgres.journal import PgJournal
-from pooler.journal.postgres.lease import Lease
 from pooler.journal.postgres.schema import upgrade
-from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
+from pooler.journal.work import RunnerLease as Lease
+from pooler.journal.work import Settled, WorkRow, WorkStore
 from pooler.pool.loader import load_pool
 from pooler.run.config import RunConfig
 from pooler.run.join import join_task
@@ -40,7 +40,10 @@ def plan(journal: PgJournal, rows: list[tuple[int, int, str | None, str | None]]
     not hold (a plan made before plans held keys), None for a step without a key."""
     work = [("t", num, idx, "call", idx, None, 1, None, "{}", serial, None if key == "?" else key,
              None if key == "?" else True, "ready") for num, idx, serial, key in rows]
-    assert journal.create_shared("t", "/pool.yaml", {"steps": []}, work)
+    with journal.creating("t", "/pool.yaml", {"steps": []}) as write:
+        assert write is not None
+        for row in work:
+            write(row)
 
 
 def never(row: WorkRow, expired: bool) -> Settled | None:
@@ -52,8 +55,8 @@ def blocked(row: WorkRow, dep: int, status: str) -> Settled:
 
 
 def runner(journal: PgJournal, lease: float = 30) -> tuple[Lease, WorkStore]:
-    held = Lease(journal.url, "t", lease)
-    return held, WorkStore(journal, "t", held.id)
+    held = journal.lease("t", lease, None)
+    return held, journal.work("t", held.id)
 
 
 def claim(work: WorkStore, n: int = 10, cap: int = 100) -> list[WorkRow]:
@@ -112,7 +115,7 @@ def test_a_halt_committed_while_the_claim_waits_for_the_tasks_row_moves_nothing_
         claiming = threading.Thread(target=lambda: got.extend(claim(work)))
         claiming.start()
         wait_for(lambda: bool(query(pg_url, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                            "AND position('pooler_claim_gate' IN query) > 0")))
+                                            "AND position('FOR SHARE' IN query) > 0")))
         halting.commit()
         claiming.join(timeout=60)
     assert got == []

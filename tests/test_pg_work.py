@@ -13,9 +13,9 @@ from helpers import pooler
 
 from pooler.errors import JournalError
 from pooler.journal.postgres.journal import PgJournal
-from pooler.journal.postgres.lease import Lease
 from pooler.journal.postgres.schema import SCHEMA_VERSION, connect, upgrade
-from pooler.journal.postgres.work import Settled, WorkRow, WorkStore
+from pooler.journal.work import RunnerLease as Lease
+from pooler.journal.work import Settled, WorkRow, WorkStore
 
 pytestmark = pytest.mark.postgres
 
@@ -31,7 +31,10 @@ def plan(journal: PgJournal, task: str, rows: list[tuple[int, int, list[int], st
     """A task whose calls are (num, idx, deps, serial); a plan's COPY values give deps as their text."""
     work = [(task, num, idx, "call", idx, None, 1, None, "{" + ",".join(map(str, deps)) + "}", serial,
              None, None, "ready") for num, idx, deps, serial in rows]
-    assert journal.create_shared(task, "/pool.yaml", {"steps": []}, work)
+    with journal.creating(task, "/pool.yaml", {"steps": []}) as write:
+        assert write is not None
+        for row in work:
+            write(row)
 
 
 def never(row: WorkRow, expired: bool) -> Settled | None:
@@ -43,8 +46,8 @@ def blocked(row: WorkRow, dep: int, status: str) -> Settled:
 
 
 def runner(journal: PgJournal, task: str, lease: float = 30) -> tuple[Lease, WorkStore]:
-    held = Lease(journal.url, task, lease)
-    return held, WorkStore(journal, task, held.id)
+    held = journal.lease(task, lease, None)
+    return held, journal.work(task, held.id)
 
 
 def claim(work: WorkStore, n: int = 10, cap: int = 100, on_doubt: Any = never) -> list[tuple[int, int]]:
@@ -124,8 +127,8 @@ def test_two_runners_never_claim_the_same_call(journal: PgJournal) -> None:
 def test_runners_hold_fair_shares_of_the_cap(journal: PgJournal) -> None:
     """Equal parts of the cap, each up to its width; a remainder goes to the first to join."""
     plan(journal, "t", [(1, i, [], None) for i in range(40)])
-    leases = [Lease(journal.url, "t", 30, width) for width in (None, None, None, 1)]
-    works = [WorkStore(journal, "t", held.id) for held in leases]
+    leases = [journal.lease("t", 30, width) for width in (None, None, None, 1)]
+    works = [journal.work("t", held.id) for held in leases]
     # Cap 8 among widths 8, 8, 8 and 1: the narrow one keeps its 1, the others share 7 as 3, 2, 2.
     assert [len(claim(work, 8, cap=8)) for work in works] == [3, 2, 2, 1]
     # A runner that holds its share gets no more while the others are alive.

@@ -8,16 +8,34 @@ from pathlib import Path
 
 import pytest
 
+from pooler.journal.prune import OF_A_TASK
 from pooler.journal.queries import read_queries
+from pooler.journal.tasks import AGAIN, REDRIVE
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = sorted(p.parent.parent for p in (ROOT / "pooler" / "journal").glob("*/sql/queries.sql"))
 
 
+#: How the code asks for a named query: through a connector (``db.one("name", ...)``), or by its
+#: text (``SQL["name"]``).
+ASKED = re.compile(r'\.(?:one|all|stream|execute|bulk)\(\s*"([a-z]\w*)"|\bSQL\["(\w+)"\]')
+
+
 def asked_for() -> set[str]:
     found: set[str] = set()
     for path in (ROOT / "pooler").rglob("*.py"):
-        found.update(re.findall(r'\bSQL\["(\w+)"\]', path.read_text(encoding="utf-8")))
+        found.update(a or b for a, b in ASKED.findall(path.read_text(encoding="utf-8")))
+    # The statements run by a list of names: a run again's, a redrive's, a prune's.
+    return found | set(AGAIN) | set(REDRIVE) | {f"prune_{table}" for table in OF_A_TASK}
+
+
+def one_implementation() -> set[str]:
+    """The queries the journal's one implementation asks for (the modules of pooler/journal/ itself,
+    not a backend's)."""
+    found: set[str] = set(AGAIN) | set(REDRIVE)
+    for path in (ROOT / "pooler" / "journal").glob("*.py"):
+        if path.name != "prune.py":  # pruning is a SQLite file's
+            found.update(a or b for a, b in ASKED.findall(path.read_text(encoding="utf-8")))
     return found
 
 
@@ -28,6 +46,13 @@ def test_every_named_query_is_used_and_every_query_used_is_named() -> None:
     assert BACKENDS
     assert named - asked_for() == set(), "queries no code uses"
     assert asked_for() - named == set(), "queries the code asks for that no file names"
+
+
+def test_every_query_the_one_implementation_asks_for_is_named_by_both_backends() -> None:
+    asked = one_implementation()
+    assert {"claim_state", "take_calls", "done_call", "record_call", "report_calls"} <= asked
+    for backend in BACKENDS:
+        assert asked - set(read_queries(backend / "sql" / "queries.sql")) == set(), backend.name
 
 
 def test_a_query_is_its_statement_without_comments_or_semicolon(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from test_keys_tasks import OLD_SCHEMA
 from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
 from pooler.journal.sqlite.journal import Journal
+from pooler.journal.sqlite.tasks import SqliteTaskJournal
 from pooler.journal.timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
@@ -160,8 +161,7 @@ def test_junit_of_a_step_over_rows_lists_its_failed_calls(store: Store, tmp_path
 def history(path: Path, task: str, calls: list[dict[str, Any]], facts: dict[str, Any] | None = None) -> None:
     """A journal holding ``task`` and the records of its calls, as the runs that made them left
     them: a call ``sent`` has no answer recorded (its run was killed)."""
-    with Journal(path) as journal:
-        journal.record_run(task, 1, facts or {})
+    Journal(path).close()
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO tasks (id, pool_file, started, status, runs) VALUES (?, ?, ?, 'running', 1)",
                    (task, str(path.parent / "p.yaml"), "2026-12-01T00:00:00.000"))
@@ -171,6 +171,8 @@ def history(path: Path, task: str, calls: list[dict[str, Any]], facts: dict[str,
                        (task, call["num"], call["row"], call.get("key"), call["step_id"], call["status"],
                         call["lane"], call.get("sent_ms"), call.get("done_ms"),
                         json.dumps(call["entry"]) if "entry" in call else None))
+    with SqliteTaskJournal(path) as journal:
+        journal.record_run(task, facts or {})
 
 
 def test_a_killed_run_reports_its_unanswered_call_in_doubt(tmp_path: Path) -> None:

@@ -41,11 +41,9 @@ def open_store_buckets(spec: str) -> StoreBuckets:
     """The stores' rate buckets of the journal ``spec`` names (journal/storerate.py), on a
     connection of their own: a PostgreSQL journal's, else a SQLite file's, made when missing."""
     if is_postgres(spec):
-        from pooler.journal.postgres.journal import PgJournal  # noqa: PLC0415 - psycopg only when asked for
-        from pooler.journal.postgres.schema import SQL as PG_SQL  # noqa: PLC0415
+        from pooler.journal.postgres.connector import PgConnector  # noqa: PLC0415 - psycopg only when asked for
 
-        return StoreBuckets(PgJournal(spec), PG_SQL)
-    from pooler.journal.sqlite.file import SQL  # noqa: PLC0415
+        return StoreBuckets(PgConnector(spec))
     from pooler.journal.sqlite.journal import Journal  # noqa: PLC0415
 
-    return StoreBuckets(Journal(spec), SQL)
+    return StoreBuckets(Journal(spec))

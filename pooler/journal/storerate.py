@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pooler.journal.connector import Connector, Row
+
 #: Seconds after its last slot a task still counts as calling the store, and after its last call
 #: that waited as wanting more of it: longer than a busy runner's pause between two calls, short
 #: enough that a task that stopped frees its share soon.
@@ -76,46 +78,50 @@ class StoreBuckets:
     """The stores' buckets of one journal (the default SQLite file, or a PostgreSQL database) on
     a connection of their own, since a slot is taken while the task's journal is busy elsewhere."""
 
-    def __init__(self, journal: Any, sql: dict[str, str]) -> None:
-        self.journal = journal
-        self.sql = sql
+    def __init__(self, db: Connector) -> None:
+        self.db = db
         self._forgot = False
 
-    def _held(self, db: Any, args: dict[str, Any]) -> float:
+    def _held(self, db: Connector, args: dict[str, Any]) -> float:
         """The store's bucket held for the transaction (made the first time); the clock."""
         if not self._forgot:
             self._forgot = True
-            db.execute(self.sql["store_shares_forget"], {**args, "now": time.time()})
-        db.execute(self.sql["store_bucket_make"], args)
-        args["tat"] = float(db.execute(self.sql["store_bucket_read"], args).fetchone()[0])
+            db.execute("store_shares_forget", {**args, "now": time.time()})
+        db.execute("store_bucket_make", args)
+        args["tat"] = float(_found(db.one("store_bucket_read", args))["tat"])
         # The clock is read once the bucket is held: a wait for the lock is not the bucket's.
-        return float(db.execute(self.sql["store_clock"], {"now": time.time()}).fetchone()[0])
+        return float(_found(db.one("store_clock", {"now": time.time()}))["now"])
 
     def share(self, store: str, task: str, interval: float, tolerance: float) -> ShareSlot:
         """When ``task``'s share of ``store`` lets its next call ask for a slot; ``JournalError``
         if the journal fails."""
-        with self.journal.transaction() as db:
+        with self.db.transaction() as db:
             args: dict[str, Any] = {"store": store, "task": task, "window": WINDOW, "forget": FORGET}
             args["now"] = now = self._held(db, args)
-            tat, others = db.execute(self.sql["store_share_read"], args).fetchone()
-            sharing = int(others) + 1
+            found = _found(db.one("store_share_read", args))
+            tat, sharing = found["tat"], int(found["others"]) + 1
             at, share = slot(now, None if tat is None else float(tat), sharing * interval, tolerance)
-            db.execute(self.sql["store_share_take"], {**args, "share": share, "at": at})
+            db.execute("store_share_take", {**args, "share": share, "at": at})
         return ShareSlot(max(0.0, at - now), sharing, tat is not None and now < float(tat))
 
     def take(self, store: str, task: str, interval: float, tolerance: float, *,
              asked: ShareSlot) -> StoreSlot:
         """The next slot of ``store``, reserved for a call of ``task`` whose share let it ask
         (``asked``)."""
-        with self.journal.transaction() as db:
+        with self.db.transaction() as db:
             args: dict[str, Any] = {"store": store, "task": task, "forget": FORGET}
             now = self._held(db, args)
             at, tat = slot(now, args["tat"], interval, tolerance)
-            number = db.execute(self.sql["store_bucket_take"], {**args, "tat": tat}).fetchone()[0]
+            number = _found(db.one("store_bucket_take", {**args, "tat": tat}))["slots"]
             hungry = at + max(HUNGRY_FOR, 4 * asked.sharing * interval)
-            db.execute(self.sql["store_share_slot"], {**args, "at": at, "hungry": hungry,
+            db.execute("store_share_slot", {**args, "at": at, "hungry": hungry,
                                                       "waited": asked.early or at - now >= HUNGRY * interval})
         return StoreSlot(max(0.0, at - now), int(number))
 
     def close(self) -> None:
-        self.journal.close()
+        self.db.close()
+
+
+def _found(row: Row | None) -> Row:
+    assert row is not None  # each of these queries gives one row
+    return row

@@ -9,7 +9,6 @@ stamps and works the slots out from the times).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +19,6 @@ if TYPE_CHECKING:
 def epoch_ms() -> int:
     """Now, in whole milliseconds since the epoch."""
     return int(time.time() * 1000)
-
-
-def run_row(task_id: str, run: int, facts: dict[str, Any]) -> tuple[Any, ...]:
-    """The ``task_runs`` row of ``Journal.record_run``'s facts."""
-    return (task_id, run, epoch_ms(), facts.get("store"), facts.get("mode"), facts.get("width"),
-            facts.get("serialize_on"),
-            json.dumps(facts.get("steps") or [], ensure_ascii=False, separators=(",", ":")),
-            json.dumps(list(facts.get("again") or ()), ensure_ascii=False) if facts.get("again") else None)
 
 
 def run_facts(pool: Pool, client: ToolRunClient, again: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -96,17 +96,6 @@ class Redrive:
                 "in_doubt_policy": policy}
 
 
-def redrive_again(db: Any, statements: Sequence[str], redrive: Redrive, task: str, policy: str) -> None:
-    """The work rows of ``task`` made ready for ``redrive`` on the connection ``db``, in the
-    transaction that begins it (the task's lock held, no live runner).  ``statements``: the
-    backend's ``redrive_aside``, ``redrive_doubt_aside``, ``redrive_failed``, ``redrive_not_run``
-    and ``redrive_in_doubt``, in that order (the calls it does not send set aside first, so the
-    ones it puts back are not)."""
-    params = redrive.params(task, policy)
-    for statement in statements:
-        db.execute(statement, params)
-
-
 @dataclass(frozen=True)
 class Done:
     """A call's outcome to record: no tables, no halt (``WorkStore.done_all``)."""

@@ -21,7 +21,6 @@ from typing import Any
 
 from pooler import strictjson
 from pooler.journal.liveness import alive, host
-from pooler.journal.sqlite.file import SQL
 from pooler.journal.sqlite.journal import Journal
 from pooler.statuses import PlanState
 
@@ -64,30 +63,30 @@ class PlanStore:
     def add(self, task: str, digest: str, arguments: dict[str, Any], ttl: float) -> PlanRow:
         now = time.time()
         plan_id = "plan-" + secrets.token_hex(8)
-        self._journal.change(SQL["plan_add"], (
-            plan_id, task, now, now + ttl, digest, strictjson.dumps(arguments, ensure_ascii=False),
-            PlanState.PLANNED))
+        self._journal.execute("plan_add", {
+            "id": plan_id, "task": task, "created": now, "expires": now + ttl, "digest": digest,
+            "arguments": strictjson.dumps(arguments, ensure_ascii=False), "state": PlanState.PLANNED})
         return PlanRow(plan_id, task, now + ttl, digest, arguments, PlanState.PLANNED, None, None, None)
 
     def get(self, plan_id: str) -> PlanRow | None:
-        rows = self._journal.query(SQL["plan_get"], (plan_id,))
-        if not rows:
+        r = self._journal.one("plan_get", {"id": plan_id})
+        if r is None:
             return None
-        (pid_, task, expires, digest, arguments, state, where, pid, answer), = rows
-        return PlanRow(pid_, task, float(expires), digest, json.loads(arguments), state, where,
-                       None if pid is None else int(pid), None if answer is None else json.loads(answer))
+        return PlanRow(r["id"], r["task"], float(r["expires"]), r["digest"], json.loads(r["arguments"]),
+                       r["state"], r["host"], None if r["pid"] is None else int(r["pid"]),
+                       None if r["answer"] is None else json.loads(r["answer"]))
 
     def claim(self, plan_id: str) -> bool:
         """Take the plan for running: true for exactly one caller, and only before it expires."""
-        return self._journal.change(SQL["plan_claim"], {
+        return self._journal.execute("plan_claim", {
             "committed": PlanState.COMMITTED, "planned": PlanState.PLANNED, "now": time.time(),
             "host": host(), "pid": os.getpid(), "id": plan_id}) == 1
 
     def fail(self, plan_id: str) -> None:
         """The commit ended in an error: what it did is what the journal holds of its task."""
-        self._journal.change(SQL["plan_state"], (PlanState.FAILED, None, plan_id))
+        self._journal.execute("plan_state", {"state": PlanState.FAILED, "answer": None, "id": plan_id})
 
     def finish(self, plan_id: str, answer: dict[str, Any]) -> None:
         """The committed plan's answer (already masked): every later commit returns it."""
-        self._journal.change(SQL["plan_state"], (
-            PlanState.DONE, strictjson.dumps(answer, ensure_ascii=False), plan_id))
+        self._journal.execute("plan_state", {
+            "state": PlanState.DONE, "answer": strictjson.dumps(answer, ensure_ascii=False), "id": plan_id})

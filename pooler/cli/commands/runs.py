@@ -18,8 +18,8 @@ from pooler.errors import JournalError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import TaskView, journal_spec
 from pooler.journal.dburl import is_postgres
+from pooler.journal.prune import parse_age, prune
 from pooler.journal.records import PlanCounts, TaskRow
-from pooler.journal.sqlite.prune import parse_age, prune
 from pooler.plural import plural
 from pooler.report.html import write_report
 from pooler.run.journals import history_of, open_tasks

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pooler.errors import JournalError
 from pooler.journal.dburl import DbText, argument, shown
-from pooler.journal.migrations import Migration, read_migrations
+from pooler.journal.migrations import Migration, promised, read_migrations
 from pooler.journal.queries import read_queries
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ def version_of(conn: psycopg.Connection[Any]) -> int | None:
     if found is None or found[0] is None:
         return None
     row = conn.execute("SELECT value FROM pooler_meta WHERE name = 'schema_version'").fetchone()
-    return int(row[0]) if row else None
+    (value,) = row if row is not None else (None,)
+    return None if value is None else int(value)
 
 
 def absent(conn: psycopg.Connection[Any]) -> set[str]:
@@ -62,8 +63,9 @@ def absent(conn: psycopg.Connection[Any]) -> set[str]:
         "SELECT ARRAY(SELECT t FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NULL) || "
         "ARRAY(SELECT f FROM unnest(%s::text[]) f WHERE NOT EXISTS (SELECT 1 FROM pg_proc p "
         "WHERE p.proname = f AND p.pronamespace = ANY(current_schemas(false)::regnamespace[])))",
-        ([t for m in MIGRATIONS for t in m.tables], [f for m in MIGRATIONS for f in m.functions])).fetchone()
-    return set(row[0]) if row else set()
+        ([t for m in MIGRATIONS for t in m.tables], promised(MIGRATIONS))).fetchone()
+    (names,) = row if row is not None else ([],)
+    return set(names)
 
 
 def check_version(conn: psycopg.Connection[Any], url: str) -> None:

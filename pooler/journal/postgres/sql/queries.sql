@@ -1,41 +1,42 @@
 -- The PostgreSQL journal's queries, by name (pooler/journal/queries.py reads them). The tables and
--- functions are made by the numbered files of migrations/; the claim, the outcome and the run of
--- a task again are functions there (pooler_claim_gate, pooler_done, pooler_run_again).
+-- functions are made by the numbered files of migrations/. The same names, columns and parameters
+-- as the SQLite journal's: the one implementation (pooler/journal/tasks.py, claims.py) runs both.
 
 -- Tasks
 
 -- name: tasks
--- The store is the task's document's (NULL here), so that unchanged stands where TaskRow takes it.
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, NULL,
-       unchanged
-FROM tasks ORDER BY created DESC, id DESC LIMIT %s;
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run,
+       NULL AS store, unchanged
+FROM tasks ORDER BY created DESC, id DESC LIMIT %(limit)s;
 
 -- name: task
-SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run, NULL,
-       unchanged
-FROM tasks WHERE id = %s;
+SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run,
+       NULL AS store, unchanged
+FROM tasks WHERE id = %(task)s;
 
 -- name: last_unfinished
-SELECT id FROM tasks WHERE pool_file = %s AND status <> 'completed' ORDER BY created DESC, id DESC LIMIT 1;
+SELECT id FROM tasks WHERE pool_file = %(pool)s AND status <> 'completed' ORDER BY created DESC, id DESC LIMIT 1;
 
 -- name: answer
-SELECT answer FROM tasks WHERE id = %s;
+-- The answer is kept as its text (as the runner wrote it): read as JSON.
+SELECT answer::json AS answer FROM tasks WHERE id = %(task)s;
 
 -- name: finish_task
-UPDATE tasks SET finished = %s, status = %s, total = %s, succeeded = %s, failed = %s, skipped = %s,
-                 not_run = %s, answer = %s, unchanged = %s
-WHERE id = %s;
+UPDATE tasks SET finished = %(finished)s, status = %(status)s, total = %(total)s, succeeded = %(succeeded)s,
+                 failed = %(failed)s, skipped = %(skipped)s, not_run = %(not_run)s, answer = %(answer)s,
+                 unchanged = %(unchanged)s
+WHERE id = %(task)s;
 
--- name: shared
-SELECT shared FROM tasks WHERE id = %s;
+-- name: task_doc
+SELECT shared FROM tasks WHERE id = %(task)s;
 
--- name: create_shared
+-- name: create_task
 -- A runner that creates the task at the same moment waits here until this one's plan commits
 -- (then it finds the task) or is rolled back (then it plans the task itself).
-INSERT INTO tasks (id, pool_file, started, shared) VALUES (%s, %s, %s, %s)
-ON CONFLICT (id) DO NOTHING RETURNING id;
+INSERT INTO tasks (id, pool_file, started, shared) VALUES (%(task)s, %(pool_file)s, %(started)s, %(doc)s)
+ON CONFLICT (id) DO NOTHING;
 
--- name: skip_keys_of_scope
+-- name: skip_landed_in_scope
 -- A new task's calls whose key another task of its scope (the MCP server's session) has landed:
 -- skipped, with that call's outcome, as a key an earlier run landed is on SQLite. Arguments: the
 -- scope, the task, the task.
@@ -44,77 +45,83 @@ UPDATE work w SET state = 'done', status = 'skipped', runner = NULL, step_id = e
                   done_run = (SELECT runs FROM tasks WHERE id = w.task), done_at = now()
 FROM (SELECT DISTINCT ON (d.key_text) d.key_text, d.entry, d.detail, d.step_id
       FROM work d JOIN tasks t ON t.id = d.task
-      WHERE t.shared ->> 'key_scope' = %s AND d.task <> %s AND d.state = 'done'
+      WHERE t.shared ->> 'key_scope' = %(scope)s AND d.task <> %(task)s AND d.state = 'done'
         AND d.status IN ('completed', 'skipped') AND d.key_text IS NOT NULL
       ORDER BY d.key_text, d.done_at DESC) e
-WHERE w.task = %s AND w.state = 'ready' AND w.key_text = e.key_text;
+WHERE w.task = %(task)s AND w.state = 'ready' AND w.key_text = e.key_text;
 
 -- name: analyze_work
 -- After a plan is written: the query planner needs to know how many calls there are to pick the indexes.
 ANALYZE work;
 
--- name: lock_shared
+-- name: lock_task_doc
 -- The task's row held while its plan is widened: a second runner widening it waits, then sees
 -- the sample widened already.
-SELECT shared FROM tasks WHERE id = %s FOR UPDATE;
+SELECT shared FROM tasks WHERE id = %(task)s FOR UPDATE;
 
--- name: update_shared
--- What the task keeps of its pool and plan, changed: its sample widened, its files planned again.
-UPDATE tasks SET shared = shared || %s WHERE id = %s;
+-- name: set_task_doc
+-- What the task keeps of its pool and plan, replaced (merged with what it kept by the caller, under lock_task_doc).
+UPDATE tasks SET shared = %(doc)s WHERE id = %(task)s;
 
 -- Runners
 
--- name: live_leases
-SELECT id, host, pid FROM runners WHERE task = %s AND lease_until > now();
+-- name: runners_of_task
+-- Every runner of the task, whether its lease is alive on the database's clock.
+SELECT id, host, pid, lease_until > now() AS leased, width, extract(epoch FROM started)::float8 AS started
+FROM runners WHERE task = %(task)s;
+
+-- name: runners_left
+-- Runners that left with calls they could not record (their row is gone).
+SELECT DISTINCT runner FROM work w WHERE task = %(task)s AND state IN ('claimed', 'sent')
+  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
 
 -- name: end_leases
 -- Runners killed on this machine: their leases end now, so their calls are taken back at once.
-UPDATE runners SET lease_until = now() WHERE id = ANY(%s);
+UPDATE runners SET lease_until = now() WHERE id IN (SELECT json_array_elements_text(%(ids)s));
 
 -- name: take_lease
 -- A runner of the task: its lease, on the database's clock, and the calls it has in flight at most.
 -- Taken as the transaction that creates or joins the task ends: from the clock of now, not of the
 -- transaction's start (a plan may take longer than a lease).
 INSERT INTO runners (id, task, host, pid, lease_until, width)
-VALUES (%s, %s, %s, %s, clock_timestamp() + make_interval(secs => %s), %s);
+VALUES (%(id)s, %(task)s, %(host)s, %(pid)s, clock_timestamp() + make_interval(secs => %(seconds)s),
+        %(width)s);
 
 -- name: renew_lease
 -- Only while the lease is alive: a runner whose calls were taken back never gets it again.
-UPDATE runners SET lease_until = now() + make_interval(secs => %s) WHERE id = %s AND lease_until > now();
+UPDATE runners SET lease_until = now() + make_interval(secs => %(seconds)s)
+WHERE id = %(id)s AND lease_until > now();
 
 -- name: give_up_lease
-DELETE FROM runners WHERE id = %s;
-
--- name: run_again
-SELECT pooler_run_again(%s, %s);
+DELETE FROM runners WHERE id = %(id)s;
 
 -- A run again's steps over a table of a step it sends again (pooler.journal.work.plan_again),
--- in the transaction of pooler_run_again, under its task lock.
+-- in the transaction of the run again, under its task lock.
 
 -- name: step_open
-SELECT count(*) FROM work WHERE task = %s AND num = %s AND state NOT IN ('done', 'beyond');
+SELECT count(*) AS n FROM work WHERE task = %(task)s AND num = %(num)s AND state NOT IN ('done', 'beyond');
 
 -- name: drop_open_calls
-DELETE FROM work WHERE task = %s AND num = %s AND kind = 'call' AND state IN ('ready', 'beyond');
+DELETE FROM work WHERE task = %(task)s AND num = %(num)s AND kind = 'call' AND state IN ('ready', 'beyond');
 
 -- name: has_placeholder
-SELECT count(*) FROM work WHERE task = %s AND num = %s AND idx = %s;
+SELECT count(*) AS n FROM work WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s;
 
 -- name: drop_open_tables
-DELETE FROM table_rows t WHERE t.task = %s AND NOT EXISTS (SELECT 1 FROM work w
+DELETE FROM table_rows t WHERE t.task = %(task)s AND NOT EXISTS (SELECT 1 FROM work w
     WHERE w.task = t.task AND w.num = t.num AND w.idx = t.idx AND w.state = 'done');
 
 -- name: landed
 -- A call of the key that completed in the run the task is in: its entry and detail.
-SELECT entry, detail FROM work
-WHERE task = %s AND key_text = %s AND state = 'done' AND status = 'completed'
-  AND done_run >= (SELECT again FROM tasks WHERE id = %s)
+SELECT entry, detail, false AS split FROM work
+WHERE task = %(task)s AND key_text = %(key)s AND state = 'done' AND status = 'completed'
+  AND done_run >= (SELECT again FROM tasks WHERE id = %(task)s)
 ORDER BY num, idx LIMIT 1;
 
 -- name: kept_keys
 -- The keys of the calls a step holds (done, in doubt, or in flight): its placeholder made again
 -- leaves them out.
-SELECT DISTINCT key_text FROM work WHERE task = %s AND num = %s AND kind = 'call' AND key_text IS NOT NULL;
+SELECT DISTINCT key_text FROM work WHERE task = %(task)s AND num = %(num)s AND kind = 'call' AND key_text IS NOT NULL;
 
 -- The plan
 
@@ -123,19 +130,19 @@ SELECT DISTINCT key_text FROM work WHERE task = %s AND num = %s AND kind = 'call
 -- A call sent whose answer is not recorded is in doubt, as is one a run again left to its runners'
 -- rule (state doubt); a placeholder of a step over a table
 -- counts once it is done (its step could not read the table).
-SELECT nullif(count(*), 0),
-       count(*) FILTER (WHERE state = 'done' AND status = 'completed'),
-       count(*) FILTER (WHERE state = 'done' AND status = 'failed'),
-       count(*) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')),
-       count(*) FILTER (WHERE state = 'done' AND status = 'skipped')
-FROM work WHERE task = %s AND (kind = 'call' OR state = 'done');
+SELECT nullif(count(*), 0) AS planned,
+       count(*) FILTER (WHERE state = 'done' AND status = 'completed') AS completed,
+       count(*) FILTER (WHERE state = 'done' AND status = 'failed') AS failed,
+       count(*) FILTER (WHERE state IN ('sent', 'doubt') OR (state = 'done' AND status = 'in_doubt')) AS in_doubt,
+       count(*) FILTER (WHERE state = 'done' AND status = 'skipped') AS skipped
+FROM work WHERE task = %(task)s AND (kind = 'call' OR state = 'done');
 
--- name: planned
+-- name: planned_steps
 -- What the plan holds of each step: its rows, the idx its next call takes, whether the placeholder
 -- of a step over a table is still there.
-SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0),
-       coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0), bool_or(kind = 'expand')
-FROM work WHERE task = %s GROUP BY num;
+SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0) AS held,
+       coalesce(max(idx) FILTER (WHERE kind = 'call') + 1, 0) AS next_idx, bool_or(kind = 'expand') AS placeholder
+FROM work WHERE task = %(task)s GROUP BY num;
 
 -- The work of a task, as one runner sees it (work.py). A work row is read as its columns
 -- num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
@@ -145,156 +152,113 @@ FROM work WHERE task = %s GROUP BY num;
 -- The task's lock. A transaction that changes a task's work and then takes a lock a run again or
 -- a claim holds (this one, the task's row) takes this first: a run again holds both while it
 -- changes work rows, and locks taken in the other order deadlock with it.
-SELECT pg_advisory_xact_lock(hashtext(%s));
-
--- name: claim
-SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
-       step_id, CASE WHEN state = 'sent' THEN epoch END
-FROM pooler_claim(%s, %s, %s, %s);
-
--- name: claim_gate
-SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
-       step_id, CASE WHEN state = 'sent' THEN epoch END
-FROM pooler_claim_gate(%s, %s, %s, %s, %s);
-
--- name: done_and_claim
--- A call's outcome and the next claim in one statement: the claim takes the outcome's result as
--- an argument, so it runs after it (and claims nothing when the outcome was not this runner's).
--- The task's lock the claim takes is taken before the outcome changes the call's row (see
--- lock_task): the outcome is computed from the row that gives the lock.
-SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.deps, c.serial,
-       c.round, c.doubted, c.key_text, c.step_id, CASE WHEN c.state = 'sent' THEN c.epoch END
-FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok
-      FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) AS locked) d
-LEFT JOIN LATERAL pooler_claim(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s) c ON true;
-
--- name: done_and_claim_gate
-SELECT d.ok, c.num, c.idx, c.kind, c.row_first, c.row_last, c.size, c.data, c.deps, c.serial,
-       c.round, c.doubted, c.key_text, c.step_id, CASE WHEN c.state = 'sent' THEN c.epoch END
-FROM (SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) AS ok
-      FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) AS locked) d
-LEFT JOIN LATERAL pooler_claim_gate(%s, %s, CASE WHEN d.ok IS NULL THEN 0 ELSE %s END, %s, %s) c ON true;
-
--- name: gone_runners
--- Runners whose lease expired, and runners that left with calls they could not record.
-SELECT id FROM runners WHERE task = %s AND lease_until < now()
-UNION
-SELECT DISTINCT runner FROM work w WHERE task = %s AND state IN ('claimed', 'sent')
-  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = w.runner);
+SELECT pg_advisory_xact_lock(hashtext(%(task)s));
 
 -- name: unclaim_gone
-UPDATE work SET state = 'ready', runner = NULL WHERE task = %s AND state = 'claimed' AND runner = ANY(%s);
+UPDATE work SET state = 'ready', runner = NULL
+WHERE task = %(task)s AND state = 'claimed' AND runner IN (SELECT json_array_elements_text(%(runners)s));
 
 -- name: in_doubt_to_rule
--- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false), with no
--- epoch and the seconds since their request left.
-SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text,
-       step_id, NULL::bigint, extract(epoch FROM clock_timestamp() - sent_at)::float8, state = 'sent'
-FROM work WHERE task = %s AND (state = 'doubt' OR state = 'sent' AND runner = ANY(%s))
-ORDER BY num, idx;
+-- Calls sent by gone runners (expired: true) and calls a run again left in doubt (false), with the
+-- seconds since their request left.
+SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
+       extract(epoch FROM clock_timestamp() - sent_at)::float8 AS age, state = 'sent' AS expired
+FROM work WHERE task = %(task)s
+  AND (state = 'doubt' OR state = 'sent' AND runner IN (SELECT json_array_elements_text(%(runners)s)));
 
 -- name: send_again
 -- A call in doubt sent again under its same key and round, naming the call it repeats.
-UPDATE work SET state = 'ready', runner = NULL, doubted = %s, status = NULL, entry = NULL, detail = NULL,
+UPDATE work SET state = 'ready', runner = NULL, doubted = %(doubted)s, status = NULL, entry = NULL, detail = NULL,
                 doubt = NULL, done_at = NULL
-WHERE task = %s AND num = %s AND idx = %s;
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s;
 
 -- name: forget_runners
-DELETE FROM runners WHERE id = ANY(%s);
+DELETE FROM runners WHERE id IN (SELECT json_array_elements_text(%(runners)s));
 
 -- name: blocked
 -- Ready calls of a step that refers to one that did not complete, with the first such step and
 -- its status (in doubt before the others).
 SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
        (SELECT d.num FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
-          AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num LIMIT 1),
+          AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num LIMIT 1) AS blocked_num,
        (SELECT d.status FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
           AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num, d.status = 'in_doubt' DESC LIMIT 1)
-FROM work w WHERE w.task = %s AND w.state = 'ready' AND w.deps <> '{}'
+         AS blocked_status
+FROM work w WHERE w.task = %(task)s AND w.state = 'ready' AND w.deps <> '{}'
   AND EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
                 AND d.status NOT IN ('completed', 'skipped'))
 FOR UPDATE SKIP LOCKED;
 
 -- name: end_call
--- A call ended without being sent (ruled in doubt, or its step cannot run), its record joining the
--- history. Arguments: status, entry, doubt, task, num, idx.
-WITH a AS (SELECT %s AS status, %s::json AS entry, %s AS doubt, %s AS task, %s::int AS num, %s::int AS idx),
-t AS (SELECT runs, again FROM tasks WHERE id = (SELECT task FROM a)),
-done AS (
-    UPDATE work w SET state = 'done', runner = NULL, status = a.status, entry = a.entry, doubt = a.doubt,
-                      done_at = now(), done_run = (SELECT runs FROM t)
-    FROM a WHERE w.task = a.task AND w.num = a.num AND w.idx = a.idx
-    RETURNING w.num, w.idx, w.row_first, w.key_text, w.step_id, w.serial)
-INSERT INTO calls (task, run, num, idx, row, key, step_id, status, in_doubt, serial, done_ms, entry)
-SELECT a.task, (SELECT again FROM t), d.num, d.idx, d.row_first, d.key_text, d.step_id, a.status,
-       coalesce(a.doubt = 'skipped', false), d.serial, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT, a.entry
-FROM done d, a;
+-- A call ended without being sent (ruled in doubt, or its step cannot run).
+UPDATE work SET state = 'done', runner = NULL, status = %(status)s, entry = %(entry)s, doubt = %(doubt)s,
+                done_at = clock_timestamp(), done_run = (SELECT runs FROM tasks WHERE id = work.task)
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s;
 
 -- name: not_sent
 -- A call claimed (perhaps moved to sent with its claim) from which no request left.
 UPDATE work SET sent_at = NULL
-WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state IN ('claimed', 'sent');
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s AND state IN ('claimed', 'sent');
 
 -- name: task_halted
-SELECT halted FROM tasks WHERE id = %s;
+SELECT halted FROM tasks WHERE id = %(task)s;
 
 -- name: halt_task
-UPDATE tasks SET halted = coalesce(halted, %s) WHERE id = %s;
+UPDATE tasks SET halted = coalesce(halted, %(reason)s) WHERE id = %(task)s;
 
 -- name: gate
 -- claimed -> sent, only while the runner's lease is alive and the task not halted (see WorkStore.gate).
-WITH t AS (SELECT halted FROM tasks WHERE id = %s FOR SHARE)
-UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %s, step_id = %s, round = %s,
-                epoch = nextval('pooler_epoch'), serial = coalesce(%s, serial)
-WHERE task = %s AND num = %s AND idx = %s AND runner = %s
-  AND (state = 'claimed' OR state = 'sent' AND epoch = %s)
+WITH t AS (SELECT halted FROM tasks WHERE id = %(task)s FOR SHARE)
+UPDATE work SET state = 'sent', sent_at = clock_timestamp(), key_text = %(key)s, step_id = %(step_id)s,
+                round = %(round)s, epoch = nextval('pooler_epoch'), serial = coalesce(%(serial)s, serial)
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s
+  AND (state = 'claimed' OR state = 'sent' AND epoch = %(claimed)s)
   AND EXISTS (SELECT 1 FROM t WHERE halted IS NULL)
-  AND EXISTS (SELECT 1 FROM runners WHERE id = %s AND lease_until > now())
+  AND EXISTS (SELECT 1 FROM runners WHERE id = %(runner)s AND lease_until > now())
 RETURNING epoch;
 
 -- name: serial_busy
 -- Another call of the task with this serialize_on value claimed or sent: a call whose value a
 -- reference gave waits for it (migration 0008), read under the task's lock.
-SELECT count(*) FROM work WHERE task = %s AND serial = %s AND state IN ('claimed', 'sent')
-  AND NOT (num = %s AND idx = %s);
+SELECT count(*) AS n FROM work WHERE task = %(task)s AND serial = %(serial)s AND state IN ('claimed', 'sent')
+  AND NOT (num = %(num)s AND idx = %(idx)s);
 
--- name: release
+-- name: release_call
 UPDATE work SET state = 'ready', runner = NULL
-WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state IN ('claimed', 'sent');
-
--- name: done
-SELECT pooler_done(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s AND state IN ('claimed', 'sent');
 
 -- name: done_now
 -- A call whose outcome halted the task is done once the halt holds.
-UPDATE work SET done_at = clock_timestamp() WHERE task = %s AND num = %s AND idx = %s;
+UPDATE work SET done_at = clock_timestamp() WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s;
 
 -- name: keep_table_rows
-INSERT INTO table_rows (task, num, idx, name, prefix, into_job, rows) VALUES (%s, %s, %s, %s, %s, %s, %s)
+INSERT INTO table_rows (task, num, idx, name, prefix, into_job, rows)
+VALUES (%(task)s, %(num)s, %(idx)s, %(name)s, %(prefix)s, %(into)s, %(rows)s)
 ON CONFLICT (task, num, idx, name) DO UPDATE SET rows = excluded.rows;
 
 -- name: take_placeholder
-DELETE FROM work WHERE task = %s AND num = %s AND idx = %s AND runner = %s AND state = 'claimed';
+DELETE FROM work WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s AND state = 'claimed';
 
 -- name: open_counts
 -- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted; the calls
 -- planned beyond the task's sample are neither.
-SELECT count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state NOT IN ('ready', 'beyond')),
-       (SELECT halted FROM tasks WHERE id = %s)
-FROM work WHERE task = %s AND state <> 'done';
+SELECT count(*) FILTER (WHERE state = 'ready') AS ready, count(*) FILTER (WHERE state NOT IN ('ready', 'beyond')) AS held,
+       (SELECT halted FROM tasks WHERE id = %(task)s) AS halted
+FROM work WHERE task = %(task)s AND state <> 'done';
 
 -- name: details
 -- The detail each step gives references: that of its last call that completed.
 SELECT DISTINCT ON (num) num, detail FROM work
-WHERE task = %s AND num = ANY(%s) AND status IN ('completed', 'skipped') ORDER BY num, idx DESC;
+WHERE task = %(task)s AND num IN (SELECT (json_array_elements_text(%(nums)s))::int) AND status IN ('completed', 'skipped')
+ORDER BY num, idx DESC;
 
 -- name: table_names
-SELECT DISTINCT name FROM table_rows WHERE task = %s AND num = %s ORDER BY name;
+SELECT DISTINCT name FROM table_rows WHERE task = %(task)s AND num = %(num)s ORDER BY name;
 
 -- name: table_parts
-SELECT rows FROM table_rows WHERE task = %s AND num = %s AND name = %s ORDER BY idx;
+SELECT rows FROM table_rows WHERE task = %(task)s AND num = %(num)s AND name = %(name)s ORDER BY idx;
 
--- name: copy_work
+-- name: insert_work
 -- The work rows a plan gives (a task planned, widened, or a step over a table expanded); the
 -- values come in this order (journal.py's WORK_TYPES gives their types).
 COPY work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned,
@@ -307,108 +271,104 @@ FROM STDIN;
 -- Every call of the task in file order (but those planned beyond its sample), when it was sent and done (ms), and whether it was
 -- done in an earlier run than the one the task is in (a call done before schema version 6 has no run: it was), and its key and rows.
 SELECT num, idx, kind, size, state, status, entry, doubt, doubted, step_id, detail,
-       (extract(epoch FROM sent_at) * 1000)::bigint, (extract(epoch FROM done_at) * 1000)::bigint,
-       state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = %s)),
+       (extract(epoch FROM sent_at) * 1000)::bigint AS sent_ms, (extract(epoch FROM done_at) * 1000)::bigint AS done_ms,
+       state = 'done' AND (done_run IS NULL OR done_run < (SELECT again FROM tasks WHERE id = %(task)s)) AS earlier,
        key_text, row_first, row_last
-FROM work WHERE task = %s AND state <> 'beyond' ORDER BY num, idx;
+FROM work WHERE task = %(task)s AND state <> 'beyond' ORDER BY num, idx;
 
 -- name: answer_state
-SELECT shared, status, answer IS NULL FROM tasks WHERE id = %s;
+SELECT shared, status, answer IS NULL AS unanswered FROM tasks WHERE id = %(task)s;
 
 -- A task's report (history.py)
 
 -- name: record_run
 INSERT INTO task_runs (task, run, store, mode, width, serialize_on, steps, again)
-VALUES (%s, (SELECT again FROM tasks WHERE id = %s), %s, %s, %s, %s, %s, %s)
+SELECT id, again, %(store)s, %(mode)s, %(width)s, %(serialize_on)s, %(steps)s, %(again)s FROM tasks WHERE id = %(task)s
 ON CONFLICT (task, run) DO NOTHING;
 
 -- name: record_flow
 -- One runner's flow control in the run the task is in (the journal's run, not the doc's).
-INSERT INTO flows (task, run, runner, doc) SELECT id, again, %s, %s FROM tasks WHERE id = %s;
+INSERT INTO flows (task, run, runner, doc) SELECT id, again, %(runner)s, %(doc)s FROM tasks WHERE id = %(task)s;
 
 -- name: flows
-SELECT run, doc FROM flows WHERE task = %s ORDER BY run, id;
+SELECT run, doc FROM flows WHERE task = %(task)s ORDER BY run, id;
 
 -- name: report_runs
-SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %s ORDER BY run;
+SELECT run, store, mode, width, serialize_on, steps, again FROM task_runs WHERE task = %(task)s ORDER BY run;
 
 -- name: report_calls
 -- Every record, then the calls sent whose outcome is not recorded (negative ids: no record).
-SELECT id, run, num, row, key, step_id, status, in_doubt, NULL::int, serial, sent_ms, done_ms
-FROM calls WHERE task = %s
+SELECT id, run, num, row, key, step_id, status, in_doubt, NULL::int AS lane, serial, sent_ms, done_ms,
+       NULL::text AS sent_at, NULL::text AS done_at
+FROM calls WHERE task = %(task)s
 UNION ALL
 SELECT -row_number() OVER (ORDER BY w.num, w.idx), t.again, w.num, w.row_first, w.key_text, w.step_id,
-       'sent', false, NULL::int, w.serial, (extract(epoch FROM w.sent_at) * 1000)::BIGINT, NULL::BIGINT
-FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = %s AND w.state = 'sent'
+       'sent', false, NULL::int, w.serial, (extract(epoch FROM w.sent_at) * 1000)::BIGINT, NULL::BIGINT,
+       NULL::text, NULL::text
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = %(task)s AND w.state = 'sent'
 ORDER BY 11 NULLS LAST, 1;
 
 -- name: report_first_entries
-SELECT DISTINCT ON (num) num, entry FROM calls WHERE task = %s ORDER BY num, id;
+SELECT DISTINCT ON (num) num, entry FROM calls WHERE task = %(task)s ORDER BY num, id;
 
 -- name: report_entries
-SELECT id, entry FROM calls WHERE task = %s AND id = ANY(%s);
+-- The ids come as one JSON array.
+SELECT id, entry FROM calls
+WHERE task = %(task)s AND id IN (SELECT json_array_elements_text(%(ids)s)::bigint);
 
 -- name: report_table_entries
-SELECT entry FROM calls WHERE task = %s AND run = %s AND status = 'completed' AND entry::text LIKE '%%"tables":{"%%';
+SELECT entry FROM calls WHERE task = %(task)s AND run = %(run)s AND status = 'completed'
+  AND entry::text LIKE '%%"tables":{"%%';
 
 -- A sampled task widened (journal.py)
 
 -- name: cut_by_sample
 -- The chunks planned beyond the sample that a wider sample of %s rows cuts.
 SELECT num, idx, row_first, data FROM work
-WHERE task = %s AND state = 'beyond' AND row_last IS NOT NULL AND row_first < %s AND row_last >= %s;
+WHERE task = %(task)s AND state = 'beyond' AND row_last IS NOT NULL AND row_first < %(sample)s AND row_last >= %(sample)s;
 
 -- name: make_room_out
 -- The calls of a step after idx moved one on, in two statements (a key is checked row by row):
 -- first out of the way, to -(idx + 1) - 1 (below the placeholder's -1), then back, one on.
-UPDATE work SET idx = -idx - 2 WHERE task = %s AND num = %s AND idx > %s;
+UPDATE work SET idx = -idx - 2 WHERE task = %(task)s AND num = %(num)s AND idx > %(idx)s;
 
 -- name: make_room_back
-UPDATE work SET idx = -idx - 1 WHERE task = %s AND num = %s AND idx < -1;
+UPDATE work SET idx = -idx - 1 WHERE task = %(task)s AND num = %(num)s AND idx < -1;
 
 -- name: drop_call
-DELETE FROM work WHERE task = %s AND num = %s AND idx = %s;
+DELETE FROM work WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s;
 
 -- name: release_beyond
 -- The calls the wider sample (NULL: every row) holds, released to be claimed.
-UPDATE work SET state = 'ready' WHERE task = %s AND state = 'beyond' AND (%s::int IS NULL OR row_first < %s);
+UPDATE work SET state = 'ready' WHERE task = %(task)s AND state = 'beyond' AND (%(sample)s::int IS NULL OR row_first < %(sample)s);
 
 -- name: planned_calls
-SELECT count(*) FROM work WHERE task = %s AND state <> 'beyond';
+SELECT count(*) AS n FROM work WHERE task = %(task)s AND state <> 'beyond';
 
--- name: runs_of_task
-SELECT runs FROM tasks WHERE id = %s;
+-- name: task_runs
+SELECT runs FROM tasks WHERE id = %(task)s;
 
 -- --replan of a shared task (replan.py)
 
--- name: live_runner_count
-SELECT count(*) FROM runners WHERE task = %s AND lease_until > now();
-
 -- name: step_calls
 SELECT idx, state, status, key_text, data, round FROM work
-WHERE task = %s AND num = %s AND kind = 'call' ORDER BY idx;
+WHERE task = %(task)s AND num = %(num)s AND kind = 'call' ORDER BY idx;
 
 -- name: drop_calls
-DELETE FROM work WHERE task = %s AND num = %s AND idx = ANY(%s);
+DELETE FROM work WHERE task = %(task)s AND num = %(num)s AND idx IN (SELECT (json_array_elements_text(%(idxs)s))::int);
 
 -- name: set_round
-UPDATE work SET round = %s WHERE task = %s AND num = %s AND idx = %s;
+UPDATE work SET round = %(round)s WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s;
 
 -- name: table_rows_of_task
 -- Every table part the task's calls gave, for pooler gather: each table's parts in call order.
-SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = %s ORDER BY num, name, idx;
+SELECT num, idx, name, prefix, into_job, rows FROM table_rows WHERE task = %(task)s ORDER BY num, name, idx;
 
 -- A redrive (pooler.journal.work.redrive_again), in the transaction that begins it, under the
--- task's lock (redrive_lock, as pooler_run_again takes it). Each takes the task, what it sends
+-- task's lock, as a run again takes it. Each takes the task, what it sends
 -- again (failed, in_doubt, not_run: 1 or 0) and its scope (step: a step number or NULL; lo, hi:
 -- the rows a call must touch, or NULL). The calls it does not send are set aside first (not run,
 -- in doubt), so the ones it puts back are not.
-
--- name: redrive_lock
-SELECT pg_advisory_xact_lock(hashtext(%(task)s)), (SELECT 1 FROM tasks WHERE id = %(task)s FOR UPDATE);
-
--- name: redrive_live
-SELECT EXISTS (SELECT 1 FROM runners WHERE task = %(task)s AND lease_until > now());
 
 -- name: redrive_aside
 UPDATE work SET state = 'done', status = 'not_run', runner = NULL
@@ -443,9 +403,9 @@ WHERE task = %(task)s AND state = 'done' AND status = 'in_doubt' AND %(in_doubt)
     AND (%(step)s::int IS NULL OR num = %(step)s::int)
     AND (%(lo)s::int IS NULL OR (coalesce(row_last, row_first) >= %(lo)s::int AND row_first <= %(hi)s::int));
 
--- name: redrive_task
-UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished = NULL, halted = NULL,
-    shared = shared || jsonb_build_object('in_doubt', %(in_doubt_policy)s::text) WHERE id = %(task)s;
+-- name: again_task
+UPDATE tasks SET runs = runs + 1, again = runs + 1, status = 'running', finished = NULL, halted = NULL
+WHERE id = %(task)s;
 
 -- name: join_live_run
 UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id = %(task)s;
@@ -456,7 +416,7 @@ UPDATE tasks SET runs = runs + 1, status = 'running', finished = NULL WHERE id =
 WITH now AS (SELECT extract(epoch FROM clock_timestamp())::float8 AS s)
 INSERT INTO buckets (task, name, tat) SELECT %(task)s, %(name)s, now.s + %(interval)s FROM now
 ON CONFLICT (task, name) DO UPDATE SET tat = greatest(buckets.tat, (SELECT s FROM now)) + %(interval)s
-RETURNING tat, (SELECT s FROM now);
+RETURNING tat, (SELECT s FROM now) AS now;
 
 -- name: hold
 -- A bucket held until a time (WorkStore.hold), on the database's clock: its tat, never earlier
@@ -466,33 +426,143 @@ INSERT INTO buckets (task, name, tat) SELECT %(task)s, %(name)s, now.s + %(secon
 ON CONFLICT (task, name) DO UPDATE SET tat = greatest(buckets.tat, (SELECT s FROM now) + %(seconds)s);
 
 -- name: held
-SELECT tat - extract(epoch FROM clock_timestamp())::float8 FROM buckets WHERE task = %s AND name = %s;
+SELECT tat - extract(epoch FROM clock_timestamp())::float8 AS left FROM buckets WHERE task = %(task)s AND name = %(name)s;
 
 -- name: budget_counts
 -- What an error budget counts (pool/budget.py), a row a step: its planned calls (not those beyond
 -- the task's sample), and those of its calls that failed and that are in doubt.
-SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond'),
-       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'in_doubt')
-FROM work WHERE task = %s GROUP BY num;
+SELECT num, count(*) FILTER (WHERE kind = 'call' AND state <> 'beyond') AS planned,
+       count(*) FILTER (WHERE status = 'failed') AS failed, count(*) FILTER (WHERE status = 'in_doubt') AS in_doubt
+FROM work WHERE task = %(task)s GROUP BY num;
 
--- name: compare_copy
--- The rows of a compare (journal/postgres/compare.py), in this order: scope, num, side (0 the
+-- name: again_failed
+-- Failed: ready under the next key round, or under the same one when the store carried it out and
+-- only its tables could not be written (result true).
+UPDATE work SET state = 'ready', runner = NULL, doubted = NULL,
+    round = CASE WHEN (entry ->> 'result') = 'true' THEN round ELSE round + 1 END,
+    status = NULL, entry = NULL, detail = NULL, doubt = NULL, sent_at = NULL, done_at = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'failed';
+
+-- name: again_not_run
+UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+    done_at = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'not_run';
+
+-- name: again_unkeyed
+-- Completed without a key: nothing tells it apart from a new call, so it is sent again.
+UPDATE work SET state = 'ready', runner = NULL, status = NULL, entry = NULL, detail = NULL, doubt = NULL,
+    sent_at = NULL, done_at = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'completed' AND key_text IS NULL AND kind = 'call';
+
+-- name: again_in_doubt
+-- In doubt: left to the rule of the runner that tidies the task first, by the new run's --in-doubt.
+UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
+WHERE task = %(task)s AND state = 'done' AND status = 'in_doubt';
+
+-- name: claim_state
+-- What a claim weighs, in one statement, under the task's lock: whether the task is there and why
+-- it halted (its row read FOR SHARE: a halt waits for the calls this claim moves to sent, or is seen
+-- by it), the calls claimed or in flight across every runner and those of this runner, whether its
+-- lease is alive, and how many runners the task has (one alone takes the whole cap).  The epochs
+-- come from the sequence pooler_epoch as the calls are taken.
+WITH t AS (SELECT halted FROM tasks WHERE id = %(task)s FOR SHARE)
+SELECT EXISTS (SELECT 1 FROM t) AS there, (SELECT halted FROM t) AS halted,
+       count(*) AS busy, count(*) FILTER (WHERE runner = %(runner)s) AS mine,
+       EXISTS (SELECT 1 FROM runners WHERE id = %(runner)s AND lease_until > clock_timestamp()) AS leased,
+       (SELECT count(*) FROM runners WHERE task = %(task)s) AS runners, NULL::bigint AS epoch
+FROM work WHERE task = %(task)s AND state IN ('claimed', 'sent');
+
+-- name: claimable
+-- The first ready calls in file order whose steps referred to have completed and whose
+-- serialize_on value has no earlier call not done; and whether the plan holds each one's key.
+SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted, w.key_text, w.step_id, w.key_planned
+FROM work w WHERE w.task = %(task)s AND w.state = 'ready'
+  AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
+       AND d.num = ANY(w.deps) AND d.state <> 'beyond'
+       AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+  AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task
+       AND s.serial = w.serial AND ((s.num, s.idx) < (w.num, w.idx) AND s.state NOT IN ('done', 'beyond')
+                                    OR s.state IN ('claimed', 'sent'))))
+ORDER BY w.num, w.idx LIMIT %(take)s FOR UPDATE SKIP LOCKED;
+
+-- name: claimable_heads
+-- The first claimable call of each step whose steps referred to have completed, the steps with
+-- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
+-- in file order, so a step waits only for the steps it refers to, never for the rows of a step
+-- before it.  The steps are found by a seek each, the first %(window)s steps with ready calls only (a
+-- claim costs the same whatever the pool's steps); deps are those of every row of a step, so they
+-- are weighed once a step, on its first ready row.
+WITH RECURSIVE steps(num, n) AS (
+    SELECT min(num), 1 FROM work WHERE task = %(task)s AND state = 'ready'
+    UNION ALL
+    SELECT (SELECT min(n.num) FROM work n WHERE n.task = %(task)s AND n.state = 'ready' AND n.num > steps.num),
+           steps.n + 1
+    FROM steps WHERE steps.num IS NOT NULL AND steps.n < %(window)s)
+SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted, w.key_text, w.step_id, w.key_planned
+FROM steps
+CROSS JOIN LATERAL (SELECT f.deps FROM work f WHERE f.task = %(task)s AND f.state = 'ready'
+                    AND f.num = steps.num ORDER BY f.idx LIMIT 1) h
+CROSS JOIN LATERAL (SELECT x.* FROM work x WHERE x.task = %(task)s AND x.state = 'ready' AND x.num = steps.num
+                    AND (x.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = x.task
+                         AND s.serial = x.serial AND ((s.num, s.idx) < (x.num, x.idx)
+                                                      AND s.state NOT IN ('done', 'beyond')
+                                                      OR s.state IN ('claimed', 'sent'))))
+                    ORDER BY x.idx LIMIT 1) w
+WHERE steps.num IS NOT NULL
+  AND (h.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = %(task)s
+       AND d.num = ANY(h.deps) AND d.state <> 'beyond'
+       AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+ORDER BY (SELECT count(*) FROM work b WHERE b.task = %(task)s AND b.num = steps.num
+          AND b.state IN ('claimed', 'sent')), steps.num
+LIMIT %(take)s;
+
+-- name: take_calls
+-- The calls a claim takes (%(calls)s, a JSON array of num, idx, and whether it is moved to sent with
+-- its step id, as the gate would; else claimed): the epochs they were given (pooler_epoch).
+UPDATE work w SET runner = %(runner)s,
+    state = CASE WHEN c.sent THEN 'sent' ELSE 'claimed' END,
+    sent_at = CASE WHEN c.sent THEN clock_timestamp() ELSE w.sent_at END,
+    step_id = CASE WHEN c.sent THEN c.step_id ELSE w.step_id END,
+    epoch = CASE WHEN c.sent THEN nextval('pooler_epoch') ELSE w.epoch END
+FROM json_to_recordset(%(calls)s) AS c(num int, idx int, sent boolean, step_id text)
+WHERE w.task = %(task)s AND w.num = c.num AND w.idx = c.idx
+RETURNING w.num, w.idx, w.epoch;
+
+-- name: done_call
+-- A call's outcome, recorded only while this runner still holds it.
+UPDATE work SET state = 'done', status = %(status)s, entry = %(entry)s, detail = %(detail)s, doubt = %(doubt)s,
+    key_text = %(key)s, step_id = %(step_id)s, done_at = clock_timestamp(),
+    done_run = (SELECT runs FROM tasks WHERE id = work.task)
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s AND state IN ('claimed', 'sent');
+
+-- name: record_call
+-- The record of a call just done joins the history (calls, one record an attempt), in the run the
+-- task is in; sent_ms only for a call that was sent (%(sent)s).
+INSERT INTO calls (task, run, num, idx, row, key, step_id, status, in_doubt, runner, serial, sent_ms, done_ms,
+                   entry)
+SELECT w.task, t.again, w.num, w.idx, w.row_first, w.key_text, w.step_id, w.status,
+       coalesce(w.doubt = 'skipped', false), w.runner, w.serial,
+       CASE WHEN %(sent)s THEN (extract(epoch FROM w.sent_at) * 1000)::bigint END,
+       (extract(epoch FROM w.done_at) * 1000)::bigint, w.entry
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = %(task)s AND w.num = %(num)s AND w.idx = %(idx)s;
+
+-- name: compare_put
+-- The rows of a compare (journal/comparerows.py), in this order: scope, num, side (0 the
 -- store's, 1 the file's), the row number, the match text and the digest.
 COPY compare_rows (scope, num, side, idx, match, digest) FROM STDIN;
 
 -- name: compare_sent
 -- The file's rows that are sent, by row number: new (no table row matches) or changed (no table
 -- row that matches has the same digest). The others are unchanged.
-SELECT f.idx, CASE WHEN NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num
-                                     AND s.side = 0 AND s.match = f.match) THEN 'new' ELSE 'changed' END
+SELECT f.idx AS idx, CASE WHEN NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num
+                                     AND s.side = 0 AND s.match = f.match) THEN 'new' ELSE 'changed' END AS kind
 FROM compare_rows f
-WHERE f.scope = %s AND f.num = %s AND f.side = 1
+WHERE f.scope = %(scope)s AND f.num = %(num)s AND f.side = 1
   AND NOT EXISTS (SELECT 1 FROM compare_rows s WHERE s.scope = f.scope AND s.num = f.num AND s.side = 0
                   AND s.match = f.match AND s.digest = f.digest);
 
-
 -- name: compare_clear
-DELETE FROM compare_rows WHERE scope = %s;
+DELETE FROM compare_rows WHERE scope = %(scope)s;
 
 -- name: store_bucket_make
 -- A store's bucket (journal/storerate.py), made empty the first time a task calls the store.
@@ -505,13 +575,13 @@ SELECT tat FROM store_buckets WHERE store = %(store)s FOR UPDATE;
 
 -- name: store_clock
 -- The database's clock, read once the bucket's lock is held.
-SELECT extract(epoch FROM clock_timestamp())::float8;
+SELECT extract(epoch FROM clock_timestamp())::float8 AS now;
 
 -- name: store_share_read
 -- A task's share's tat, and how many other tasks, calling the store lately, want more of it.
-SELECT (SELECT tat FROM store_shares WHERE store = %(store)s AND task = %(task)s),
+SELECT (SELECT tat FROM store_shares WHERE store = %(store)s AND task = %(task)s) AS tat,
        (SELECT count(*) FROM store_shares WHERE store = %(store)s AND task <> %(task)s
-        AND last >= %(now)s - %(window)s AND hungry >= %(now)s);
+        AND last >= %(now)s - %(window)s AND hungry >= %(now)s) AS others;
 
 -- name: store_share_take
 INSERT INTO store_shares (store, task, tat, last, hungry) VALUES (%(store)s, %(task)s, %(share)s, %(at)s, 0)

@@ -8,12 +8,12 @@ ended before the cut-off goes, with its calls, and the file is vacuumed. A task 
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pooler.errors import JournalError, UsageError
+from pooler.journal.sqlite.journal import Journal
 
 _AGE = re.compile(r"(\d+)([dhm])")
 _SECONDS = {"d": 86400, "h": 3600, "m": 60}
@@ -36,37 +36,32 @@ class Pruned:
     bytes_after: int
 
 
+#: The tables that keep rows of a task, emptied of the pruned tasks' rows before the tasks go.
+OF_A_TASK = ("calls", "plan_rows", "plan_files", "work", "table_rows", "runners", "buckets", "flows",
+             "task_runs", "runs")
+
+
 def prune(path: Path, older_than: int, *, now: float | None = None) -> Pruned:
     """Remove the tasks that ended more than ``older_than`` seconds ago, then vacuum the file."""
     # The journal writes local time as text (2026-11-30T12:00:01.123): so is the cut-off.
     moment = (time.time() if now is None else now) - older_than
     # To the millisecond, as the journal writes it: a task that ended within the cut-off's second
     # is older than the cut-off or not by its milliseconds.
-    cutoff = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(moment))}.{int(moment * 1000) % 1000:03d}"
+    cutoff = {"cutoff": f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(moment))}."
+                        f"{int(moment * 1000) % 1000:03d}"}
     before = _size(path)
     try:
-        db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            old = "SELECT id FROM tasks WHERE status != 'running' AND finished IS NOT NULL AND finished < ?"
-            calls = db.execute(f"DELETE FROM calls WHERE task IN ({old})", (cutoff,)).rowcount
-            tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            for table in ("plan_rows", "plan_files", "work", "table_rows", "runners", "buckets", "flows",
-                          "task_runs", "runs"):
-                if table in tables:  # a journal this pooler has not opened yet has no plans
-                    db.execute(f"DELETE FROM {table} WHERE task IN ({old})", (cutoff,))
-            tasks = db.execute("DELETE FROM tasks WHERE status != 'running' AND finished IS NOT NULL "
-                               "AND finished < ?", (cutoff,)).rowcount
-            running = db.execute("SELECT count(*) FROM tasks WHERE status = 'running'").fetchone()[0]
-            db.execute("COMMIT")
-            db.execute("VACUUM")
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise JournalError(f"cannot prune the journal {path}: {exc} - try again when no run is writing "
-                           "to it") from exc
-    return Pruned(tasks, calls, int(running), before, _size(path))
+        with Journal(path) as db:
+            with db.transaction():
+                removed = {table: db.execute(f"prune_{table}", cutoff) for table in OF_A_TASK}
+                tasks = db.execute("prune_tasks", cutoff)
+                running = db.one("running_tasks")
+            db.execute("vacuum")
+            db.execute("checkpoint")
+    except JournalError as exc:
+        raise JournalError(f"cannot prune the journal {path}: {exc.message} - try again when no run is "
+                           "writing to it") from exc
+    return Pruned(tasks, removed["calls"], 0 if running is None else int(running["n"]), before, _size(path))
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,150 @@
+"""The PostgreSQL journal's connector (``pooler.journal.connector.Connector``): one autocommit
+connection behind a lock, the named queries of ``sql/queries.sql`` run with named parameters and
+read by column name, COPY for bulk writes, the task's advisory lock, JSON as ``jsonb``.  Every text
+told about the database passes through ``DbText``: no password in any message."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pooler.errors import JournalError
+from pooler.journal.connector import Params, Row
+from pooler.journal.dburl import DbText
+from pooler.journal.postgres.schema import SQL, check_version, connect
+
+#: The types of the columns a COPY writes, told to it once (without them every value of every row
+#: is looked at for its type), by statement.  A work row's data and deps come as their COPY text
+#: (JSON, ``{1,2}``), made once by the planner.
+COPY_TYPES = {"copy_work": ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text",
+                            "text", "bool", "text")}
+
+
+class PgConnector:
+    """One connection to the journal at ``url``, its schema version checked; safe to share by
+    threads."""
+
+    def __init__(self, url: str, *, check: bool = True) -> None:
+        import psycopg  # noqa: PLC0415
+
+        self.url = url
+        self.text = DbText(url)
+        self.conn = connect(url)
+        self._lock = threading.RLock()
+        self._depth = 0
+        try:
+            if check:
+                check_version(self.conn, url)
+        except psycopg.Error as exc:
+            self.conn.close()
+            raise self.failed(exc) from None
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def where(self) -> str:
+        return self.text.shown
+
+    def failed(self, exc: Exception) -> JournalError:
+        return JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}")
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    def heartbeat(self) -> PgConnector:
+        """A connection of its own for a lease's heartbeat: a renewal never waits behind a claim."""
+        return PgConnector(self.url, check=False)
+
+    @contextmanager
+    def _cursor(self, name: str, params: Params | None) -> Iterator[Any]:
+        import psycopg  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                with self.conn.cursor(row_factory=dict_row) as cur:
+                    yield cur.execute(SQL[name], params or {})
+            except psycopg.Error as exc:
+                raise self.failed(exc) from None
+
+    def one(self, name: str, params: Params | None = None) -> Row | None:
+        with self._cursor(name, params) as cur:
+            found: Row | None = cur.fetchone() if cur.description is not None else None
+            return found
+
+    def all(self, name: str, params: Params | None = None) -> list[Row]:
+        with self._cursor(name, params) as cur:
+            return list(cur.fetchall()) if cur.description is not None else []
+
+    def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
+        import psycopg  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                yield from self.conn.cursor(row_factory=dict_row).stream(SQL[name], params or {})
+            except psycopg.Error as exc:
+                raise self.failed(exc) from None
+
+    def execute(self, name: str, params: Params | None = None) -> int:
+        with self._cursor(name, params) as cur:
+            return int(cur.rowcount)
+
+    @contextmanager
+    def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
+        """Rows by COPY.  A block that raises ends the COPY with a word of its own: the server's
+        log never gets the exception's text (a refused check's problems may quote a row)."""
+        failed: BaseException | None = None
+        with self._lock:
+            try:
+                with self.conn.cursor().copy(SQL[name]) as copy:
+                    if name in COPY_TYPES:
+                        copy.set_types(COPY_TYPES[name])
+                    try:
+                        yield copy.write_row
+                    except BaseException as exc:  # noqa: BLE001 - raised again below, as it was
+                        failed = exc
+                        raise _Abandoned("the rows were not written") from None
+            except _Abandoned:
+                assert failed is not None
+                raise failed from None
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgConnector]:
+        import psycopg  # noqa: PLC0415
+
+        with self._lock:
+            if self._depth:
+                # Begun by this thread (the lock is its own): the same transaction.
+                yield self
+                return
+            self._depth += 1
+            try:
+                with self.conn.transaction():
+                    yield self
+            except psycopg.Error as exc:
+                raise self.failed(exc) from None
+            finally:
+                self._depth -= 1
+
+    def lock(self, task: str) -> None:
+        self.execute("lock_task", {"task": task})
+
+    @staticmethod
+    def json_in(value: Any) -> Any:
+        # JSON, not JSONB: an entry keeps the order of its keys (a jsonb column casts it).
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        return None if value is None else Json(value)
+
+    @staticmethod
+    def json_out(value: Any) -> Any:
+        """``jsonb`` comes back read already."""
+        return value
+
+
+class _Abandoned(Exception):
+    """What a COPY is ended with when the block writing its rows raised."""
