@@ -27,7 +27,7 @@ from pooler.run.events import Reporter, notice
 from pooler.run.expansion import table_calls
 from pooler.run.flow import STILL_BUSY, STORE_DOWN, Flow
 from pooler.run.gated import GatedClient, KeepingWriter
-from pooler.run.pacing import Pacer
+from pooler.run.pacing import Pacer, Start, Unstarted
 from pooler.run.probing import gate_again
 from pooler.run.progress import Progress
 from pooler.run.seen import SeenKeys, repeat
@@ -36,6 +36,10 @@ from pooler.run.unrecorded import Unrecorded, journal_gone
 from pooler.run.unsent import Unsent, call_of
 from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
+
+#: What a worker gives back of a call: its outcome (None: its lease was lost first), the table
+#: rows it kept, whether a request of it left, and why it never started (its slot not taken).
+Sent = tuple[Outcome | None, dict[str, list[Any]] | None, bool, Unstarted | None]
 
 #: How long a runner with nothing to claim waits before it looks again.
 POLL = 0.05
@@ -282,14 +286,9 @@ class Runner:
             if epoch is None:
                 self._quiet(self.work.release, row)
                 return
-        paced = self._quiet(self.pacer.wait, row, got)
-        if not paced:
-            # The run stopped (or the journal failed) before the call's slot: not sent; one the
-            # store turned away ends as its answer said (not run, or refused), not unlisted.
-            if got.turned_away is None:
-                self._quiet(self.work.release, row)
-            else:
-                self._record(row, got.turned_away)
+        start: Start | None = self._quiet(self.pacer.wait, row, got)
+        if start is None:
+            self._unstarted(row, got)
             return
         self._number += 1
         got.number = self._number
@@ -297,11 +296,19 @@ class Runner:
         if self.width == 1:
             # One call at a time: sent on this thread, with no hand-over to a worker.
             future: Future[Any] = Future()
-            future.set_result(self._send(got, epoch))
+            future.set_result(self._send(got, epoch, start))
         else:
-            future = self._pool.submit(self._send, got, epoch)
+            future = self._pool.submit(self._send, got, epoch, start)
         self._inflight[future] = (row, got)
         self.serial.started(future, value)
+
+    def _unstarted(self, row: WorkRow, got: Prepared) -> None:
+        """The run stopped (or the journal failed) before the call's slot: not sent; one the store
+        turned away ends as its answer said (not run, or refused), not unlisted."""
+        if got.turned_away is None:
+            self._quiet(self.work.release, row)
+        else:
+            self._record(row, got.turned_away)
 
     def _start_held(self) -> None:
         """The calls that waited for a ``serialize_on`` value now free, in the order they came."""
@@ -323,16 +330,21 @@ class Runner:
             self._details.update({num: found.get(num) or {} for num in missing})
         return {self.steps[num].name.lower(): self._details[num] for num in row.deps if self.steps[num].name}
 
-    def _send(self, ready: Prepared, epoch: int) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
-        """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
-        request of it left."""
-        self.gated.begin(epoch)
+    def _send(self, ready: Prepared, epoch: int, start: Start) -> Sent:
+        """On a worker thread: the call, unless the lease is gone before it leaves; whether a
+        request of it left; and why it never started (its slot not taken), if so."""
+        self.gated.begin(epoch, start)
         self.writer.begin()
         try:
             outcome = self.calls.execute(ready)
         except LeaseLost:
-            return None, None, self.gated.left()
-        return outcome, self.writer.kept(), True
+            return None, None, self.gated.left(), None
+        except Unstarted as exc:
+            # Raised by its start, before the first byte of its first request.
+            return None, None, False, exc
+        finally:
+            start.close()
+        return outcome, self.writer.kept(), True, None
 
     def _collect(self, *, block: bool, until_empty: bool = False) -> None:
         while self._inflight:
@@ -340,7 +352,12 @@ class Runner:
             for future in done:
                 row, got = self._inflight.pop(future)
                 value = self.serial.ended(future)
-                outcome, kept, left = future.result()
+                outcome, kept, left, unstarted = future.result()
+                if unstarted is not None:
+                    if unstarted.failed is not None and self.broken is None:
+                        self.broken = journal_gone(unstarted.failed)
+                    self._unstarted(row, got)
+                    continue
                 if outcome is not None and outcome.unsent and self.flow.holds_back():
                     # Never reached the store, which looks down: back to ready, for when it is up.
                     self._quiet(self.work.release, row)
