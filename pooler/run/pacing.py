@@ -40,12 +40,8 @@ STOP_LOOK = 0.02
 
 
 class Unstarted(Exception):
-    """A call did not start: the run stopped while it waited for its slot, or the journal failed
-    (``failed``) as it took it.  Nothing of it was sent."""
-
-    def __init__(self, failed: JournalError | None = None) -> None:
-        super().__init__(failed)
-        self.failed = failed
+    """A call did not start: the run stopped while it waited for its slot, or the journal failed as
+    it took it (``Pacer.failed``).  Nothing of it was sent."""
 
 
 class Start:
@@ -69,7 +65,8 @@ class Start:
             try:
                 seconds = self._pacer.take(self._row, self._got, self.pace)
             except JournalError as exc:
-                raise Unstarted(exc) from exc
+                self._pacer.failed = exc
+                raise Unstarted from exc
             self._pacer.flow.started(self._waited + seconds)
         finally:
             self.over.set()
@@ -93,6 +90,8 @@ class Pacer:
         self._paused_until = 0.0
         #: The last call handed over that takes a slot.
         self._last: Start | None = None
+        #: How the journal failed as a call took its slot (on a worker: the runner tells it).
+        self.failed: JournalError | None = None
 
     def wait(self, row: WorkRow, got: Prepared) -> Start | None:
         """Wait for the call's turn, on the runner's thread: its start, to call as its first byte
