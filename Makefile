@@ -40,6 +40,7 @@ test: lint
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -n $(WORKERS) -m 'not slow and not process and not postgres and not browser'
 
+# The long load tests and the peak-memory measurements (CI runs them beside the other runs).
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
