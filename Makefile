@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # cache every test worker rewrites every module again (seconds of CPU each run).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo docs test test-fast test-slow test-lowest test-python lint fuzz bench clean
+.PHONY: demo docs test test-fast test-slow test-lowest test-python venv-lowest venv-python lint fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,7 @@ test: lint
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -n $(WORKERS) -m 'not slow and not process and not postgres and not browser'
 
+# The long load tests and the peak-memory measurements (CI runs them beside the other runs).
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
@@ -52,10 +53,16 @@ LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_mcp.py 
 	tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py \
 	tests/test_traces.py tests/test_mcp_observe.py tests/test_metrics_file.py
 LOWEST_PYTHON ?= $(PYTHON)
-test-lowest:
+# The venv alone (`make venv-lowest`), made once: CI makes it while `make test` runs.
+$(LOWEST)/.installed: pyproject.toml .ci/lowest.txt
 	$(LOWEST_PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
 	$(LOWEST)/bin/python -m pip install --quiet -c .ci/lowest.txt -e '.[dev]'
+	touch $@
+
+venv-lowest: $(LOWEST)/.installed
+
+test-lowest: $(LOWEST)/.installed
 	$(LOWEST)/bin/pytest -q $(LOWEST_TESTS)
 
 # The suite on another CPython pooler claims, in a venv of its own beside .venv: every test that needs
@@ -63,10 +70,16 @@ test-lowest:
 PY ?= python3.10
 PYVENV = .venv-$(notdir $(PY))
 MARKS ?= not slow and not postgres and not browser
-test-python:
+# The venv alone (`make venv-python PY=python3.10`), made once: CI makes it while `make test` runs.
+$(PYVENV)/.installed: pyproject.toml
 	$(PY) -m venv $(PYVENV)
 	$(PYVENV)/bin/python -m pip install --quiet --upgrade pip
 	$(PYVENV)/bin/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv-python: $(PYVENV)/.installed
+
+test-python: $(PYVENV)/.installed
 	$(PYVENV)/bin/python --version
 	$(PYVENV)/bin/pytest -q -n $(WORKERS) -m '$(MARKS)'
 

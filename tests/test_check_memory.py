@@ -22,6 +22,8 @@ STEPS = 180_000
 PEAK = 300_000_000
 
 
+# A measurement of a big file: run by `make test-slow` (CI's slow run), not by make test.
+@pytest.mark.slow
 @pytest.mark.process
 def test_a_15_mb_pool_of_180000_steps_checks_within_300_mb(tmp_path: Path) -> None:
     pool = tmp_path / "night.yaml"

@@ -106,6 +106,25 @@ def test_idempotency_key_reaches_the_store(client: ToolRunClient, store: Store) 
     assert store.ops()[-1]["idempotency_key"] is None
 
 
+def test_a_store_stopped_before_it_kept_a_keys_answer_has_not_recorded_the_call_either(
+        client: ToolRunClient, store: Store) -> None:
+    keeper = store.served.engine.idempotency
+
+    def stopped(*args: Any) -> None:
+        raise RuntimeError("the store's process ends here")
+
+    # The store's process ends as the command has run and its key's answer is to be kept ...
+    keeper.keep = stopped
+    with pytest.raises(RuntimeError):
+        store.served.engine.tool_run(store.token, {"unit": TEST, "command": "CmdEcho", "params": {"a": 1}},
+                                     idempotency_key="task-7:row-1")
+    del keeper.keep
+    # ... so the call's record went with it, and the repeat its client sends is carried out once.
+    again = client.tool_run(TEST, "CmdEcho", {"a": 1}, idempotency_key="task-7:row-1")
+    assert again.result is True
+    assert [op["idempotency_key"] for op in store.ops()] == ["task-7:row-1"]
+
+
 def add_goods(client: ToolRunClient, sku: str) -> int:
     reply = client.tool_run("MELBIS_AGENT_STORE", "CmdAdd", {"sku": sku, "name": f"Goods {sku}"})
     assert reply.result is True, reply.message

@@ -59,6 +59,8 @@ def import_pool(tmp: Path, rows: int) -> Path:
     return pool
 
 
+# The peaks are measurements of a long run: run by `make test-slow` (CI's slow run), not by make test.
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.parametrize("kind", JOURNALS)
 def test_a_twenty_thousand_row_keyed_import_peaks_far_below_what_keeping_its_calls_would_take(
@@ -96,6 +98,7 @@ def test_the_keys_a_runner_landed_take_a_fixed_size_and_a_key_never_landed_is_al
 ECHOED = 100_000
 
 
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.parametrize("kind", JOURNALS)
 def test_a_chunked_import_whose_store_echoes_every_row_peaks_far_below_what_its_answers_add_up_to(

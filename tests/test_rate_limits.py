@@ -4,6 +4,8 @@ count calls in windows and compare rates by generous ratios, never wall-clock li
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,11 @@ from typing import Any
 import pytest
 from helpers import Store, pooler, start_store
 from sharedkit import journal_of, together, token_file
+
+from pooler.journal.opening import open_journal
+from pooler.pool.rate import Pace, Rate
+from pooler.run.flow import Flow
+from pooler.run.pacing import Pacer
 
 JOURNALS = [pytest.param("sqlite", id="sqlite"),
             pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
@@ -58,6 +65,31 @@ def test_a_rate_holds_the_calls_started_to_its_bucket_at_any_width(kind: str, tm
     assert busiest_second(found) <= 25
     # And the limit is a rate, not a stall: the calls went at about 20 a second.
     assert (len(found) - 5) / (found[-1] - found[0]) > 20 / 2
+
+
+@pytest.mark.parametrize("kind", JOURNALS)
+def test_a_call_handed_over_late_takes_its_slot_as_it_goes_and_the_next_keeps_its_distance(
+        kind: str, tmp_path: Path, request: Any, store: Store) -> None:
+    journal_url = journal_of(kind, request, tmp_path)
+    run(tmp_path, store, journal_url, echo_pool(tmp_path / "pools", 1, ""))  # the task "t"
+    journal = open_journal(journal_url)
+    request.addfinalizer(journal.close)
+    flow = Flow(4, adaptive=False, breaker=None, tell=lambda line: None)
+    pacer = Pacer(journal.work("t", "runner"), {1: Pace(Rate(5.0), "pool")}, threading.Event(), flow)
+    row: Any = type("Row", (), {"num": 1})()
+    first = pacer.wait(row, row)
+    assert first is not None
+    # Handed over, the first call waits for its connection on a busy machine ...
+    time.sleep(0.5)
+    going = time.monotonic()
+    first()
+    second = pacer.wait(row, row)
+    assert second is not None
+    second()
+    # ... and takes its slot only as it goes: the next one leaves a slot (0.2 s) after it, not at
+    # once on the slot the first would have left free while it was being handed over.
+    assert time.monotonic() - going >= 0.2 - 0.01
+    assert flow.throttled_ms >= 150
 
 
 @pytest.mark.postgres

@@ -104,16 +104,21 @@ def spans_of(url: str, pid: int) -> list[tuple[Any, Any]]:
 @pytest.mark.process
 def test_runners_of_the_default_width_share_a_full_cap_fairly_and_a_late_one_gets_its_share(
         store_factory: Any, url: str, tmp_path: Path) -> None:
-    # Each call takes 150 ms at the store, so 200 calls fill a cap of 4 for seconds, however long
-    # the second runner takes to start.
+    # Each call takes 150 ms at the store, so 200 calls fill a cap of 4 for seconds.
     store = store_factory("--latency-ms", "150")
     pool = echoes(tmp_path / "pool", 200, 4)
     first = start_runner(pool, store, url, "t", tmp_path / "out-a")
     wait_for(lambda: query(url, "SELECT count(*) FROM work WHERE task = 't' AND state = 'done'")[0][0] >= 4)
+    # The first runner waits (stopped, well within its lease) until the late one has joined,
+    # however long a busy machine takes to start a process: the task is not over before then.
+    first.send_signal(signal.SIGSTOP)
     late = start_runner(pool, store, url, "t", tmp_path / "out-b")
     joined: list[Any] = []
-    wait_for(lambda: bool(joined.extend(r[0] for r in query(
-        url, "SELECT started FROM runners WHERE id LIKE %s", (f"%-{late.pid}-%",))) or joined))
+    try:
+        wait_for(lambda: bool(joined.extend(r[0] for r in query(
+            url, "SELECT started FROM runners WHERE id LIKE %s", (f"%-{late.pid}-%",))) or joined))
+    finally:
+        first.send_signal(signal.SIGCONT)
     (code_a, _, err_a), (code_b, answer, err_b) = finish(first), finish(late)
     assert (code_a, code_b) == (0, 0), err_a + err_b
     assert answer is not None
@@ -144,10 +149,17 @@ def test_serialize_on_and_references_hold_across_runners(store: Store, url: str,
     runners = [start_runner(pool, store, url, "t", tmp_path / f"out{i}", "--width", "4") for i in range(2)]
     results = [finish(r) for r in runners]
     assert [code for code, _, _ in results] == [0, 0], [err for *_, err in results]
-    answer = results[0][1]
-    assert answer is not None
-    # The store refuses a second call on a busy contract: none was refused, so none overlapped.
-    assert [e["status"] for e in answer["steps"]] == ["completed"] * 9
+    answers = [answer for _, answer, _ in results]
+    assert None not in answers
+    # A runner whose process starts late on a busy machine may find the other's run over and run
+    # the task again: it sends nothing done before and tells those calls skipped.  The run that
+    # sent them tells them as the store answered: it refuses a second call on a busy contract, and
+    # none was refused, so none overlapped.
+    sent = [a for a in answers if a is not None and a["skipped"] == 0]
+    assert sent, answers
+    assert all([e["status"] for e in a["steps"]] == ["completed"] * 9 for a in sent), sent
+    late = [a for a in answers if a not in sent]
+    assert all([e["status"] for e in a["steps"]] == ["skipped"] * 9 for a in late), late
     orders = [op for op in store.ops() if op["command"] == "CmdAdd"]
     assert [op["params"]["qty"] for op in orders] == [50] * 8
     # Equal contracts in file order.

@@ -40,7 +40,7 @@ from pooler.client.answer_budget import AnswerBudget, Hold
 from pooler.client.deadline import Watch, Watchdog, watched
 from pooler.client.multipart import MultipartBody
 from pooler.client.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
-from pooler.client.sendgate import armed, gated
+from pooler.client.sendgate import armed, gated, held
 from pooler.client.transport import connect_failure, is_timeout, tls_reason
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.pool.rows import open_file
@@ -278,7 +278,8 @@ class ToolRunClient:
                 resp.close()
         finally:
             self._watchdog.finish(watch)
-        trip = round((time.monotonic() - started) * 1000)
+        # From when the request began, less what its hook held it back (a rate's slot).
+        trip = round((time.monotonic() - started - held()) * 1000)
         try:
             reply = read_reply(resp.status_code, resp.headers, content, trip, tables=endpoint == "tool_run",
                                store=self._shown, redactor=self.redactor)

@@ -6,11 +6,15 @@ A runner that holds its calls under a lease checks the lease here: a runner froz
 connected finds, on waking, that its lease ran out, and does not send.  What stays is the time
 between the hook's return and the kernel taking the bytes, which no client can close (see the
 fencing header in docs/operations.md).
+
+A hook may wait (a runner's rate slot is taken there): ``held`` tells how long, so that the time a
+request took is counted from when it went, not from when it began to wait.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +26,7 @@ _current = threading.local()
 def armed(hook: Callable[[], None] | None) -> Iterator[None]:
     """Run ``hook`` before the first byte of the calling thread's next request (once)."""
     _current.hook = hook
+    _current.held = 0.0
     try:
         yield
     finally:
@@ -40,8 +45,18 @@ def gated(base: type[Any]) -> type[Any]:
                     # A plain connection is made on the first write: made first, so the hook runs
                     # once nothing but the bytes is left to do.
                     self.connect()
-                hook()
+                began = time.monotonic()
+                try:
+                    hook()
+                finally:
+                    _current.held = time.monotonic() - began
             super().send(data)
 
     Gated.__name__ = Gated.__qualname__ = f"Gated{base.__name__}"
     return Gated
+
+
+def held() -> float:
+    """The seconds the hook of the calling thread's last request held it before it was written."""
+    seconds: float = getattr(_current, "held", 0.0)
+    return seconds

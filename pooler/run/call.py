@@ -22,6 +22,7 @@ from pooler.client import answer_kinds as kinds
 from pooler.client.arguments import read_jsonl_fields
 from pooler.client.http import MAX_RETRY_AFTER, Reply, ToolRunClient
 from pooler.client.reply import IN_DOUBT
+from pooler.client.sendgate import held
 from pooler.errors import PoolerError, StoreError
 from pooler.journal.records import CallId
 from pooler.pool.model import Retry
@@ -328,7 +329,8 @@ class CallRunner:
 
     def _learn(self, began: float, first: float, **answered: Any) -> None:
         if self.flow is not None:
-            self.flow.attempted(ms=(time.monotonic() - began) * 1000, since=first, **answered)
+            # What the store took: the wait for the call's slot (``sendgate.held``) is not its.
+            self.flow.attempted(ms=(time.monotonic() - began - held()) * 1000, since=first, **answered)
 
     def _write_tables(self, call: Call, tables: Any, job_call: str | None) -> dict[str, Any]:
         """The answer's tables written (rows masked one by one as they go: a store may echo a

@@ -3,13 +3,17 @@ placeholder once that step is done, from the rows the journal keeps of the table
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from pooler.journal.work import WORK_COLUMNS, WorkRow, WorkStore
+from pooler.journal.work import WORK_COLUMNS, TaskJournal, WorkRow, WorkStore
 from pooler.pool.compiler import empty_source
 from pooler.pool.model import Pool, Step
+from pooler.run.config import RunConfig
+from pooler.run.progress import Progress
 from pooler.run.rulings import table_to_read
-from pooler.run.workplan import Planner
+from pooler.run.unsent import Unsent
+from pooler.run.workplan import PLACEHOLDER, Planner
 
 #: Where a work row as the planner makes it holds its key.
 KEY = WORK_COLUMNS.index("key_text")
@@ -42,3 +46,21 @@ def table_calls(pool: Pool, step: Step, placeholder: WorkRow, work: WorkStore, p
                 if c[KEY] is None or c[KEY] not in kept]
     # The calls a sampled plan made of the table stay, and its rows after them are planned.
     return list(planner.rows_of(step, data[held.rows:], first=held.rows, idx=held.next_idx))
+
+
+def expand(row: WorkRow, step: Step, *, pool: Pool, task: str, journal: TaskJournal, work: WorkStore,
+           config: RunConfig, unsent: Unsent, progress: Progress) -> None:
+    """The placeholder ``row`` of ``step`` put in its calls' place, or the step failed on it (its
+    table missing, or empty where the step does not allow it)."""
+    # The task's sample as it is now (a full run may have widened it since this runner joined).
+    sample = (journal.shared(task) or {}).get("sample")
+    planner = Planner(pool, task, config.variables, sample, redactor=config.redactor)
+    calls = table_calls(pool, step, row, work, planner)
+    if isinstance(calls, str):
+        failed = unsent.broken_table(row, calls)
+        assert failed.entry is not None
+        work.done(replace(row, idx=PLACEHOLDER), failed.status, failed.entry, None, doubt=None,
+                  halt=failed.halt, judge=failed.judge)
+        return
+    if work.expand(row, calls):
+        progress.counted(row.num)

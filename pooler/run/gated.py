@@ -5,7 +5,7 @@ the journal."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +30,24 @@ class GatedClient:
         self.lease = lease
         self._local = threading.local()
 
-    def begin(self, epoch: int) -> None:
+    def begin(self, epoch: int, start: Callable[[], None] | None = None) -> None:
         """A call starts on this thread under the fencing ``epoch`` its gate gave: no request of it
-        has left yet."""
+        has left yet.  ``start`` runs before its first request's first byte (its rate's slot)."""
         self._local.tries = 0
         self._local.fence = f"{self.lease.id}:{epoch}"
+        self._local.start = start
 
     def left(self) -> bool:
         """Whether a request of this thread's call left."""
         return bool(getattr(self._local, "tries", 0))
 
     def _last_check(self) -> None:
+        start = getattr(self._local, "start", None)
+        if start is not None:
+            # The slot first, then the lease: a runner whose lease ran out while it waited for
+            # its slot sends nothing.
+            self._local.start = None
+            start()
         # Raised here, nothing of the request has been written; passed, it is out.
         self.lease.check()
         self._local.tries = getattr(self._local, "tries", 0) + 1

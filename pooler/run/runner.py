@@ -24,17 +24,17 @@ from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
 from pooler.run.config import RunConfig, pool_base, runner_width
 from pooler.run.events import Reporter, notice
-from pooler.run.expansion import table_calls
+from pooler.run.expansion import expand
 from pooler.run.flow import STILL_BUSY, STORE_DOWN, Flow
 from pooler.run.gated import GatedClient, KeepingWriter
-from pooler.run.pacing import Pacer
+from pooler.run.pacing import Pacer, Start, Unstarted
 from pooler.run.probing import gate_again
 from pooler.run.progress import Progress
 from pooler.run.seen import SeenKeys, repeat
 from pooler.run.serial import SerialGate
 from pooler.run.unrecorded import Unrecorded, journal_gone
 from pooler.run.unsent import Unsent, call_of
-from pooler.run.workplan import PLACEHOLDER, Planner, serial_by_reference, serial_digest, step_plans
+from pooler.run.workplan import serial_by_reference, serial_digest, step_plans
 from pooler.statuses import CallStatus
 
 #: How long a runner with nothing to claim waits before it looks again.
@@ -282,14 +282,9 @@ class Runner:
             if epoch is None:
                 self._quiet(self.work.release, row)
                 return
-        paced = self._quiet(self.pacer.wait, row, got)
-        if not paced:
-            # The run stopped (or the journal failed) before the call's slot: not sent; one the
-            # store turned away ends as its answer said (not run, or refused), not unlisted.
-            if got.turned_away is None:
-                self._quiet(self.work.release, row)
-            else:
-                self._record(row, got.turned_away)
+        start: Start | None = self._quiet(self.pacer.wait, row, got)
+        if start is None:
+            self._unstarted(row, got)
             return
         self._number += 1
         got.number = self._number
@@ -297,11 +292,21 @@ class Runner:
         if self.width == 1:
             # One call at a time: sent on this thread, with no hand-over to a worker.
             future: Future[Any] = Future()
-            future.set_result(self._send(got, epoch))
+            future.set_result(self._send(got, epoch, start))
         else:
-            future = self._pool.submit(self._send, got, epoch)
+            future = self._pool.submit(self._send, got, epoch, start)
         self._inflight[future] = (row, got)
         self.serial.started(future, value)
+
+    def _unstarted(self, row: WorkRow, got: Prepared) -> None:
+        """The run stopped (or the journal failed) before the call's slot: not sent; one the store
+        turned away ends as its answer said (not run, or refused), not unlisted."""
+        if self.pacer.failed is not None and self.broken is None:
+            self.broken = journal_gone(self.pacer.failed)
+        if got.turned_away is None:
+            self._quiet(self.work.release, row)
+        else:
+            self._record(row, got.turned_away)
 
     def _start_held(self) -> None:
         """The calls that waited for a ``serialize_on`` value now free, in the order they came."""
@@ -323,15 +328,18 @@ class Runner:
             self._details.update({num: found.get(num) or {} for num in missing})
         return {self.steps[num].name.lower(): self._details[num] for num in row.deps if self.steps[num].name}
 
-    def _send(self, ready: Prepared, epoch: int) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
-        """On a worker thread: the call, unless the lease is gone before it leaves; and whether a
-        request of it left."""
-        self.gated.begin(epoch)
+    def _send(self, ready: Prepared, epoch: int, start: Start
+              ) -> tuple[Outcome | None, dict[str, list[Any]] | None, bool]:
+        """On a worker thread: the call, unless the lease is gone before it leaves (or the run
+        stopped before its rate's slot); and whether a request of it left."""
+        self.gated.begin(epoch, start)
         self.writer.begin()
         try:
             outcome = self.calls.execute(ready)
-        except LeaseLost:
+        except (LeaseLost, Unstarted):
             return None, None, self.gated.left()
+        finally:
+            start.close()
         return outcome, self.writer.kept(), True
 
     def _collect(self, *, block: bool, until_empty: bool = False) -> None:
@@ -362,7 +370,7 @@ class Runner:
                     # A request that left is in doubt: the row stays sent, for the runner that
                     # takes it back once this lease has expired.
                     if not left:
-                        self._quiet(self.work.release, row)
+                        self._unstarted(row, got)
                     else:
                         self.unrecorded.add(row, None, got)
                     continue
@@ -423,18 +431,6 @@ class Runner:
         self.progress.told(plan.step, outcome.entry, row.num, row.size)
 
     def _expand(self, row: WorkRow) -> None:
-        """A step over an earlier step's table: its calls, from the rows the journal keeps."""
-        step = self.steps[row.num]
-        # The task's sample as it is now (a full run may have widened it since this runner joined).
-        sample = (self.journal.shared(self.task) or {}).get("sample")
-        planner = Planner(self.pool, self.task, self.config.variables, sample, redactor=self.config.redactor)
-        calls = table_calls(self.pool, step, row, self.work, planner)
-        if isinstance(calls, str):
-            failed = self.unsent.broken_table(row, calls)
-            assert failed.entry is not None
-            self.work.done(replace(row, idx=PLACEHOLDER), failed.status, failed.entry, None, doubt=None,
-                           halt=failed.halt, judge=failed.judge)
-            return
-        if self.work.expand(row, calls):
-            self.progress.counted(row.num)
+        expand(row, self.steps[row.num], pool=self.pool, task=self.task, journal=self.journal, work=self.work,
+               config=self.config, unsent=self.unsent, progress=self.progress)
 

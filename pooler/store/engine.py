@@ -22,10 +22,10 @@ from pooler.contract.fieldtypes import CastError, cast
 from pooler.store import answers as env
 from pooler.store.ctx import Command as CommandFunc
 from pooler.store.ctx import Ctx, Sql, is_recorded
-from pooler.store.db import Database
+from pooler.store.db import Database, transaction
 from pooler.store.fields import FieldError, check_fields
 from pooler.store.files import AttachmentError, Attachments, Part, check_entries
-from pooler.store.idempotency import Idempotency, Stored
+from pooler.store.idempotency import Claim, Idempotency, Stored
 from pooler.store.registry import Registry, load_registry
 
 TOOLS_PACKAGE = "pooler.store.tools"
@@ -69,6 +69,9 @@ class _Call:
     unit_ms: int | None = None
     sql: tuple[int, int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The hold on the call's Idempotency-Key, and whether its answer is kept already.
+    claim: Claim | None = None
+    kept: bool = False
 
 
 class Engine:
@@ -148,8 +151,9 @@ class Engine:
         with self.idempotency.claim(token, key) as claim:
             if claim.stored is not None:
                 return Answer(claim.stored.status, claim.stored.content_type, claim.stored.body)
+            call.claim = claim
             answer = self._run(call, granted, request, parts)
-            if answer.ran:
+            if answer.ran and not call.kept:
                 claim.keep(Stored(answer.status, answer.content_type, answer.body))
             return answer
 
@@ -235,8 +239,20 @@ class Engine:
             raw = exc
         call.unit_ms = _ms(t1)
         call.sql = (sql.count, round(sql.seconds * 1000)) if call.debug else None
+        answer = self._answer(call, conn, raw, where=where, command=command, sent=sent)
         if is_recorded(func):
-            self._record(conn, tool, command, fields, call)
+            # The call's record and the answer its key keeps in one commit: a store killed between
+            # the two would run a repeat of the key again, the call's record already there.
+            with transaction(conn):
+                self._record(conn, tool, command, fields, call)
+                if call.claim is not None and answer.ran:
+                    call.claim.keep(Stored(answer.status, answer.content_type, answer.body), conn)
+                    call.kept = True
+        return answer
+
+    def _answer(self, call: _Call, conn: sqlite3.Connection, raw: Any, *, where: str, command: Command,
+                sent: list[dict[str, Any]]) -> Answer:
+        """What the store answers of what the module gave back (``raw``: its result, or what it raised)."""
         if isinstance(raw, Exception):
             return _crash(f"{where} failed: {raw}", ran=True)
         if not isinstance(raw, dict) or "result" not in raw:

@@ -8,6 +8,7 @@ the same key sent with another token is another call.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,8 +34,9 @@ class Claim:
         self._key = key
         self.stored = stored
 
-    def keep(self, answer: Stored) -> None:
-        self._keeper.keep(self._owner, self._key, answer)
+    def keep(self, answer: Stored, conn: sqlite3.Connection | None = None) -> None:
+        """The answer kept for the key: on ``conn``, in its transaction, when given."""
+        self._keeper.keep(self._owner, self._key, answer, conn)
 
 
 class Idempotency:
@@ -73,9 +75,12 @@ class Idempotency:
                                "WHERE owner = ? AND key = ?", (owner, key)).fetchone()
         return Stored(row["status"], row["content_type"], bytes(row["body"])) if row is not None else None
 
-    def keep(self, owner: str, key: str, answer: Stored) -> None:
-        with self._db.connect() as conn:
-            conn.execute("INSERT OR REPLACE INTO idempotency "
-                         "(owner, key, status, content_type, body, created) VALUES (?, ?, ?, ?, ?, ?)",
-                         (owner, key, answer.status, answer.content_type, answer.body,
-                          datetime.now(timezone.utc).isoformat(timespec="seconds")))
+    def keep(self, owner: str, key: str, answer: Stored, conn: sqlite3.Connection | None = None) -> None:
+        if conn is None:
+            with self._db.connect() as own:
+                self.keep(owner, key, answer, own)
+            return
+        conn.execute("INSERT OR REPLACE INTO idempotency "
+                     "(owner, key, status, content_type, body, created) VALUES (?, ?, ?, ?, ?, ?)",
+                     (owner, key, answer.status, answer.content_type, answer.body,
+                      datetime.now(timezone.utc).isoformat(timespec="seconds")))

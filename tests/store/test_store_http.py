@@ -190,10 +190,14 @@ def test_keep_alive_calls_share_one_connection_and_are_quick(shared: Store) -> N
         session.headers.update(HEADERS)
         url = f"{shared.url}/tool_run"
         session.post(url, data=body, timeout=10)
-        started = time.perf_counter()
+        took = []
         for _ in range(100):
+            started = time.perf_counter()
             assert session.post(url, data=body, timeout=10).status_code == 200
-        per_call = (time.perf_counter() - started) / 100
+            took.append(time.perf_counter() - started)
+    # A stall on a delayed ACK holds every call; a busy machine holds some of them: the quickest
+    # tenth of the calls tells the one from the other.
+    per_call = sorted(took)[9]
     assert per_call < 0.025, f"{per_call * 1000:.1f} ms per keep-alive call"
 
 
