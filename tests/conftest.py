@@ -113,7 +113,7 @@ def pg_server() -> Iterator[Any]:
             pytest.fail(f"{exc}; {REQUIRE}=1 asks for these tests to run")
         pytest.skip(f"PostgreSQL tests skipped: {exc}")
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture

@@ -56,10 +56,13 @@ class PgServer:
                   "-c max_connections=200", "start")
 
     def stop(self) -> None:
+        self._ctl("-w", "-D", str(self.folder / "data"), "-m", "fast", "stop")
+
+    def close(self) -> None:
         """Stops the server and removes its cluster: a test session's database is some hundreds of
         megabytes, and sessions beside each other would otherwise fill the disk with them."""
         try:
-            self._ctl("-w", "-D", str(self.folder / "data"), "-m", "fast", "stop")
+            self.stop()
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 

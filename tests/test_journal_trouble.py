@@ -91,7 +91,7 @@ def journal_on(kind: str, disk: Path) -> Iterator[tuple[str, Callable[[str], int
             db.execute("ALTER TABLE work SET (autovacuum_enabled = false)")
         yield url, lambda where: int(query(url, f"SELECT count(*) FROM work WHERE {where}")[0][0])
     finally:
-        server.stop()
+        server.close()
 
 
 @pytest.mark.process

@@ -213,7 +213,7 @@ def test_the_database_going_away_stops_the_runner_with_nothing_unrecorded(store:
         assert plan["in_doubt"] + plan["not_run"] == 20 - len(recorded)
         assert json.loads(shown.stdout)["plan"] == plan
     finally:
-        server.stop()
+        server.close()
 
 
 @pytest.mark.process

@@ -9,17 +9,11 @@ stamps and works the slots out from the times).
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pooler.client.http import ToolRunClient
     from pooler.pool.model import Pool
-
-def epoch_ms() -> int:
-    """Now, in whole milliseconds since the epoch."""
-    return int(time.time() * 1000)
-
 
 def run_facts(pool: Pool, client: ToolRunClient, again: tuple[str, ...] = ()) -> dict[str, Any]:
     """What ``Journal.record_run`` keeps of a run about to start (the caller masks it): ``again``

@@ -32,6 +32,7 @@ from pooler.run.compare import Classified
 from pooler.run.config import values_of
 from pooler.run.plandigests import Digest
 from pooler.run.workplan import Planner
+from pooler.statuses import CompareClass
 from pooler.version import __version__
 
 #: The first line's mark, and the version of the format.
@@ -41,7 +42,7 @@ FORMAT = 1
 HEAD: dict[str, type] = {"task": str, "pool": str, "planned": str, "digests": list, "calls_sha256": str,
                          "steps": list}
 #: The compare classes a call may carry, in the order counts are told.
-CLASSES = ("new", "changed", "unchanged")
+CLASSES = (CompareClass.NEW, CompareClass.CHANGED, CompareClass.UNCHANGED)
 
 
 class PlannedCall(TypedDict, total=False):
