@@ -349,27 +349,100 @@ def test_a_plan_holds_only_the_calls_of_the_new_and_changed_rows_and_apply_sends
     assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
 
 
-def test_a_row_changed_in_the_store_since_the_plan_is_a_conflict_and_refresh_sends_it(
-        store: Store, tmp_path: Path) -> None:
+def plan_then_move(store: Store, tmp_path: Path) -> str:
+    """A plan of a 12-row feed, one call a row, against a store holding its first 10 goods, rows 0
+    and 1 at another price (changed), 10 and 11 new; then another writer reprices row 1, adds row
+    10, and reprices row 5, which the plan left unchanged.  The plan's task."""
     stock(store, held=10, repriced=2)
     pool = feed_pool(tmp_path, rows=12)
     pool.write_text(pool.read_text().replace("chunk: 100, field: goods", "chunk: 1, field: goods"))
     token = token_file(tmp_path / "secret", store)
-    where = str(tmp_path / "j.db")
     planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
-                     "--token-file", str(token))
+                     "--token-file", str(token), "--json")
     assert planned.returncode == 0, planned.stderr
-    # Another writer reprices row 5 in the store after the plan: it is changed now, not unchanged.
-    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd",
-                       {"goods": [{"sku": sku(5), "name": "Goods 5", "price": 1.0}]}).json()
+    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd", {"goods": [
+        {"sku": sku(1), "name": "Goods 1", "price": 12}, {"sku": sku(10), "name": "Goods 10", "price": 13.5},
+        {"sku": sku(5), "name": "Goods 5", "price": 1.0}]}).json()
     assert moved["data"]["result"] is True
+    return str(json.loads(planned.stdout)["task"])
+
+
+ROW1 = "row 1 (sku SKU-00001): price 99.0 in the plan, 12.0 in the store now"
+ROW10 = "row 10 (sku SKU-00010): not in the store in the plan, in the store now (name Goods 10, price 13.5)"
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_row_moved_in_the_store_since_the_plan_is_a_conflict_not_sent_and_the_others_are_sent_once(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    task = plan_then_move(store, tmp_path)
     before = len(imports(store))
-    refused = plan_and_apply(store, tmp_path, where)
-    assert refused.returncode == 2
-    assert (f"{tmp_path / 'plan.jsonl'}: 1 planned call moved in the store since the plan (step 1 row 5) - "
-            "nothing was sent; --refresh sends them as they are now.") in refused.stderr
-    assert len(imports(store)) == before
+    applied = plan_and_apply(store, tmp_path, where, "--report", str(tmp_path / "report.html"))
+    assert applied.returncode == 1, applied.stderr
+    assert (f"pooler: 2 planned calls not sent: their rows moved in the store since the plan (a conflict: "
+            "plan again, or apply with --refresh to send them as the store is now):\n"
+            f"  step 1 call 2 row 1, key feed-SKU-00001#1-1: {ROW1}\n"
+            f"  step 1 call 3 row 10, key feed-SKU-00010#10-10: {ROW10}\n") in applied.stderr
+    answer = json.loads(applied.stdout)
+    assert answer["conflicts"] == [
+        {"step": 1, "call": 2, "rows": [1, 1], "key": "feed-SKU-00001#1-1", "moved": [ROW1]},
+        {"step": 1, "call": 3, "rows": [10, 10], "key": "feed-SKU-00010#10-10", "moved": [ROW10]}]
+    report = (tmp_path / "report.html").read_text()
+    assert ROW1 in report
+    assert ROW10 in report
+    # The rows that did not move are sent, once; the moved ones are not; row 5 is no call of the plan.
+    assert [row["sku"] for chunk in imports(store)[before:] for row in chunk] == [sku(0), sku(11)]
+    # Each ends not run, with what moved; the task tells them whoever asks.
+    assert (f"rows 1-1 not_run key feed-SKU-00001#1-1: Not sent: a conflict - {ROW1}; plan again (pooler "
+            "plan), or apply with --refresh to send it as the store is now.\n") in applied.stderr
+    assert answer["not_run"] == 2
+    assert answer["steps"][0]["rows"]["not_run"] == 2
+    recorded = json.loads(pooler("show", task, "--journal", where, "--json").stdout)
+    assert recorded["conflicts"] == answer["conflicts"]
+    told = "4 calls: 2 succeeded, 0 failed, 0 skipped, 0 in doubt, 2 not run in "
+    shown = pooler("show", task, "--journal", where)
+    assert told in shown.stdout
+    assert ("; 8 rows unchanged, not sent; 2 planned calls not run as a conflict (rows moved in the store "
+            "since the plan: plan again)") in shown.stdout
+    assert "2 not run" in pooler("runs", "--journal", where).stdout
+    # A redrive does not send them: the plan they were reviewed in no longer holds.
+    redriven = pooler("redrive", task, "--journal", where, "--store", store.url, "--token-file",
+                      str(tmp_path / "secret"), "--out", str(tmp_path / "out"))
+    assert redriven.returncode == 0, redriven.stderr
+    assert redriven.stdout == (
+        f"task {task}: 2 completed: kept; 2 not run as a conflict of the plan: not sent (their rows moved in "
+        "the store since the plan: plan again with pooler plan) - nothing to redrive, nothing sent\n")
+    assert [row["sku"] for chunk in imports(store)[before:] for row in chunk] == [sku(0), sku(11)]
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_refresh_sends_the_rows_as_the_store_is_now_instead_of_leaving_a_conflict(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    plan_then_move(store, tmp_path)
+    before = len(imports(store))
     refreshed = plan_and_apply(store, tmp_path, where, "--refresh")
     assert refreshed.returncode == 0, refreshed.stderr
+    assert "conflicts" not in json.loads(refreshed.stdout)
+    # As the store is now: row 1 changed again (sent), row 10 now holds the feed's values (unchanged,
+    # not sent), row 5 changed (sent).
     sent = [row["sku"] for chunk in imports(store)[before:] for row in chunk]
-    assert sent == [sku(n) for n in (0, 1, 5, 10, 11)]
+    assert sent == [sku(n) for n in (0, 1, 5, 11)]
+
+
+def test_a_plan_whose_rows_are_all_unchanged_applies_with_nothing_sent(store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=0)
+    pool = feed_pool(tmp_path, rows=10)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token), "--json")
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["calls"] == 0
+    # Repriced after the plan: no call of the plan sends it, so the apply does not either.
+    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd",
+                       {"goods": [{"sku": sku(3), "name": "Goods 3", "price": 1.0}]}).json()
+    assert moved["data"]["result"] is True
+    applied = plan_and_apply(store, tmp_path, str(tmp_path / "j.db"))
+    assert applied.returncode == 0, applied.stderr
+    assert (json.loads(applied.stdout)["total"], json.loads(applied.stdout)["unchanged"]) == (0, 10)
+    assert len(imports(store)) == 1

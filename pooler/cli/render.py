@@ -107,6 +107,10 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     left = int(answer.get("unchanged") or 0)
     unchanged = f"; {plural(left, 'row')} unchanged, not sent" if left else ""
     text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}{unchanged}"
+    conflicts = answer.get("conflicts")
+    if isinstance(conflicts, list) and conflicts:
+        text += (f"; {plural(len(conflicts), 'planned call')} not run as a conflict (rows moved in the store "
+                 "since the plan: plan again)")
     earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
     if earlier:
         text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"
