@@ -446,3 +446,31 @@ def test_a_plan_whose_rows_are_all_unchanged_applies_with_nothing_sent(store: St
     assert applied.returncode == 0, applied.stderr
     assert (json.loads(applied.stdout)["total"], json.loads(applied.stdout)["unchanged"]) == (0, 10)
     assert len(imports(store)) == 1
+
+
+def test_a_chunk_holding_a_moved_row_is_the_conflict_with_a_compare_that_reads_once_a_row(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=2)
+    pool = feed_pool(tmp_path, rows=12)
+    pool.write_text(pool.read_text().replace("chunk: 100, field: goods", "chunk: 2, field: goods").replace(
+        "    compare: {unit: MELBIS_AGENT_STORE, command: CmdList, table: goods,",
+        "    compare: {unit: MELBIS_AGENT_STORE, command: CmdGet, params: {sku: '${row.sku}'}, table: row,"))
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token))
+    assert planned.returncode == 0, planned.stderr
+    calls = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()[1:]]
+    # Each call keeps what the store held of the rows it sends: the changed rows' columns, or null.
+    assert [c["store"] for c in calls] == [
+        [[0, {"name": "Goods 0", "price": 99.0}], [1, {"name": "Goods 1", "price": 99.0}]],
+        [[10, None], [11, None]]]
+    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd",
+                       {"goods": [{"sku": sku(10), "name": "Goods 10", "price": 13.5}]}).json()
+    assert moved["data"]["result"] is True
+    before = len(imports(store))
+    applied = plan_and_apply(store, tmp_path, str(tmp_path / "j.db"))
+    assert applied.returncode == 1, applied.stderr
+    assert json.loads(applied.stdout)["conflicts"] == [
+        {"step": 1, "call": 2, "rows": [10, 11], "key": "feed-SKU-00010#10-11", "moved": [ROW10]}]
+    # The chunk that holds the moved row is not sent, its row 11 with it; the other chunk is.
+    assert [[row["sku"] for row in chunk] for chunk in imports(store)[before:]] == [[sku(0), sku(1)]]
