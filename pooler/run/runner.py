@@ -23,7 +23,6 @@ from pooler.run.busy import SendAgain
 from pooler.run.call import CallRunner
 from pooler.run.callplan import Outcome, Prepared, serial_value
 from pooler.run.config import RunConfig, pool_base, runner_width
-from pooler.run.conflicts import conflict_message
 from pooler.run.events import Reporter, notice
 from pooler.run.expansion import table_calls
 from pooler.run.flow import STILL_BUSY, STORE_DOWN, Flow
@@ -71,17 +70,12 @@ class Runner:
                          tell=functools.partial(notice, reporter))
         self.pacer = Pacer(self.work, pool.paces(), stop, self.flow)
         run_no = journal.run_of(self.task)
-        shared = journal.shared(self.task) or {}
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base,
-                                key_task=shared.get("key_scope"),
-                                probing=config.probe, flow=self.flow)
+                                key_task=(shared := journal.shared(self.task) or {}).get("key_scope"),
+                                probing=config.probe, flow=self.flow, conflicts=shared.get("conflicts") or ())
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
-        #: The calls of a saved plan's apply whose rows moved in the store since the plan, by step and
-        #: call index, with their messages: no run of the task sends them (its resume, a redrive),
-        #: as the plan they were reviewed in no longer holds; a new plan does.
-        self.held = {(c["step"], c["call"] - 1): conflict_message(c) for c in shared.get("conflicts") or ()}
         self.again = SendAgain(pool, self.work, self.flow, self.task)
         self.broken: str | None = None
         #: Why the breaker stopped the task (the store looked down), or None.
@@ -240,10 +234,6 @@ class Runner:
             got = self.calls.prepare(call, self._refs(row))
             if isinstance(got, Outcome):
                 self._record(row, got, sent=False)
-                return
-            held = self.held.get((row.num, row.idx))
-            if held is not None:
-                self._record(row, self.calls.not_sent(call, got.ids, CallStatus.NOT_RUN, held), sent=False)
                 return
             if got.ids.key is not None and self._landed.maybe(got.ids.key):
                 landed = self.work.landed(got.ids.key)

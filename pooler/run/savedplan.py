@@ -6,8 +6,10 @@ becomes, the store it was planned against, the variables that are no secret and 
 that are, the digests of everything it was made from, and each step's counts); every other line is
 one call, in the order the calls are planned, with its key and its params where they are known
 before the run (a reference to an earlier step's answer stays its text; a secret is ``***``).  A
-call of a step with ``compare:`` carries its class (new, changed, unchanged); without one it has
-none.  The head comes first so that ``pooler show`` reads one line, whatever the calls.
+call of a step with ``compare:`` carries its class (new, changed, unchanged) and what the store
+held of each row it sends (``store``: its compared columns, null for a new row), which an apply
+reads again (``pooler.run.conflicts``); without one it has neither.  The head comes first so
+that ``pooler show`` reads one line, whatever the calls.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ before its first call and writes it to FILE (``pooler.run.savedplan``), sending 
 refuses (exit 2, nothing sent) a plan that is stale - a digest that differs, another store - and
 otherwise runs it as the task the plan named, which the journal creates once: a second apply, by
 any process, is refused, and what follows is the task's (``--resume``, ``pooler redrive``,
-``pooler show``).
+``pooler show``).  The calls whose rows moved in the store since the plan are left unsent, as
+conflicts (``pooler.run.conflicts``).
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ def register(sub: Any) -> None:
                     "pool file, a data file, a variable, the store's declarations - naming what changed; "
                     "when the store is not the one it was planned against; and when it was applied "
                     "before (then the task is what goes on: 'pooler redrive TASK', 'pooler show TASK'). "
+                    "A step with compare: reads the store again: a planned call whose rows moved in the "
+                    "store since the plan is a conflict - not sent, ended not run, listed - and the other "
+                    "calls are sent (exit 1). "
                     "The variables that are no secret are the plan's; its secrets are given again as "
                     "'pooler run' takes them. Exit statuses as 'pooler run'.",
     )
@@ -107,8 +111,8 @@ def register(sub: Any) -> None:
                        help="what to do with a call in doubt (default retry: send it again with the same "
                             "Idempotency-Key)")
     apply.add_argument("--refresh", action="store_true",
-                       help="send a row that moved in the store since the plan (a step with compare:) as it "
-                            "is now, instead of leaving it as a conflict")
+                       help="plan the steps with compare: from the store as it is now: rows that moved since "
+                            "the plan are sent as they are now instead of left as conflicts")
     add_shared_options(apply)
     add_run_files(apply)
     add_monitoring_options(apply)
