@@ -474,3 +474,22 @@ def test_a_chunk_holding_a_moved_row_is_the_conflict_with_a_compare_that_reads_o
         {"step": 1, "call": 2, "rows": [10, 11], "key": "feed-SKU-00010#10-11", "moved": [ROW10]}]
     # The chunk that holds the moved row is not sent, its row 11 with it; the other chunk is.
     assert [[row["sku"] for row in chunk] for chunk in imports(store)[before:]] == [[sku(0), sku(1)]]
+
+
+def test_a_sampled_plan_applies_its_sample_and_a_full_run_of_its_task_sends_the_rest(
+        store: Store, tmp_path: Path) -> None:
+    stock(store)
+    pool = feed_pool(tmp_path)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token), "--sample", "500", "--json")
+    assert planned.returncode == 0, planned.stderr
+    journal = str(tmp_path / "j.db")
+    applied = plan_and_apply(store, tmp_path, journal)
+    assert applied.returncode == 0, applied.stderr
+    assert [len(chunk) for chunk in imports(store)] == [20]
+    code, answer, err = run_here(pool, store, journal, json.loads(planned.stdout)["task"], tmp_path / "out")
+    assert code == 0, err
+    skus = [row["sku"] for chunk in imports(store) for row in chunk]
+    assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
+    assert answer["steps"][0]["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}

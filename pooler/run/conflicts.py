@@ -101,20 +101,31 @@ def from_plan(calls: Iterable[Mapping[str, Any]], steps: Iterable[Mapping[str, A
     for call in calls:
         for index, columns in call.get("store") or ():
             found = planned.setdefault(call["step"], Classified(call["step"]))
-            kind = CompareClass.NEW if columns is None else CompareClass.CHANGED
-            found._mark(index, kind)
-            if columns is None:
-                found.new += 1
-            else:
-                found.changed += 1
+            found._mark(index, CompareClass.NEW if columns is None else CompareClass.CHANGED)
+            if columns is not None:
                 was.setdefault(call["step"], {})[index] = columns
     for entry in steps:
         counts = entry.get("compare")
         if isinstance(counts, dict):
-            # A step whose rows were all unchanged has no call, and still sends none.
+            # A step whose rows were all unchanged has no call, and still sends none.  The counts
+            # are the whole file's, as the plan told them (a sampled plan's calls are fewer).
             num = int(entry["num"])
-            planned.setdefault(num, Classified(num)).unchanged = int(counts.get(CompareClass.UNCHANGED, 0))
+            counted = planned.setdefault(num, Classified(num))
+            told = (int(counts.get(str(c), 0)) for c in CompareClass)
+            counted.new, counted.changed, counted.unchanged = told
     return planned, was
+
+
+def beyond_sample(planned: Mapping[int, Classified], now: Mapping[int, Classified], sample: int) -> None:
+    """A sampled plan's rows after its sample, classed as the store is now: the plan holds no call
+    of them, and a run of its task that widens the sample plans them as a run would."""
+    for num, current in now.items():
+        found = planned.get(num)
+        if found is None:
+            continue
+        for index in current.sent_rows():
+            if index >= sample:
+                found._mark(index, current.class_of(index))
 
 
 def _value(value: Any) -> str:

@@ -43,7 +43,7 @@ from pooler.plural import plural
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
 from pooler.run.compare import Classified, compare_steps
-from pooler.run.conflicts import Conflict, conflicts, from_plan, moved_rows, planned_columns
+from pooler.run.conflicts import Conflict, beyond_sample, conflicts, from_plan, moved_rows, planned_columns
 from pooler.run.executor import new_task_id
 from pooler.run.plandigests import POOL, plan_digests, stale
 from pooler.run.savedplan import (
@@ -235,6 +235,8 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
     current, moved = read_compares(compiled, args, muted, scope=head["task"], then=lambda client, found: (
         moved_rows(client, compiled.pool, values, planned=planned, was=was, now=found)))
     found_conflicts = conflicts(read_calls(path), moved or {})
+    if head.get("sample") is not None:
+        beyond_sample(planned, current, int(head["sample"]))
     if args.refresh:
         found_conflicts, planned = [], current
     calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
