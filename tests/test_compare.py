@@ -7,6 +7,7 @@ either journal.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -493,3 +494,24 @@ def test_a_sampled_plan_applies_its_sample_and_a_full_run_of_its_task_sends_the_
     skus = [row["sku"] for chunk in imports(store) for row in chunk]
     assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
     assert answer["steps"][0]["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}
+
+
+def test_a_compared_plan_whose_calls_keep_no_store_values_is_refused_and_sends_nothing(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=2)
+    pool = feed_pool(tmp_path, rows=12)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token))
+    assert planned.returncode == 0, planned.stderr
+    # As an earlier pooler wrote it: each call its class alone (its head's digest made to agree).
+    lines = (tmp_path / "plan.jsonl").read_text().splitlines()
+    calls = [json.dumps({k: v for k, v in json.loads(line).items() if k != "store"}) for line in lines[1:]]
+    head = json.loads(lines[0])
+    head["calls_sha256"] = hashlib.sha256("".join(c + "\n" for c in calls).encode()).hexdigest()
+    (tmp_path / "plan.jsonl").write_text("\n".join([json.dumps(head), *calls]) + "\n")
+    refused = plan_and_apply(store, tmp_path, str(tmp_path / "j.db"))
+    assert refused.returncode == 2
+    assert refused.stderr.endswith("pooler: step 1 of the plan keeps no store values with its calls (a plan "
+                                   "written by an earlier pooler) - nothing was sent; plan again.\n")
+    assert imports(store) == []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from pooler.client.http import ToolRunClient
+from pooler.errors import InputError
 from pooler.pool.comparing import canon, per_row, row_texts, table_texts
 from pooler.pool.datafiles import locate
 from pooler.pool.model import Pool, Step
@@ -99,6 +100,10 @@ def from_plan(calls: Iterable[Mapping[str, Any]], steps: Iterable[Mapping[str, A
     planned: dict[int, Classified] = {}
     was: dict[int, dict[int, Columns]] = {}
     for call in calls:
+        if "compare" in call and "store" not in call:
+            # Without them its rows could not be planned as they were: nothing would be sent.
+            raise InputError(f"step {call['step']} of the plan keeps no store values with its calls (a plan "
+                             "written by an earlier pooler) - nothing was sent; plan again.")
         for index, columns in call.get("store") or ():
             found = planned.setdefault(call["step"], Classified(call["step"]))
             found._mark(index, CompareClass.NEW if columns is None else CompareClass.CHANGED)
