@@ -233,8 +233,10 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
     values = compiled.variables.values if compiled.variables else {}
     planned, was = from_plan(read_calls(path), head["steps"])
     current, moved = read_compares(compiled, args, muted, scope=head["task"], then=lambda client, found: (
-        moved_rows(client, compiled.pool, values, planned=planned, was=was, now=found)))
-    found_conflicts = conflicts(read_calls(path), moved or {})
+        {} if args.refresh else moved_rows(client, compiled.pool, values, planned=planned, was=was,
+                                           now=found)))
+    # What moved names the store's values and the rows': masked as everything the journal keeps.
+    found_conflicts = ctx.redactor.value(conflicts(read_calls(path), moved or {}))
     if head.get("sample") is not None:
         beyond_sample(planned, current, int(head["sample"]))
     if args.refresh:
@@ -244,7 +246,7 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
                  f"{head['task']}")
     if found_conflicts:
-        listed = "".join(f"\n  {ctx.redactor.text(_conflict_text(c))}" for c in found_conflicts)
+        listed = "".join(f"\n  {_conflict_text(c)}" for c in found_conflicts)
         its = "its" if len(found_conflicts) == 1 else "their"
         ctx.note(f"pooler: {plural(len(found_conflicts), 'planned call')} not sent: {its} rows moved in the "
                  "store since the plan (a conflict: plan again, or apply with --refresh to send them as the "
