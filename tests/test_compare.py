@@ -515,3 +515,13 @@ def test_a_compared_plan_whose_calls_keep_no_store_values_is_refused_and_sends_n
     assert refused.stderr.endswith("pooler: step 1 of the plan keeps no store values with its calls (a plan "
                                    "written by an earlier pooler) - nothing was sent; plan again.\n")
     assert imports(store) == []
+
+
+def test_a_conflict_names_its_first_five_moved_rows_and_counts_the_rest() -> None:
+    from pooler.run.conflicts import conflict_message  # noqa: PLC0415
+
+    moved = [f"row {n} (sku S{n}): price 1.0 in the plan, 2.0 in the store now" for n in range(7)]
+    conflict = {"step": 1, "call": 1, "rows": [0, 6], "key": None, "moved": moved}
+    assert conflict_message(conflict) == (  # type: ignore[arg-type]
+        "Not sent: a conflict - " + "; ".join(moved[:5]) + "; and 2 more rows; plan again (pooler plan), or "
+        "apply with --refresh to send it as the store is now.")

@@ -194,7 +194,18 @@ def conflicts(calls: Iterable[Mapping[str, Any]], moved: Mapping[int, Mapping[in
     return found
 
 
+#: How many moved rows of a call a message names; the answer's ``conflicts`` names them all.
+NAMED = 5
+
+
+def moved_list(conflict: Conflict) -> str:
+    """The rows that moved, the first ``NAMED`` of them: ``row 17 (sku G17): ...; and 3 more rows``."""
+    moved = conflict["moved"]
+    more = f"; and {len(moved) - NAMED:,} more rows" if len(moved) > NAMED else ""
+    return "; ".join(moved[:NAMED]) + more
+
+
 def conflict_message(conflict: Conflict) -> str:
     """The entry's message of a call not sent as a conflict."""
-    return (f"Not sent: a conflict - {'; '.join(conflict['moved'])}; plan again (pooler plan), or apply with "
+    return (f"Not sent: a conflict - {moved_list(conflict)}; plan again (pooler plan), or apply with "
             "--refresh to send it as the store is now.")

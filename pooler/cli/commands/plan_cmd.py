@@ -43,7 +43,15 @@ from pooler.plural import plural
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
 from pooler.run.compare import Classified, compare_steps
-from pooler.run.conflicts import Conflict, beyond_sample, conflicts, from_plan, moved_rows, planned_columns
+from pooler.run.conflicts import (
+    Conflict,
+    beyond_sample,
+    conflicts,
+    from_plan,
+    moved_list,
+    moved_rows,
+    planned_columns,
+)
 from pooler.run.executor import new_task_id
 from pooler.run.plandigests import POOL, plan_digests, stale
 from pooler.run.savedplan import (
@@ -59,6 +67,8 @@ from pooler.run.savedplan import (
 from pooler.run.storeid import store_identity
 
 T = TypeVar("T")
+#: How many conflicts an apply lists before it runs.
+LISTED = 20
 
 
 def register(sub: Any) -> None:
@@ -166,7 +176,7 @@ def _conflict_text(conflict: Conflict) -> str:
     rows = conflict["rows"]
     where = "" if not rows else f" row {rows[0]}" if rows[0] == rows[-1] else f" rows {rows[0]}-{rows[-1]}"
     key = "" if conflict["key"] is None else f", key {conflict['key']}"
-    return f"step {conflict['step']} call {conflict['call']}{where}{key}: {'; '.join(conflict['moved'])}"
+    return f"step {conflict['step']} call {conflict['call']}{where}{key}: {moved_list(conflict)}"
 
 
 def _given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -246,7 +256,9 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
                  f"{head['task']}")
     if found_conflicts:
-        listed = "".join(f"\n  {_conflict_text(c)}" for c in found_conflicts)
+        listed = "".join(f"\n  {_conflict_text(c)}" for c in found_conflicts[:LISTED])
+        if len(found_conflicts) > LISTED:
+            listed += f"\n  and {len(found_conflicts) - LISTED:,} more (the answer's conflicts has them all)"
         its = "its" if len(found_conflicts) == 1 else "their"
         ctx.note(f"pooler: {plural(len(found_conflicts), 'planned call')} not sent: {its} rows moved in the "
                  "store since the plan (a conflict: plan again, or apply with --refresh to send them as the "
