@@ -404,7 +404,10 @@ def test_a_row_moved_in_the_store_since_the_plan_is_a_conflict_not_sent_and_the_
     shown = pooler("show", task, "--journal", where)
     assert told in shown.stdout
     assert ("; 8 rows unchanged, not sent; 2 planned calls not run as a conflict (rows moved in the store "
-            "since the plan: plan again)") in shown.stdout
+            "since the plan: plan again)\n") in shown.stdout
+    # Its summary line says the same, and no resume: no run of the task sends a conflict.
+    assert ("; 8 rows unchanged, not sent; 2 planned calls not run as a conflict (rows moved in the store "
+            "since the plan: plan again)\n") in applied.stderr
     assert "2 not run" in pooler("runs", "--journal", where).stdout
     # A redrive does not send them: the plan they were reviewed in no longer holds.
     redriven = pooler("redrive", task, "--journal", where, "--store", store.url, "--token-file",
