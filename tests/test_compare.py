@@ -528,3 +528,29 @@ def test_a_conflict_names_its_first_five_moved_rows_and_counts_the_rest() -> Non
     assert conflict_message(conflict) == (  # type: ignore[arg-type]
         "Not sent: a conflict - " + "; ".join(moved[:5]) + "; and 2 more rows; plan again (pooler plan), or "
         "apply with --refresh to send it as the store is now.")
+
+
+@pytest.mark.process
+def test_a_tool_pool_plan_of_a_compare_step_is_refused_and_points_at_pool_run(
+        store: Store, tmp_path: Path) -> None:
+    import anyio  # noqa: PLC0415
+    from mcpkit import answer_of, connect  # noqa: PLC0415
+
+    out = tmp_path / "out"
+    feed_pool(out, rows=20)
+    step = {"name": "goods", "unit": "MELBIS_AGENT_IMPORT_GOODS", "command": "CmdAdd",
+            "for_each": {"file": "feed.csv", "chunk": 10, "field": "goods"}, "key": "feed-${row.sku}",
+            "compare": {"unit": "MELBIS_AGENT_STORE", "command": "CmdList", "table": "goods",
+                        "match": {"sku": "sku"}, "fields": {"name": "name", "price": "price"}}}
+
+    async def scenario() -> dict[str, Any]:
+        async with connect(store, out) as session:
+            return answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": [step]}))
+
+    refused = anyio.run(scenario)
+    assert refused["plan_id"] is None
+    assert refused["problems"] == [(
+        "Step 1 runs over rows (for_each) - a tool_pool call runs one call per step, at most 200; list the "
+        "calls as steps, or run the pool file with `pooler run`. A step with compare: goes in a pool file "
+        "run by pool_run, whose dry_run counts its rows new, changed and unchanged.")]
+    assert imports(store) == []
