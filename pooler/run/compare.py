@@ -5,7 +5,8 @@ The table is read as the client reads any answer (its rows decoded one at a time
 and both sides go to the journal's ``compare_rows`` as a match text and a digest
 (``pooler/pool/comparing.py``): the journal matches them, and what comes back is the file's rows
 that are sent, kept as one bit a row.  A plan (``pooler plan``) and its apply call ``classify``
-alike, and ``classify`` with some rows alone re-reads the store for them (a conflict check).
+alike; what the store holds of some rows, to tell one that moved since a plan, is read by
+``pooler.run.conflicts`` through the same reads.
 """
 
 from __future__ import annotations
