@@ -7,6 +7,7 @@ either journal.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -349,27 +350,207 @@ def test_a_plan_holds_only_the_calls_of_the_new_and_changed_rows_and_apply_sends
     assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
 
 
-def test_a_row_changed_in_the_store_since_the_plan_is_a_conflict_and_refresh_sends_it(
-        store: Store, tmp_path: Path) -> None:
+def plan_then_move(store: Store, tmp_path: Path) -> str:
+    """A plan of a 12-row feed, one call a row, against a store holding its first 10 goods, rows 0
+    and 1 at another price (changed), 10 and 11 new; then another writer reprices row 1, adds row
+    10, and reprices row 5, which the plan left unchanged.  The plan's task."""
     stock(store, held=10, repriced=2)
     pool = feed_pool(tmp_path, rows=12)
     pool.write_text(pool.read_text().replace("chunk: 100, field: goods", "chunk: 1, field: goods"))
     token = token_file(tmp_path / "secret", store)
-    where = str(tmp_path / "j.db")
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token), "--json")
+    assert planned.returncode == 0, planned.stderr
+    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd", {"goods": [
+        {"sku": sku(1), "name": "Goods 1", "price": 12}, {"sku": sku(10), "name": "Goods 10", "price": 13.5},
+        {"sku": sku(5), "name": "Goods 5", "price": 1.0}]}).json()
+    assert moved["data"]["result"] is True
+    return str(json.loads(planned.stdout)["task"])
+
+
+ROW1 = "row 1 (sku SKU-00001): price 99.0 in the plan, 12.0 in the store now"
+ROW10 = "row 10 (sku SKU-00010): not in the store in the plan, in the store now (name Goods 10, price 13.5)"
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_a_row_moved_in_the_store_since_the_plan_is_a_conflict_not_sent_and_the_others_are_sent_once(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    task = plan_then_move(store, tmp_path)
+    before = len(imports(store))
+    applied = plan_and_apply(store, tmp_path, where, "--report", str(tmp_path / "report.html"))
+    assert applied.returncode == 1, applied.stderr
+    assert (f"pooler: 2 planned calls not sent: their rows moved in the store since the plan (a conflict: "
+            "plan again, or apply with --refresh to send them as the store is now):\n"
+            f"  step 1 call 2 row 1, key feed-SKU-00001#1-1: {ROW1}\n"
+            f"  step 1 call 3 row 10, key feed-SKU-00010#10-10: {ROW10}\n") in applied.stderr
+    answer = json.loads(applied.stdout)
+    assert answer["conflicts"] == [
+        {"step": 1, "call": 2, "rows": [1, 1], "key": "feed-SKU-00001#1-1", "moved": [ROW1]},
+        {"step": 1, "call": 3, "rows": [10, 10], "key": "feed-SKU-00010#10-10", "moved": [ROW10]}]
+    report = (tmp_path / "report.html").read_text()
+    assert ROW1 in report
+    assert ROW10 in report
+    # The rows that did not move are sent, once; the moved ones are not; row 5 is no call of the plan.
+    assert [row["sku"] for chunk in imports(store)[before:] for row in chunk] == [sku(0), sku(11)]
+    # Each ends not run, with what moved; the task tells them whoever asks.
+    assert (f"rows 1-1 not_run key feed-SKU-00001#1-1: Not sent: a conflict - {ROW1}; plan again (pooler "
+            "plan), or apply with --refresh to send it as the store is now.\n") in applied.stderr
+    assert answer["not_run"] == 2
+    assert answer["steps"][0]["rows"]["not_run"] == 2
+    recorded = json.loads(pooler("show", task, "--journal", where, "--json").stdout)
+    assert recorded["conflicts"] == answer["conflicts"]
+    told = "4 calls: 2 succeeded, 0 failed, 0 skipped, 0 in doubt, 2 not run in "
+    shown = pooler("show", task, "--journal", where)
+    assert told in shown.stdout
+    assert ("; 8 rows unchanged, not sent; 2 planned calls not run as a conflict (rows moved in the store "
+            "since the plan: plan again)\n") in shown.stdout
+    # Its summary line says the same, and no resume: no run of the task sends a conflict.
+    assert ("; 8 rows unchanged, not sent; 2 planned calls not run as a conflict (rows moved in the store "
+            "since the plan: plan again)\n") in applied.stderr
+    assert "2 not run" in pooler("runs", "--journal", where).stdout
+    # A redrive does not send them: the plan they were reviewed in no longer holds.
+    redriven = pooler("redrive", task, "--journal", where, "--store", store.url, "--token-file",
+                      str(tmp_path / "secret"), "--out", str(tmp_path / "out"))
+    assert redriven.returncode == 0, redriven.stderr
+    assert redriven.stdout == (
+        f"task {task}: 2 completed: kept; 2 not run as a conflict of the plan: not sent (their rows moved in "
+        "the store since the plan: plan again with pooler plan) - nothing to redrive, nothing sent\n")
+    assert [row["sku"] for chunk in imports(store)[before:] for row in chunk] == [sku(0), sku(11)]
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_refresh_sends_the_rows_as_the_store_is_now_instead_of_leaving_a_conflict(
+        journal: str, store: Store, request: Any, tmp_path: Path) -> None:
+    where = journal_of(journal, request, tmp_path)
+    plan_then_move(store, tmp_path)
+    before = len(imports(store))
+    refreshed = plan_and_apply(store, tmp_path, where, "--refresh")
+    assert refreshed.returncode == 0, refreshed.stderr
+    assert "conflicts" not in json.loads(refreshed.stdout)
+    # As the store is now: row 1 changed again (sent), row 10 now holds the feed's values (unchanged,
+    # not sent), row 5 changed (sent).
+    sent = [row["sku"] for chunk in imports(store)[before:] for row in chunk]
+    assert sent == [sku(n) for n in (0, 1, 5, 11)]
+
+
+def test_a_plan_whose_rows_are_all_unchanged_applies_with_nothing_sent(store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=0)
+    pool = feed_pool(tmp_path, rows=10)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token), "--json")
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["calls"] == 0
+    # Repriced after the plan: no call of the plan sends it, so the apply does not either.
+    moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd",
+                       {"goods": [{"sku": sku(3), "name": "Goods 3", "price": 1.0}]}).json()
+    assert moved["data"]["result"] is True
+    applied = plan_and_apply(store, tmp_path, str(tmp_path / "j.db"))
+    assert applied.returncode == 0, applied.stderr
+    assert (json.loads(applied.stdout)["total"], json.loads(applied.stdout)["unchanged"]) == (0, 10)
+    assert len(imports(store)) == 1
+
+
+def test_a_chunk_holding_a_moved_row_is_the_conflict_with_a_compare_that_reads_once_a_row(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=2)
+    pool = feed_pool(tmp_path, rows=12)
+    pool.write_text(pool.read_text().replace("chunk: 100, field: goods", "chunk: 2, field: goods").replace(
+        "    compare: {unit: MELBIS_AGENT_STORE, command: CmdList, table: goods,",
+        "    compare: {unit: MELBIS_AGENT_STORE, command: CmdGet, params: {sku: '${row.sku}'}, table: row,"))
+    token = token_file(tmp_path / "secret", store)
     planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
                      "--token-file", str(token))
     assert planned.returncode == 0, planned.stderr
-    # Another writer reprices row 5 in the store after the plan: it is changed now, not unchanged.
+    calls = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()[1:]]
+    # Each call keeps what the store held of the rows it sends: the changed rows' columns, or null.
+    assert [c["store"] for c in calls] == [
+        [[0, {"name": "Goods 0", "price": 99.0}], [1, {"name": "Goods 1", "price": 99.0}]],
+        [[10, None], [11, None]]]
     moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd",
-                       {"goods": [{"sku": sku(5), "name": "Goods 5", "price": 1.0}]}).json()
+                       {"goods": [{"sku": sku(10), "name": "Goods 10", "price": 13.5}]}).json()
     assert moved["data"]["result"] is True
     before = len(imports(store))
-    refused = plan_and_apply(store, tmp_path, where)
+    applied = plan_and_apply(store, tmp_path, str(tmp_path / "j.db"))
+    assert applied.returncode == 1, applied.stderr
+    assert json.loads(applied.stdout)["conflicts"] == [
+        {"step": 1, "call": 2, "rows": [10, 11], "key": "feed-SKU-00010#10-11", "moved": [ROW10]}]
+    # The chunk that holds the moved row is not sent, its row 11 with it; the other chunk is.
+    assert [[row["sku"] for row in chunk] for chunk in imports(store)[before:]] == [[sku(0), sku(1)]]
+
+
+def test_a_sampled_plan_applies_its_sample_and_a_full_run_of_its_task_sends_the_rest(
+        store: Store, tmp_path: Path) -> None:
+    stock(store)
+    pool = feed_pool(tmp_path)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token), "--sample", "500", "--json")
+    assert planned.returncode == 0, planned.stderr
+    journal = str(tmp_path / "j.db")
+    applied = plan_and_apply(store, tmp_path, journal)
+    assert applied.returncode == 0, applied.stderr
+    assert [len(chunk) for chunk in imports(store)] == [20]
+    code, answer, err = run_here(pool, store, journal, json.loads(planned.stdout)["task"], tmp_path / "out")
+    assert code == 0, err
+    skus = [row["sku"] for chunk in imports(store) for row in chunk]
+    assert skus == [sku(n) for n in range(20)] + [sku(n) for n in range(1000, 2000)]
+    assert answer["steps"][0]["compare"] == {"new": 1000, "changed": 20, "unchanged": 980}
+
+
+def test_a_compared_plan_whose_calls_keep_no_store_values_is_refused_and_sends_nothing(
+        store: Store, tmp_path: Path) -> None:
+    stock(store, held=10, repriced=2)
+    pool = feed_pool(tmp_path, rows=12)
+    token = token_file(tmp_path / "secret", store)
+    planned = pooler("plan", str(pool), "-o", str(tmp_path / "plan.jsonl"), "--store", store.url,
+                     "--token-file", str(token))
+    assert planned.returncode == 0, planned.stderr
+    # As an earlier pooler wrote it: each call its class alone (its head's digest made to agree).
+    lines = (tmp_path / "plan.jsonl").read_text().splitlines()
+    calls = [json.dumps({k: v for k, v in json.loads(line).items() if k != "store"}) for line in lines[1:]]
+    head = json.loads(lines[0])
+    head["calls_sha256"] = hashlib.sha256("".join(c + "\n" for c in calls).encode()).hexdigest()
+    (tmp_path / "plan.jsonl").write_text("\n".join([json.dumps(head), *calls]) + "\n")
+    refused = plan_and_apply(store, tmp_path, str(tmp_path / "j.db"))
     assert refused.returncode == 2
-    assert (f"{tmp_path / 'plan.jsonl'}: 1 planned call moved in the store since the plan (step 1 row 5) - "
-            "nothing was sent; --refresh sends them as they are now.") in refused.stderr
-    assert len(imports(store)) == before
-    refreshed = plan_and_apply(store, tmp_path, where, "--refresh")
-    assert refreshed.returncode == 0, refreshed.stderr
-    sent = [row["sku"] for chunk in imports(store)[before:] for row in chunk]
-    assert sent == [sku(n) for n in (0, 1, 5, 10, 11)]
+    assert refused.stderr.endswith("pooler: step 1 of the plan keeps no store values with its calls (a plan "
+                                   "written by an earlier pooler) - nothing was sent; plan again.\n")
+    assert imports(store) == []
+
+
+def test_a_conflict_names_its_first_five_moved_rows_and_counts_the_rest() -> None:
+    from pooler.run.conflicts import conflict_message  # noqa: PLC0415
+
+    moved = [f"row {n} (sku S{n}): price 1.0 in the plan, 2.0 in the store now" for n in range(7)]
+    conflict = {"step": 1, "call": 1, "rows": [0, 6], "key": None, "moved": moved}
+    assert conflict_message(conflict) == (  # type: ignore[arg-type]
+        "Not sent: a conflict - " + "; ".join(moved[:5]) + "; and 2 more rows; plan again (pooler plan), or "
+        "apply with --refresh to send it as the store is now.")
+
+
+@pytest.mark.process
+def test_a_tool_pool_plan_of_a_compare_step_is_refused_and_points_at_pool_run(
+        store: Store, tmp_path: Path) -> None:
+    import anyio  # noqa: PLC0415
+    from mcpkit import answer_of, connect  # noqa: PLC0415
+
+    out = tmp_path / "out"
+    feed_pool(out, rows=20)
+    step = {"name": "goods", "unit": "MELBIS_AGENT_IMPORT_GOODS", "command": "CmdAdd",
+            "for_each": {"file": "feed.csv", "chunk": 10, "field": "goods"}, "key": "feed-${row.sku}",
+            "compare": {"unit": "MELBIS_AGENT_STORE", "command": "CmdList", "table": "goods",
+                        "match": {"sku": "sku"}, "fields": {"name": "name", "price": "price"}}}
+
+    async def scenario() -> dict[str, Any]:
+        async with connect(store, out) as session:
+            return answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": [step]}))
+
+    refused = anyio.run(scenario)
+    assert refused["plan_id"] is None
+    assert refused["problems"] == [(
+        "Step 1 runs over rows (for_each) - a tool_pool call runs one call per step, at most 200; list the "
+        "calls as steps, or run the pool file with `pooler run`. A step with compare: goes in a pool file "
+        "run by pool_run, whose dry_run counts its rows new, changed and unchanged.")]
+    assert imports(store) == []

@@ -18,7 +18,7 @@ from pooler.mcp.asking import counts
 from pooler.pool.compiler import compile_pool
 from pooler.pool.loader import load_pool, load_pool_value
 from pooler.redact import Redactor
-from pooler.run.conflicts import conflicts, moved_rows
+from pooler.run.conflicts import conflicts, from_plan
 from pooler.run.plandigests import plan_digests, stale
 from pooler.run.savedplan import classes_text, compare_totals, make_head, read_calls, read_head, write_plan
 
@@ -278,18 +278,11 @@ def test_a_plan_whose_calls_were_edited_by_hand_is_refused(store: Store, folder:
     assert sent(store) == []
 
 
-def test_a_pool_without_compare_has_no_conflicts_and_reads_nothing_again(folder: Path) -> None:
-    read: list[Any] = []
-
-    def reread(step: Any, calls: Any) -> list[str]:
-        read.append(calls)
-        return ["changed"] * len(calls)
-
-    pool = load_pool(folder / "pool.yaml")
-    calls = [{"step": 2, "call": 1, "key": "goods-A-1", "params": {}, "compare": "new"}]
-    assert conflicts(pool, iter(calls), reread) == []  # type: ignore[arg-type]
-    assert moved_rows(pool.steps[1], calls, reread) == []  # type: ignore[arg-type]
-    assert read == []
+def test_calls_of_a_step_without_compare_are_never_conflicts() -> None:
+    # A call of a step without compare: keeps no store values: nothing to read again, no conflict.
+    calls = [{"step": 2, "call": 1, "rows": [0], "key": "goods-A-1", "params": {}}]
+    assert from_plan(calls, [{"num": 2, "calls": 1}]) == ({}, {})
+    assert conflicts(calls, {2: {0: "row 0 (sku A-1): moved in the store since the plan"}}) == []
 
 
 @pytest.mark.process

@@ -95,6 +95,11 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     left = int(answer.get("unchanged") or 0)
     unchanged = f"; {plural(left, 'row')} unchanged, not sent" if left else ""
     text = f"pool {status_of_pool(answer)}{why}: {plural(total, 'call')}: {counts}{took}{unchanged}"
+    conflicts = answer.get("conflicts")
+    held = len(conflicts) if isinstance(conflicts, list) else 0
+    if held:
+        text += (f"; {plural(held, 'planned call')} not run as a conflict (rows moved in the store since the "
+                 "plan: plan again)")
     earlier = [i for i in answer.get("in_doubt") or [] if isinstance(i, dict) and i.get("action") != "left"]
     if earlier:
         text += f"; {plural(len(earlier), 'call')} found in doubt from an earlier run"
@@ -116,7 +121,8 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
         # in doubt among them), and only when there are some is it worth telling.
         if int(answer.get("failed") or 0):
             text += f"; `pooler redrive {answer['task']}` sends them again"
-    elif pool is not None:
+    elif pool is not None and int(answer.get("not_run") or 0) + int(answer.get("failed") or 0) > held:
+        # No run of the task sends a conflict: a resume is no way on for those alone.
         hint = resume_hint(answer, pool)
         if hint:
             text += f"; {hint}"

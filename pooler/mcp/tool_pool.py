@@ -31,7 +31,7 @@ from pooler.mcp.session import as_session, pool_task, pool_task_id, run_session_
 from pooler.mcp.tool_run import confine_jsonl_fields
 from pooler.pool.compiler import Plan, plan_for_tool_pool
 from pooler.pool.loader import load_pool_value
-from pooler.pool.model import Pool
+from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.config import RunConfig
 from pooler.run.events import Reporter
@@ -65,10 +65,13 @@ def nested(num: int) -> InputError:
     )
 
 
-def over_rows(num: int) -> InputError:
+def over_rows(step: Step) -> InputError:
+    # A tool_pool plan has no step over rows, so none with compare: pool_run is where its counts are.
+    also = (" A step with compare: goes in a pool file run by pool_run, whose dry_run counts its rows new, "
+            "changed and unchanged." if step.compare is not None else "")
     return InputError(
-        f"Step {num} runs over rows (for_each) - a tool_pool call runs one call per step, at most "
-        f"{MAX_POOL_STEPS}; list the calls as steps, or run the pool file with `pooler run`."
+        f"Step {step.num} runs over rows (for_each) - a tool_pool call runs one call per step, at most "
+        f"{MAX_POOL_STEPS}; list the calls as steps, or run the pool file with `pooler run`.{also}"
     )
 
 
@@ -101,7 +104,7 @@ def check_loaded(pool: Pool) -> None:
         if step.unit.strip().lower() in NESTED_NAMES or step.command.strip().lower() in NESTED_NAMES:
             raise nested(step.num)
         if step.for_each is not None:
-            raise over_rows(step.num)
+            raise over_rows(step)
 
 
 class PoolRuns:

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from pooler.pool.refusals import busy_refusal
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepState
+from pooler.run.conflicts import Conflict, conflict_message
 from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_sent
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.flow import Flow
@@ -64,9 +65,15 @@ class CallRunner:
     probing: bool = True
     #: What learns from every request's answer (the width, the pause, the breaker); None: nothing.
     flow: Flow | None = None
+    #: The calls of a saved plan's apply whose rows moved in the store since the plan (the task
+    #: keeps them): no run of the task sends them (its resume, a redrive), as the plan they were
+    #: reviewed in no longer holds; each ends not run, saying what moved.
+    conflicts: Sequence[Conflict] = ()
 
     def __post_init__(self) -> None:
         self._vars = dict(self.variables)
+        #: Their messages, by step and first row.
+        self._held = {(c["step"], (c["rows"] or [0])[0]): conflict_message(c) for c in self.conflicts}
         #: What this run changed of each step's table files, by step number.
         self._states: dict[int, StepState] = {}
 
@@ -96,6 +103,9 @@ class CallRunner:
             body = self.client.encode(step.unit, step.command, params, debug=step.debug)
         except PoolerError as exc:
             return self.not_sent(call, ids, CallStatus.FAILED, exc.message)
+        held = self._held.get((step.num, call.row or 0))
+        if held is not None:
+            return self.not_sent(call, ids, CallStatus.NOT_RUN, held)
         return Prepared(call, params, key, ids, body=body)
 
     def call_ids(self, call: Call, key: str | None, given: str | None) -> CallId:

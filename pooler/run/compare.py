@@ -5,7 +5,8 @@ The table is read as the client reads any answer (its rows decoded one at a time
 and both sides go to the journal's ``compare_rows`` as a match text and a digest
 (``pooler/pool/comparing.py``): the journal matches them, and what comes back is the file's rows
 that are sent, kept as one bit a row.  A plan (``pooler plan``) and its apply call ``classify``
-alike, and ``classify`` with some rows alone re-reads the store for them (a conflict check).
+alike; what the store holds of some rows, to tell one that moved since a plan, is read by
+``pooler.run.conflicts`` through the same reads.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ class Classified:
         if byte >= len(self.bits) or not self.bits[byte] & bit:
             return UNCHANGED
         return CHANGED if byte < len(self.changed_bits) and self.changed_bits[byte] & bit else NEW
+
+    def sent_rows(self) -> Iterator[int]:
+        """The numbers of the rows that are sent (new or changed), in order."""
+        for byte, held in enumerate(self.bits):
+            left = held
+            while left:
+                low = left & -left
+                yield byte * 8 + low.bit_length() - 1
+                left ^= low
 
     def calls(self, chunk: int | None, sample: int | None = None) -> int:
         """The calls that send the rows (of the first ``sample`` rows of the file): one a row, or one
@@ -120,9 +130,9 @@ def read_table(client: ToolRunClient, step: Step, values: Mapping[str, Any],
     return _rows_of(table, what, client.shown_url, (*compare.match.values(), *compare.fields.values()))
 
 
-def _per_row(client: ToolRunClient, step: Step, values: Mapping[str, Any],
-             data: Iterable[tuple[int, Mapping[str, Any]]], per_second: float | None
-             ) -> Iterator[tuple[int, str, str]]:
+def read_per_row(client: ToolRunClient, step: Step, values: Mapping[str, Any],
+                 data: Iterable[tuple[int, Mapping[str, Any]]], per_second: float | None
+                 ) -> Iterator[tuple[int, Any]]:
     """The store's rows read once a row of the file, each read held to the step's rate as its
     calls are (a read is a call the store carries out like any other)."""
     interval = 1.0 / per_second if per_second else 0.0
@@ -135,7 +145,7 @@ def _per_row(client: ToolRunClient, step: Step, values: Mapping[str, Any],
             # Each read starts an interval after the one before it started, at the soonest.
             next_at = time.monotonic() + interval
         for found in read_table(client, step, values, row):
-            yield index, *table_texts(step, found)
+            yield index, found
 
 
 def _rows_of(table: Iterable[Any], what: str, store: str, columns: Iterable[str]) -> Iterator[Any]:
@@ -169,7 +179,8 @@ def classify(rows: CompareRows, client: ToolRunClient, step: Step, values: Mappi
     found = Classified(step.num)
     try:
         if per_row(step):
-            rows.put(scope, step.num, STORE, _per_row(client, step, values, data, per_second))
+            read = read_per_row(client, step, values, data, per_second)
+            rows.put(scope, step.num, STORE, ((i, *table_texts(step, r)) for i, r in read))
         else:
             table = read_table(client, step, values)
             rows.put(scope, step.num, STORE, ((i, *table_texts(step, r)) for i, r in enumerate(table)))
@@ -198,12 +209,12 @@ def compare_steps(rows: CompareRows, client: ToolRunClient, pool: Pool, values: 
         if data is None or problems or not data.path.is_file():
             continue
         pace = pool.paces().get(step.num)
-        found[step.num] = classify(rows, client, step, values, _FileRows(data), scope=scope,
+        found[step.num] = classify(rows, client, step, values, FileRows(data), scope=scope,
                                    per_second=pace.rate.per_second if pace is not None else None)
     return found
 
 
-class _FileRows:
+class FileRows:
     """A data file's rows with their numbers, read again from its start each time they are iterated."""
 
     def __init__(self, data: DataFile) -> None:

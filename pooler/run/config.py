@@ -5,7 +5,7 @@ each step's plan)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,6 +20,7 @@ from pooler.run.storerate import StoreRate
 
 if TYPE_CHECKING:
     from pooler.run.compare import Classified
+    from pooler.run.conflicts import Conflict
 
 
 @dataclass
@@ -67,6 +68,9 @@ class RunConfig:
     #: planned from these, so it sends exactly the calls checked against the plan's; None: each
     #: step with ``compare:`` reads the store as the task is planned.
     compared: Mapping[int, Classified] | None = None
+    #: The calls a saved plan's apply does not send: their rows moved in the store since the plan
+    #: (``pooler.run.conflicts``).  Each ends not_run, and the task's answer lists them.
+    conflicts: Sequence[Conflict] = ()
 
 
 class StopSignal(threading.Event):

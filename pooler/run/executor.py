@@ -162,7 +162,7 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
         # The task's document is read once: it holds the pool (a pool of 10,000 steps is megabytes).
         runner = Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), lease=lease,
                         reporter=reporter, stop=stop, began=began and not planned,
-                        key_scope=kept.get("key_scope"))
+                        key_scope=kept.get("key_scope"), conflicts=kept.get("conflicts") or ())
     except BaseException:
         lease.close()
         raise

@@ -87,6 +87,9 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
                 if client is not None else {}
         if compared:
             doc["compare"] = {str(num): found.doc() for num, found in compared.items()}
+        if config.conflicts:
+            # The task's answer lists them, whoever tells it (show, runs, the report).
+            doc["conflicts"] = list(config.conflicts)
         with journal.creating(task, pool_identity(pool.file), doc, seat) as write:
             if write is not None:
                 plan = _plan_pass(pool, config, write, None, compared=compared)

@@ -21,8 +21,10 @@ from pooler.pool.model import Pool
 from pooler.run.planfiles import POOL_FILE, digest
 from pooler.statuses import CallStatus, WorkState
 
-#: The kinds of call a redrive tells, in the order it tells them.
-KINDS = ("completed", "skipped", "failed", "in doubt", "not run")
+#: The kinds of call a redrive tells, in the order it tells them; a conflict is a call of a saved
+#: plan's apply whose rows moved in the store since the plan: never sent by the task.
+CONFLICT = "conflict"
+KINDS = ("completed", "skipped", "failed", "in doubt", "not run", CONFLICT)
 #: The kinds ``--only`` names, in the order ``Redrive`` takes them.
 ONLY = ("failed", "in-doubt", "not-run")
 #: What a redrive does with each kind it sends again.
@@ -56,6 +58,10 @@ class RedrivePlan:
             if kind == "in doubt":
                 parts.append(self._in_doubt(in_doubt))
                 continue
+            if kind == CONFLICT:
+                parts.append(f"{kept:,} not run as a conflict of the plan: not sent (their rows moved in the "
+                             "store since the plan: plan again with pooler plan)")
+                continue
             does = SENT.get(kind, "sent")
             if sent and kept:
                 parts.append(f"{sent + kept:,} {kind}: {sent:,} {does}, {kept:,} kept")
@@ -74,7 +80,8 @@ class RedrivePlan:
 
     def document(self) -> dict[str, Any]:
         """The plan as ``--json`` gives it: each kind's calls sent and kept."""
-        return {kind.replace(" ", "_"): {"sent": self.sent[kind], "kept": self.kept[kind]} for kind in KINDS}
+        return {kind.replace(" ", "_"): {"sent": self.sent[kind], "kept": self.kept[kind]} for kind in KINDS
+                if kind != CONFLICT or self.kept[kind]}
 
 
 #: The kind a redrive tells a call done with each status (any other: not run).
@@ -104,9 +111,13 @@ def redrive_plan(journal: TaskJournal, task: str, redrive: Redrive, probing: fro
     ``redrive_*`` statements follow; ``probing``: the steps whose calls in doubt are probed first."""
     plan = RedrivePlan()
     chosen = {"failed": redrive.failed, "in doubt": redrive.in_doubt, "not run": redrive.not_run}
+    held = {(c["step"], c["call"] - 1) for c in (journal.shared(task) or {}).get("conflicts") or ()}
     for row in journal.answer_rows(task):
         num, state, status, first, last = int(row[0]), str(row[4]), row[5], row[15], row[16]
         kind = _kind(state, status)
+        if kind == "not run" and (num, int(row[1])) in held:
+            # Its runner ends it not run again: the plan it was reviewed in no longer holds.
+            kind = CONFLICT
         sends = chosen.get(kind, False) and _touches(redrive, num, first, last)
         (plan.sent if sends else plan.kept)[kind] += 1
         if sends and kind == "in doubt" and num in probing:

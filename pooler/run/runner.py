@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, cast
@@ -46,7 +47,7 @@ TIDY = 1.0
 class Runner:
     def __init__(self, journal: TaskJournal, pool: Pool, client: ToolRunClient, *, config: RunConfig,
                  lease: RunnerLease, reporter: Reporter, stop: threading.Event, began: bool = False,
-                 key_scope: str | None = None) -> None:
+                 key_scope: str | None = None, conflicts: Sequence[Any] = ()) -> None:
         self.journal = journal
         self.pool = pool
         self.config = config
@@ -74,7 +75,7 @@ class Runner:
         self.calls = CallRunner(client=cast(ToolRunClient, self.gated), task=self.task, run=int(run_no),
                                 writer=self.writer, redactor=config.redactor, reporter=reporter, stop=stop,
                                 variables=config.variables, base=self.base, key_task=key_scope,
-                                probing=config.probe, flow=self.flow)
+                                probing=config.probe, flow=self.flow, conflicts=conflicts)
         self.unsent = Unsent(pool, self.plans, config, self.calls.run)
         self.again = SendAgain(pool, self.work, self.flow, self.task)
         self.broken: str | None = None

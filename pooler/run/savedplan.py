@@ -6,8 +6,10 @@ becomes, the store it was planned against, the variables that are no secret and 
 that are, the digests of everything it was made from, and each step's counts); every other line is
 one call, in the order the calls are planned, with its key and its params where they are known
 before the run (a reference to an earlier step's answer stays its text; a secret is ``***``).  A
-call of a step with ``compare:`` carries its class (new, changed, unchanged); without one it has
-none.  The head comes first so that ``pooler show`` reads one line, whatever the calls.
+call of a step with ``compare:`` carries its class (new, changed, unchanged) and what the store
+held of each row it sends (``store``: its compared columns, null for a new row), which an apply
+reads again (``pooler.run.conflicts``); without one it has neither.  The head comes first so
+that ``pooler show`` reads one line, whatever the calls.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class PlannedCall(TypedDict, total=False):
     params: Any
     #: new, changed or unchanged: only in a step with ``compare:``.
     compare: str
+    #: In a step with ``compare:``: each row the call sends, with what the store held of it when
+    #: planned (its compared columns; null: no row, a new one).
+    store: list[list[Any]]
 
 
 class StepSummary(TypedDict, total=False):
@@ -110,11 +115,14 @@ def _params(planner: Planner, step: Step, values: Mapping[str, Any], data: Any, 
     return params
 
 
-def planned_calls(compiled: Plan, task: str, redactor: Redactor, classify: Classify | None = None,
-                  compared: Mapping[int, Classified] | None = None) -> Iterator[PlannedCall]:
+def planned_calls(compiled: Plan, task: str, redactor: Redactor, classify: Classify | None = None, *,
+                  compared: Mapping[int, Classified] | None = None,
+                  stored: Mapping[int, Mapping[int, Any]] | None = None) -> Iterator[PlannedCall]:
     """Every call of the plan, in order, as ``run`` would plan them into its journal, each with its
     compare class where ``classify`` gives one; ``compared``: the steps' compares, whose steps
-    plan only the rows they send, as a run does."""
+    plan only the rows they send, as a run does; ``stored``: what the store held of each step's
+    changed rows, which each call of a compared step keeps for the rows it sends (an apply reads
+    the store again and tells a row that moved since)."""
     values = values_of(compiled.variables)
     planner = Planner(compiled.pool, task, values, compiled.sample, redactor=redactor, beyond=False,
                       compared=compared)
@@ -138,6 +146,12 @@ def planned_calls(compiled: Plan, task: str, redactor: Redactor, classify: Class
             found = classify(step, call) if classify is not None else None
             if found is not None:
                 call["compare"] = found
+            keep = (compared or {}).get(num)
+            if stored is not None and keep is not None and first is not None:
+                held = stored.get(num, {})
+                end = first if last is None else last
+                call["store"] = [[i, redactor.value(held.get(i))] for i in range(first, end + 1)
+                                 if keep.sends(i)]
             yield call
 
 
@@ -148,8 +162,8 @@ def step_summaries(compiled: Plan) -> list[StepSummary]:
 
 
 def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redactor,
-               classify: Classify | None = None, *, compared: Mapping[int, Classified] | None = None
-               ) -> dict[str, Any]:
+               classify: Classify | None = None, *, compared: Mapping[int, Classified] | None = None,
+               stored: Mapping[int, Mapping[int, Any]] | None = None) -> dict[str, Any]:
     """Write the plan to ``path`` (owner-only, whole or not at all) and give back its head.  The
     calls are counted as they are written (each compare class too), to a file beside it, and the
     head goes in front.  With ``compared`` only the rows each compare sends are planned, and the
@@ -161,7 +175,8 @@ def write_plan(path: Path, head: dict[str, Any], compiled: Plan, redactor: Redac
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with _owner_only(body).open("w", encoding="utf-8") as calls:
-            for call in planned_calls(compiled, head["task"], redactor, classify, compared):
+            for call in planned_calls(compiled, head["task"], redactor, classify, compared=compared,
+                                      stored=stored):
                 line = strictjson.dumps(call, ensure_ascii=False) + "\n"
                 sha.update(line.encode())
                 calls.write(line)

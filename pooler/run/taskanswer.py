@@ -69,6 +69,8 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     compared = shared.get("compare")
     if compared:
         _unchanged(answer, compared)
+    if shared.get("conflicts"):
+        answer["conflicts"] = shared["conflicts"]
     budgets = shared_budgets(shared)
     if budgets.all:
         answer["tolerated"] = budgets.tolerated(journal.budget_counts(task))

@@ -5,17 +5,17 @@ before its first call and writes it to FILE (``pooler.run.savedplan``), sending 
 refuses (exit 2, nothing sent) a plan that is stale - a digest that differs, another store - and
 otherwise runs it as the task the plan named, which the journal creates once: a second apply, by
 any process, is refused, and what follows is the task's (``--resume``, ``pooler redrive``,
-``pooler show``).
+``pooler show``).  The calls whose rows moved in the store since the plan are left unsent, as
+conflicts (``pooler.run.conflicts``).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import (
@@ -34,15 +34,24 @@ from pooler.cli.commands.plan_show import print_plan
 from pooler.cli.commands.run import IN_DOUBT, OVERRIDES, add_batch_options, prepare, run_prepared
 from pooler.cli.commands.run_files import add_run_files
 from pooler.cli.commands.run_runner import add_shared_options
+from pooler.client.http import ToolRunClient
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.opening import open_journal
 from pooler.plural import plural
-from pooler.pool.compiler import Plan, data_of
+from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
 from pooler.run.compare import Classified, compare_steps
-from pooler.run.conflicts import conflicts
+from pooler.run.conflicts import (
+    Conflict,
+    beyond_sample,
+    conflicts,
+    from_plan,
+    moved_list,
+    moved_rows,
+    planned_columns,
+)
 from pooler.run.executor import new_task_id
 from pooler.run.plandigests import POOL, plan_digests, stale
 from pooler.run.savedplan import (
@@ -51,12 +60,15 @@ from pooler.run.savedplan import (
     applied_already,
     calls_digest,
     make_head,
-    planned_calls,
     read_calls,
     read_head,
     write_plan,
 )
 from pooler.run.storeid import store_identity
+
+T = TypeVar("T")
+#: How many conflicts an apply lists before it runs.
+LISTED = 20
 
 
 def register(sub: Any) -> None:
@@ -90,6 +102,9 @@ def register(sub: Any) -> None:
                     "pool file, a data file, a variable, the store's declarations - naming what changed; "
                     "when the store is not the one it was planned against; and when it was applied "
                     "before (then the task is what goes on: 'pooler redrive TASK', 'pooler show TASK'). "
+                    "A step with compare: reads the store again: a planned call whose rows moved in the "
+                    "store since the plan is a conflict - not sent, ended not run, listed - and the other "
+                    "calls are sent (exit 1). "
                     "The variables that are no secret are the plan's; its secrets are given again as "
                     "'pooler run' takes them. Exit statuses as 'pooler run'.",
     )
@@ -106,8 +121,8 @@ def register(sub: Any) -> None:
                        help="what to do with a call in doubt (default retry: send it again with the same "
                             "Idempotency-Key)")
     apply.add_argument("--refresh", action="store_true",
-                       help="send a row that moved in the store since the plan (a step with compare:) as it "
-                            "is now, instead of leaving it as a conflict")
+                       help="plan the steps with compare: from the store as it is now: rows that moved since "
+                            "the plan are sent as they are now instead of left as conflicts")
     add_shared_options(apply)
     add_run_files(apply)
     add_monitoring_options(apply)
@@ -128,18 +143,20 @@ def _store_tools(args: argparse.Namespace, ctx: Context) -> tuple[str, list[dict
         return store_identity(client.store), tools
 
 
-def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context, *, scope: str
-                  ) -> dict[int, Classified]:
+def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context, *, scope: str,
+                  then: Callable[[ToolRunClient, dict[int, Classified]], T]
+                  ) -> tuple[dict[int, Classified], T | None]:
     """Each step's compare read now, its rows classified (matched in the journal ``--journal``
-    names, or ``POOLER_JOURNAL``, else the state folder's: ``plan`` takes no ``--journal``);
-    empty for a pool without one."""
+    names, or ``POOLER_JOURNAL``, else the state folder's: ``plan`` takes no ``--journal``), and
+    what ``then`` reads of the store with them; empty and None for a pool without one."""
     if not any(step.compare is not None for step in compiled.pool.steps):
-        return {}
+        return {}, None
     assert compiled.variables is not None
     with make_client(args, ctx, masking=False) as client, \
             closing(open_journal(journal_spec(getattr(args, "journal", None), ctx.environ))) as journal:
-        return compare_steps(journal.compare_rows(), client, compiled.pool, compiled.variables.values,
-                             scope=scope)
+        found = compare_steps(journal.compare_rows(), client, compiled.pool, compiled.variables.values,
+                              scope=scope)
+        return found, then(client, found)
 
 
 def _classify(compared: dict[int, Classified]) -> Classify | None:
@@ -155,38 +172,11 @@ def _classify(compared: dict[int, Classified]) -> Classify | None:
     return classify
 
 
-def moved_calls(compiled: Plan, task: str, ctx: Context, planned: Iterable[PlannedCall],
-                compared: dict[int, Classified]) -> list[PlannedCall]:
-    """The conflicts of an apply: the planned calls of the steps with compare: whose class the
-    store gives them now is not the planned one (not sent now: ``unchanged``), then the calls a
-    plan made now has and the saved one lacks (rows that came to need sending)."""
-    assert compiled.variables is not None
-    # An apply's plan finds its data files when the task is planned: found here to plan them now.
-    found = dataclasses.replace(compiled, data=data_of(compiled.pool, compiled.variables.values,
-                                                       compiled.sample).data)
-    made = planned_calls(found, task, ctx.redactor, _classify(compared), compared)
-    now = {_where(c): str(c.get("compare")) for c in made if c["step"] in compared}
-    seen: set[tuple[Any, ...]] = set()
-
-    def reread(step: Step, calls: Sequence[PlannedCall]) -> list[str]:
-        seen.update(_where(c) for c in calls)
-        return [now.get(_where(c), "unchanged") for c in calls]
-
-    moved = conflicts(compiled.pool, planned, reread)
-    return moved + [{"step": w[0], "rows": list(w[1]), "key": w[2]} for w in now if w not in seen]
-
-
-def _where(call: PlannedCall) -> tuple[Any, ...]:
-    """A call as a plan made at another time would make it again: its step, rows and key."""
-    return call["step"], tuple(call.get("rows") or ()), call.get("key")
-
-
-def _conflict_text(call: PlannedCall) -> str:
-    rows = call.get("rows") or []
-    where = f"row {rows[0]}" if rows and rows[0] == rows[-1] else f"rows {rows[0]}-{rows[-1]}" if rows \
-        else "its call"
-    planned = f" ({call['compare']} when planned)" if "compare" in call else ""
-    return f"step {call['step']} {where}{planned}"
+def _conflict_text(conflict: Conflict) -> str:
+    rows = conflict["rows"]
+    where = "" if not rows else f" row {rows[0]}" if rows[0] == rows[-1] else f" rows {rows[0]}-{rows[-1]}"
+    key = "" if conflict["key"] is None else f", key {conflict['key']}"
+    return f"step {conflict['step']} call {conflict['call']}{where}{key}: {moved_list(conflict)}"
 
 
 def _given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -205,8 +195,11 @@ def handle_plan(args: argparse.Namespace, ctx: Context) -> int:
     digests = plan_digests(compiled.pool, variables.values, variables.secret_names, tools=tools)
     head = make_head(compiled, task=new_task_id(), pool=args.pool, store=store, options=_given_options(args),
                      digests=digests, redactor=ctx.redactor)
-    compared = read_compares(compiled, args, ctx, scope=head["task"])
-    head = write_plan(output, head, compiled, ctx.redactor, _classify(compared), compared=compared)
+    values = compiled.variables.values if compiled.variables else {}
+    compared, stored = read_compares(compiled, args, ctx, scope=head["task"], then=lambda client, found: (
+        planned_columns(client, compiled.pool, values, found)))
+    head = write_plan(output, head, compiled, ctx.redactor, _classify(compared), compared=compared,
+                      stored=stored or {})
     if args.json:
         ctx.emit_json({**head, "file": str(output), "stale": []})
     else:
@@ -243,20 +236,32 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
                          "new plan.")
     assert pool is not None
     compiled = prepare(args, ctx, inputs=plan_inputs(head, args, ctx))
-    # The rows of a step with compare: read again, and planned as a run would plan them now: a
-    # call that is not the planned one (a row moved in the store since the plan: its class, or
-    # whether it is sent at all) is a conflict, and refuses the apply, nothing sent; --refresh
-    # sends the calls as they are now.  The run plans from this very reading, not a later one.
-    compared = read_compares(compiled, args, muted, scope=head["task"])
-    found_conflicts = moved_calls(compiled, head["task"], ctx, read_calls(path), compared) if compared else []
-    if found_conflicts and not args.refresh:
-        listed = "; ".join(_conflict_text(c) for c in found_conflicts[:5])
-        more = f"; and {len(found_conflicts) - 5:,} more" if len(found_conflicts) > 5 else ""
-        moved = plural(len(found_conflicts), "planned call")
-        raise InputError(f"{path}: {moved} moved in the store since the plan ({listed}{more}) - nothing was "
-                         "sent; --refresh sends them as they are now.")
+    # The rows of a step with compare: read again, by the same compare: a planned call whose rows
+    # moved in the store since the plan (their class, or the columns of a changed row) is a
+    # conflict, not sent; the others are sent as planned, from the plan's own classes, so the task
+    # makes exactly the plan's calls.  --refresh plans the task as the store is now instead.
+    values = compiled.variables.values if compiled.variables else {}
+    planned, was = from_plan(read_calls(path), head["steps"])
+    current, moved = read_compares(compiled, args, muted, scope=head["task"], then=lambda client, found: (
+        {} if args.refresh else moved_rows(client, compiled.pool, values, planned=planned, was=was,
+                                           now=found)))
+    # What moved names the store's values and the rows': masked as everything the journal keeps.
+    found_conflicts = ctx.redactor.value(conflicts(read_calls(path), moved or {}))
+    if head.get("sample") is not None:
+        beyond_sample(planned, current, int(head["sample"]))
+    if args.refresh:
+        found_conflicts, planned = [], current
     calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
     if not args.quiet:
         ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
                  f"{head['task']}")
-    return run_prepared(args, ctx, compiled, applies=str(path), compared=compared if compared else None)
+    if found_conflicts:
+        listed = "".join(f"\n  {_conflict_text(c)}" for c in found_conflicts[:LISTED])
+        if len(found_conflicts) > LISTED:
+            listed += f"\n  and {len(found_conflicts) - LISTED:,} more (the answer's conflicts has them all)"
+        its = "its" if len(found_conflicts) == 1 else "their"
+        ctx.note(f"pooler: {plural(len(found_conflicts), 'planned call')} not sent: {its} rows moved in the "
+                 "store since the plan (a conflict: plan again, or apply with --refresh to send them as the "
+                 f"store is now):{listed}")
+    return run_prepared(args, ctx, compiled, applies=str(path), compared=planned or None,
+                        conflicts=found_conflicts)

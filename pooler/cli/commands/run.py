@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,7 @@ from pooler.pool.model import MODES, Pool
 from pooler.pool.rate import Rate
 from pooler.redact import short_warning
 from pooler.run.config import RunConfig, StopSignal
+from pooler.run.conflicts import Conflict
 from pooler.run.events import FanOut
 from pooler.run.executor import RunnerConfig, RunnerStopped, new_task_id, run_plan
 from pooler.run.journals import told_history
@@ -223,12 +224,15 @@ def run_locks(args: argparse.Namespace, ctx: Context, *, shared: bool) -> Iterat
 def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                  redrive: Redrive | None = None, locked: bool = False,
                  told: dict[str, Any] | None = None, applies: str | None = None,
-                 compared: Mapping[int, Classified] | None = None) -> int:
+                 compared: Mapping[int, Classified] | None = None,
+                 conflicts: Sequence[Conflict] = ()) -> int:
     """The run of a plan made ready (``prepare``): locked (unless the caller holds the locks,
     ``locked``), its task joined, run, rendered, its exit status.  ``redrive``: a redrive of the task
     ``--task`` names (``pooler redrive``), whose plan ``told`` its answer carries as ``redrive``;
     ``applies``: the saved plan this run applies (``pooler apply``), whose task must be new, and
-    ``compared`` its steps' compares as the apply read them (the task is planned from them)."""
+    ``compared`` its steps' compares as the apply read them (the task is planned from them), and
+    ``conflicts`` its calls not sent (their rows moved in the store since the plan), which end
+    not_run and which its answer lists."""
     # Up to 16 threads read big answers side by side: without a cap on glibc's arenas each keeps
     # its own freed memory, and a parallel run of 96 answers of 3.8 MB peaked at 164 MB instead
     # of 131-144 MB. A setting of the whole process, so the command makes it, not the client.
@@ -262,7 +266,8 @@ def run_prepared(args: argparse.Namespace, ctx: Context, plan: Plan, *,
                            variables=variables.values, redactor=ctx.redactor, sample=args.sample,
                            replan=args.replan, again=run_again(args, ctx, client.shown_url, where),
                            redrive=redrive, applies=applies, store_rate=store_rate(args, ctx, spec),
-                           compared=compared)
+                           compared=compared,
+                           conflicts=conflicts)
         stop = StopSignal()
         try:
             with Interrupts(stop, ctx, flush=[ctx.stdout, ctx.stderr, log],
