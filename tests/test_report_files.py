@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ from test_secrets import POOL, SECRET, TOKEN, assert_nowhere
 
 from pooler.journal.sqlite.journal import Journal
 from pooler.journal.sqlite.tasks import SqliteTaskJournal
-from pooler.journal.timeline import epoch_ms
 
 __all__ = ["TOKEN"]  # the secret_store fixture reads the module's TOKEN
 
@@ -177,7 +177,7 @@ def history(path: Path, task: str, calls: list[dict[str, Any]], facts: dict[str,
 
 def test_a_killed_run_reports_its_unanswered_call_in_doubt(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
-    now = epoch_ms()
+    now = int(time.time() * 1000)
     history(path, "killed", [
         {"num": 1, "row": 0, "step_id": "killed-1-0-1", "status": "completed", "lane": 0, "sent_ms": now,
          "done_ms": now, "entry": {"num": 1, "row": 0, "message": "added"}},

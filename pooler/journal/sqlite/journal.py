@@ -131,7 +131,7 @@ class Journal:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            if self._db.in_transaction:
+            if self._in_transaction():
                 # Begun by this thread (the lock is its own): the same transaction.
                 yield self._db
                 return
@@ -149,6 +149,14 @@ class Journal:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+
+    def _in_transaction(self) -> bool:
+        # A journal closed meanwhile (a lease's last renewal as its run ends) fails as a journal
+        # does, not with sqlite3's own error.
+        try:
+            return self._db.in_transaction
+        except sqlite3.Error as exc:
+            raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Journal]:
@@ -191,7 +199,7 @@ class Journal:
 
     def execute(self, name: str, params: Params | None = None) -> int:
         with self._lock:
-            if not self._db.in_transaction:
+            if not self._in_transaction():
                 self._still_there()
             try:
                 return int(self._db.execute(SQL[name], params or {}).rowcount)
