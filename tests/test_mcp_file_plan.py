@@ -158,3 +158,36 @@ def test_the_commit_of_a_long_file_plan_asks_to_confirm_naming_its_classes(store
     assert final["counts"]["completed"] == 72
     assert again["structuredContent"]["succeeded"] == 72
     assert sent_skus(store) == sorted([sku(n) for n in range(12)] + [sku(n) for n in range(40, 100)])
+
+
+def test_a_plan_is_refused_for_a_task_that_ran_the_file_and_for_a_secret_given_in_vars(
+        store: Store, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    stock(store, held=10, repriced=2)
+    pool = feed(out, rows=12)
+    secret = out / "pools" / "secret.yaml"
+    secret.write_text("vars:\n  code: {secret: true}\npool:\n  - unit: MELBIS_AGENT_TEST\n"
+                      "    command: CmdEcho\n    params: {code: '${code}'}\n", encoding="utf-8")
+
+    async def scenario() -> tuple[dict[str, Any], str, str, dict[str, Any]]:
+        async with connect(store, out) as session:
+            ran = answer_of(await session.call_tool("pool_run", {"file": str(pool), "task": "feed-1"}))
+            again = text_of(await session.call_tool("pool_run", {"file": str(pool), "task": "feed-1",
+                                                                  "plan": True}))
+            hidden = text_of(await session.call_tool("pool_run", {"file": str(secret), "plan": True,
+                                                                  "vars": {"code": "pssst-4711"}}))
+            fresh = answer_of(await session.call_tool("pool_run", {"file": str(pool), "task": "feed-2",
+                                                                   "plan": True}))
+            return ran, again, hidden, fresh
+
+    ran, again, hidden, fresh = anyio.run(scenario)
+    assert ran["result"] is True
+    assert again.startswith(f"task feed-1 ran {pool} already (as feed-1-")
+    assert again.endswith(") - a plan applies to a task of its own: plan again with a task argument no run "
+                          "used; nothing was planned.")
+    assert hidden == ("vars holds a secret - a plan is kept in the journal, where no secret goes: give the "
+                      "secret in the server's environment (a variable with env).")
+    assert "pssst-4711" not in (out / ".pooler" / "journal.sqlite").read_bytes().decode("latin-1")
+    # What the run sent is in the store now: a plan of another task finds nothing to send.
+    assert fresh["compare"] == {"new": 0, "changed": 0, "unchanged": 12}
+    assert fresh["calls"] == 0
