@@ -191,3 +191,27 @@ def test_a_plan_is_refused_for_a_task_that_ran_the_file_and_for_a_secret_given_i
     # What the run sent is in the store now: a plan of another task finds nothing to send.
     assert fresh["compare"] == {"new": 0, "changed": 0, "unchanged": 12}
     assert fresh["calls"] == 0
+
+
+def test_either_tool_commits_either_tools_plan_through_the_one_commit_path(store: Store,
+                                                                           tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    stock(store, held=10, repriced=2)
+    pool = feed(out, rows=12)
+    steps = {"pool": [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with connect(store, out) as session:
+            filed = answer_of(await session.call_tool("pool_run", {"file": str(pool), "plan": True}))
+            listed = answer_of(await session.call_tool("tool_pool", {"plan": True, **steps}))
+            return [answer_of(await session.call_tool(tool, {"plan_id": plan["plan_id"]}))
+                    for tool, plan in (("tool_pool", filed), ("pool_run", filed), ("pool_run", listed),
+                                       ("tool_pool", listed))]
+
+    file_first, file_again, list_first, list_again = anyio.run(scenario)
+    assert file_first["succeeded"] == 4
+    assert file_again == file_first
+    assert list_first["succeeded"] == 1
+    assert list_again == list_first
+    assert sent_skus(store) == [sku(0), sku(1), sku(10), sku(11)]
+    assert len([op for op in store.ops() if op["command"] == "CmdEcho"]) == 1
