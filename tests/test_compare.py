@@ -551,6 +551,7 @@ def test_a_tool_pool_plan_of_a_compare_step_is_refused_and_points_at_pool_run(
     assert refused["plan_id"] is None
     assert refused["problems"] == [(
         "Step 1 runs over rows (for_each) - a tool_pool call runs one call per step, at most 200; list the "
-        "calls as steps, or run the pool file with `pooler run`. A step with compare: goes in a pool file "
-        "run by pool_run, whose dry_run counts its rows new, changed and unchanged.")]
+        "calls as steps, or run the pool file with `pooler run`. A step with compare: goes in a pool file: "
+        "pool_run with plan: true plans it, counting its rows new, changed and unchanged, and pool_run with "
+        "its plan_id commits it.")]
     assert imports(store) == []

@@ -72,9 +72,10 @@ def test_lists_four_tools_with_described_input_schemas(store: Store, out: Path) 
                                                r"tool_list, tool_pool, tool_run\.$"):
                 await session.call_tool("tool_nope", {})
         assert sorted(tools) == ["pool_run", "tool_list", "tool_pool", "tool_run"]
-        assert tools["pool_run"].input_schema["required"] == ["file"]
+        # A commit (plan_id) names no file: the file is required by the call, not the schema.
+        assert "required" not in tools["pool_run"].input_schema
         assert sorted(tools["pool_run"].input_schema["properties"]) == [
-            "dry_run", "file", "sample", "task", "vars"]
+            "dry_run", "file", "plan", "plan_id", "sample", "task", "vars"]
         for tool in tools.values():
             assert tool.description
             assert tool.input_schema["type"] == "object"

@@ -127,7 +127,8 @@ def test_an_expired_or_unknown_plan_is_refused_and_sends_nothing(store: Store, o
                                                                     "pool": POOL}))
         assert expired == (f"plan {planned['plan_id']} expired at 1970-01-01T00:00:00Z (a plan lasts 600 s, "
                            "pooler mcp --plan-ttl) - nothing was sent; plan the pool again with plan: true.")
-        assert unknown == ("no plan plan-0000000000000000 - a plan_id comes from tool_pool with plan: true, "
+        assert unknown == ("no plan plan-0000000000000000 - a plan_id comes from tool_pool or pool_run "
+                           "with plan: true, "
                            "on a server of this store folder; plan the pool again.")
         assert crowded == ("plan_id is given alone - the plan holds its pool, options and task; drop pool.")
         assert ops_of(store) == []

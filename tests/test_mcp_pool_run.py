@@ -128,7 +128,8 @@ def test_pool_run_refuses_before_sending_with_the_reason(store: Store, out: Path
     assert texts[4].splitlines()[3] == (f"{pools / 'bad.yaml'}:3:5: Unknown key [comand] in step 1 - did you "
                                         "mean command?")
     assert texts[5] == f"No such file: {pools / 'none.yaml'}"
-    assert texts[6] == "pool_run takes no argument [pool] - it takes: file, vars, sample, task, dry_run."
+    assert texts[6] == ("pool_run takes no argument [pool] - it takes: file, vars, sample, task, dry_run, "
+                        "plan, plan_id.")
     assert echoes(store) == []
 
 

@@ -46,11 +46,14 @@ class Counts:
     message: str
 
 
-def counts(plan: Plan, plan_id: str, classes: str = "") -> Counts:
+def counts(plan: Plan, plan_id: str, classes: str = "", *,
+           calls_by: Mapping[str, int] | None = None) -> Counts:
     """``60 calls: 58 MELBIS_AGENT_TEST.CmdEcho, 2 MELBIS_AGENT_CURRENCY.CmdAdd - ...``; with the
-    plan's compare ``classes`` (``12 new, 40 changed, 8 unchanged``) after the count."""
-    by_command = Counter(f"{step.unit}.{step.command}" for step in plan.pool.steps)
-    calls = len(plan.pool.steps)
+    plan's compare ``classes`` (``12 new, 40 changed, 8 unchanged``) after the count.  ``calls_by``:
+    the calls of each unit.command as a plan file counts them (else one a step)."""
+    by_command = Counter(calls_by) if calls_by is not None else \
+        Counter(f"{step.unit}.{step.command}" for step in plan.pool.steps)
+    calls = sum(by_command.values())
     named = ", ".join(f"{n:,} {command}" for command, n in by_command.most_common(NAMED))
     rest = len(by_command) - NAMED
     more = f", and {plural(rest, 'other command')}" if rest > 0 else ""

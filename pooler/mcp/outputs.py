@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pooler.statuses import CallStatus
+from pooler.statuses import CallStatus, StepStatus
 
 _TIME: dict[str, Any] = {
     "type": "object",
@@ -73,10 +73,11 @@ _RUN_STEP: dict[str, Any] = {
         "name": {"type": "string", "description": "The step's name, or empty."},
         "unit": {"type": "string", "description": "The tool's address."},
         "command": {"type": "string", "description": "The command."},
-        "status": {"type": "string", "enum": [s.value for s in CallStatus],
+        "status": {"type": "string", "enum": [*(s.value for s in CallStatus), StepStatus.PARTIAL.value],
                    "description": "completed, failed, skipped (its key landed before in this task), "
                                   "not_run, or in_doubt (sent, its answer never recorded: it may or may "
-                                  "not have been carried out)."},
+                                  "not have been carried out); partial for a step over rows some of whose "
+                                  "calls landed and others not."},
         "key": {"type": ["string", "null"], "description": "The step's key, or null."},
         **{k: v for k, v in _COMMAND_ANSWER.items() if k != "tables"},
         "tables": {"type": "object", "description": "As in a tool_run answer."},
@@ -176,12 +177,21 @@ _DRY_STEP: dict[str, Any] = {
 POOL_RUN_OUTPUT: dict[str, Any] = {
     "type": "object",
     "description": "A run's answer (status, counts of calls, steps: a step over rows is one entry with "
-                   "its rows' counts and its failed calls), or with dry_run: true its plan. Every answer "
-                   "names its task.",
+                   "its rows' counts and its failed calls), or with dry_run: true its plan, or with plan: "
+                   "true its plan with a plan_id to commit. Every answer names its task.",
     "properties": {
         **{k: v for k, v in TOOL_POOL_OUTPUT["properties"].items()
-           if k not in ("steps", "plan_id", "expires", "calls", "problems")},
+           if k not in ("steps", "calls", "problems")},
         "dry_run": {"type": "boolean", "description": "true: a plan; nothing was sent."},
+        "plan_file": {"type": "string",
+                      "description": "A plan (plan: true): its file, as `pooler plan` writes it "
+                                     "(`pooler show FILE` reads it)."},
+        "digests": {"type": "array", "items": {"type": "object"},
+                    "description": "A plan: the sha256 of what it was made from; its commit is refused "
+                                   "when one differs."},
+        "compare": {"type": "object", "additionalProperties": {"type": "integer"},
+                    "description": "A plan of steps with compare: their rows by class (new, changed, "
+                                   "unchanged): the new and changed ones are sent."},
         "pool": {"type": "string", "description": "The pool file."},
         "calls": {"type": ["integer", "null"],
                   "description": "A dry run: the calls the pool will make (null while a step's rows "

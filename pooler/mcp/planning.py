@@ -20,14 +20,15 @@ import json
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pooler import strictjson
 from pooler.errors import InputError, PoolerError, StoreError
+from pooler.mcp import fileplans
 from pooler.mcp.arguments import check_task, optional
 from pooler.mcp.outcome import Outcome, answered, problem_text, with_notes
-from pooler.mcp.plans import PlanRow, when
+from pooler.mcp.plans import PlanRow, plan_file, store_tools, when
+from pooler.pool.compiler import Plan
 from pooler.pool.plan_document import build_plan
 from pooler.run.plandigests import Digest, plan_digests, stale
 from pooler.run.savedplan import classes_text, compare_totals, make_head, read_head, write_plan
@@ -40,15 +41,6 @@ if TYPE_CHECKING:
 
 #: How often a second commit looks whether the first one has finished.
 WAIT_STEP = 0.2
-
-
-def _store_tools(runs: PoolRuns) -> list[dict[str, Any]]:
-    reply = runs.client.tool_list()
-    tools = reply.data.get("tools")
-    if not reply.result or not isinstance(tools, list):
-        raise StoreError(f"the store refused tool_list: {reply.message} - the pool cannot be checked against "
-                         "its declarations, so nothing was planned.", store=runs.client.store, sent=True)
-    return tools
 
 
 def _plan_steps(compiled: Any, head: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -68,11 +60,6 @@ def _plan_steps(compiled: Any, head: Mapping[str, Any]) -> list[dict[str, Any]]:
     return steps
 
 
-def plan_file(runs: PoolRuns, plan_id: str) -> Path:
-    """Where the server writes a plan's file: beside the store folder's journal."""
-    return runs.journal_path.parent / "plans" / f"{plan_id}.jsonl"
-
-
 def plan_classes(runs: PoolRuns, plan_id: str) -> str:
     """The plan's calls by compare class, as its file counts them (``12 new, 40 changed, 8
     unchanged``); empty when no step has ``compare:`` (or the file is gone)."""
@@ -87,7 +74,7 @@ def make_plan(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -
     named = optional(arguments, "task", str, "tool_pool")
     task = check_task(named, session_task) if named is not None else session_task
     kept = {k: v for k, v in arguments.items() if k != "plan" and v is not None}
-    tools = _store_tools(runs)
+    tools = store_tools(runs)
     try:
         compiled, task = runs.load(kept, session_task, tools=tools)
     except StoreError:
@@ -143,19 +130,15 @@ def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter |
     store = runs.plans()
     row = store.get(plan_id)
     if row is None:
-        raise InputError(f"no plan {plan_id} - a plan_id comes from tool_pool with plan: true, on a server "
-                         "of this store folder; plan the pool again.")
+        raise InputError(f"no plan {plan_id} - a plan_id comes from tool_pool or pool_run with plan: "
+                         "true, on a server of this store folder; plan the pool again.")
     if row.state == PlanState.PLANNED:
         if row.expires <= time.time():
             raise _expired(row, runs)
-        compiled, task = runs.load(row.arguments, row.task)
-        told = _stale(row, plan_digests(compiled.pool, {}, tools=_store_tools(runs)))
-        if told:
-            raise InputError(f"plan {plan_id} no longer matches its pool: {'; '.join(told)} - nothing was "
-                             "sent; plan the pool again.")
+        run = fileplans.prepare(runs, row) if fileplans.is_file_plan(row) else _prepare(runs, row)
         if store.claim(plan_id):
             try:
-                answer = runs.execute(compiled, task, reporter=reporter, stop=stop)
+                answer = run(reporter, stop)
             except BaseException:
                 # A later commit then tells what the journal holds of the task, instead of waiting.
                 store.fail(plan_id)
@@ -167,6 +150,21 @@ def commit(runs: PoolRuns, arguments: Mapping[str, Any], *, reporter: Reporter |
             raise _expired(row, runs)
     answer, bad = _answer_of(runs, row, stop)
     return answered(answer, is_error=bad)
+
+
+def _prepare(runs: PoolRuns, row: PlanRow) -> fileplans.Run:
+    """The commit of a tool_pool plan made ready: refused (nothing sent) when what it reads changed."""
+    compiled, task = runs.load(row.arguments, row.task)
+    told = _stale(row, plan_digests(compiled.pool, {}, tools=store_tools(runs)))
+    if told:
+        raise InputError(f"plan {row.id} no longer matches its pool: {'; '.join(told)} - nothing was "
+                         "sent; plan the pool again.")
+    return lambda reporter, stop: runs.execute(compiled, task, reporter=reporter, stop=stop)
+
+
+def planned(runs: PoolRuns, row: PlanRow) -> tuple[Plan, str]:
+    """The pool a plan runs, as it is now, and its task; either tool's plan."""
+    return fileplans.planned(runs, row) if fileplans.is_file_plan(row) else runs.load(row.arguments, row.task)
 
 
 def _stale(row: PlanRow, now: list[Digest]) -> list[str]:

@@ -1,5 +1,6 @@
-"""The plans of ``tool_pool {"plan": true}``, kept in the store folder's journal so that any process
-serving that folder (another ``pooler mcp``, a restarted one) commits a plan at most once.
+"""The plans of ``tool_pool {"plan": true}`` and ``pool_run {"plan": true}``, kept in the store
+folder's journal so that any process serving that folder (another ``pooler mcp``, a restarted one)
+commits a plan at most once.
 
 A plan row holds the arguments as the agent gave them (no secret of the server among them: such a
 pool is refused a plan), the digests of what the plan was made from (``pooler.run.plandigests``,
@@ -17,12 +18,16 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pooler import strictjson
+from pooler.errors import StoreError
 from pooler.journal.liveness import alive, host
 from pooler.journal.sqlite.journal import Journal
 from pooler.statuses import PlanState
+
+if TYPE_CHECKING:
+    from pooler.mcp.tool_pool import PoolRuns
 
 #: The default life of a plan (``pooler mcp --plan-ttl``): an hour.
 DEFAULT_TTL = 3600.0
@@ -90,3 +95,18 @@ class PlanStore:
         """The committed plan's answer (already masked): every later commit returns it."""
         self._journal.execute("plan_state", {
             "state": PlanState.DONE, "answer": strictjson.dumps(answer, ensure_ascii=False), "id": plan_id})
+
+
+def store_tools(runs: PoolRuns) -> list[dict[str, Any]]:
+    """The store's declarations, which a plan is checked against and digests (a read)."""
+    reply = runs.client.tool_list()
+    tools = reply.data.get("tools")
+    if not reply.result or not isinstance(tools, list):
+        raise StoreError(f"the store refused tool_list: {reply.message} - the pool cannot be checked against "
+                         "its declarations, so nothing was planned.", store=runs.client.store, sent=True)
+    return tools
+
+
+def plan_file(runs: PoolRuns, plan_id: str) -> Path:
+    """Where the server writes a plan's file: beside the store folder's journal."""
+    return runs.journal_path.parent / "plans" / f"{plan_id}.jsonl"

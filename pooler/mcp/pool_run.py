@@ -11,21 +11,20 @@ as a tool_pool call does: the same file called again joins its task and skips wh
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pooler.errors import InputError, JournalError, PoolerError
-from pooler.mcp.arguments import check_names, check_task, confine, optional
+from pooler.errors import JournalError, PoolerError
+from pooler.mcp import fileplans
+from pooler.mcp.arguments import check_names, optional
 from pooler.mcp.outcome import Outcome, answered
+from pooler.mcp.planning import commit
+from pooler.mcp.poolfile import TOOL, load
 from pooler.mcp.session import pool_task_id
 from pooler.pool.compiler import Inputs, Plan, plan_for_run
-from pooler.pool.loader import load_pool
 from pooler.pool.plan_document import build_plan
-from pooler.pool.rows import json_kind
 from pooler.run.compare import compare_steps, with_compares
 from pooler.run.config import RunConfig
 from pooler.run.redrive import stored_pool
@@ -33,49 +32,6 @@ from pooler.run.redrive import stored_pool
 if TYPE_CHECKING:
     from pooler.mcp.tool_pool import PoolRuns
     from pooler.run.events import Reporter
-
-TOOL = "pool_run"
-
-
-def _vars(arguments: Mapping[str, Any]) -> dict[str, str]:
-    """``vars`` as ``--var`` gives them: text; a number or true/false as its JSON text."""
-    given = optional(arguments, "vars", dict, TOOL) or {}
-    values: dict[str, str] = {}
-    for name, value in given.items():
-        if isinstance(value, str):
-            values[name] = value
-        elif isinstance(value, (bool, int, float)):
-            values[name] = json.dumps(value)
-        else:
-            raise InputError(f"vars.{name} of {TOOL} is {json_kind(value)} - give a variable's value as "
-                             "text, a string.")
-    return values
-
-
-def load(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str) -> tuple[Plan, str, bool]:
-    """The checked plan, its (session) task, and whether it is a dry run; every refusal that comes
-    before the first call."""
-    check_names(TOOL, arguments)
-    file = optional(arguments, "file", str, TOOL)
-    if file is None or not file.strip():
-        raise InputError(f"file is required - the pool file to run, a path in the store folder {runs.out} "
-                         "or an absolute path, for example pools/prices.yaml.")
-    confine(file, runs.out, "file")
-    named = optional(arguments, "task", str, TOOL)
-    task = check_task(named, session_task) if named is not None else session_task
-    sample = optional(arguments, "sample", int, TOOL)
-    if sample is not None and sample < 1:
-        raise InputError(f"sample of {TOOL} is a number of rows, 1 or more, not {sample}.")
-    dry_run = bool(optional(arguments, "dry_run", bool, TOOL))
-    path = Path(file) if Path(file).is_absolute() else runs.out / file
-    pool = load_pool(path, partial=True)
-    inputs = Inputs(overrides=_vars(arguments), environ=os.environ)
-    # As `pooler run`: a dry run reads the data files here, a run as its task is planned.
-    plan = plan_for_run(pool, inputs, sample=sample, data_files=dry_run)
-    assert plan.variables is not None
-    for secret in plan.variables.secrets:
-        runs.redactor.add(secret)
-    return plan, task, dry_run
 
 
 def stored(runs: PoolRuns, task_id: str) -> tuple[Plan, str]:
@@ -120,8 +76,15 @@ def take_up(runs: PoolRuns, task_id: str, *, reporter: Reporter | None = None,
 def call(runs: PoolRuns, arguments: Mapping[str, Any], *, session_task: str,
          reporter: Reporter | None = None, stop: threading.Event | None = None,
          in_doubt: str | None = None) -> Outcome:
-    """pool_run: the run's answer, or with dry_run its plan; ``in_doubt``: retry or skip the calls
-    an earlier run left in doubt, as the client said (else as ``pooler run`` does: probe, retry)."""
+    """pool_run: the run's answer, or with dry_run its plan; with plan a saved plan, and with
+    plan_id its commit (``pooler.mcp.fileplans``); ``in_doubt``: retry or skip the calls an earlier
+    run left in doubt, as the client said (else as ``pooler run`` does: probe, retry)."""
+    check_names(TOOL, arguments)
+    if optional(arguments, "plan_id", str, TOOL) is not None:
+        # The one commit path of every plan of the server, whichever tool made it.
+        return commit(runs, arguments, reporter=reporter, stop=stop)
+    if optional(arguments, "plan", bool, TOOL):
+        return fileplans.make(runs, arguments, session_task)
     plan, task, dry_run = load(runs, arguments, session_task)
     if dry_run:
         document = build_plan(plan)

@@ -309,7 +309,11 @@ POOL_RUN = types.Tool(
         "rows' counts and its failed calls) and the task; tool_pool {\"task\": ...} tells a task's "
         "answer so far at any time, sending nothing. Call it again with the same arguments after a lost "
         "answer: the calls that landed are skipped. dry_run: true shows the plan (calls, rows, keys, "
-        "order) and sends nothing."
+        "order) and sends nothing. The safe way for writes: plan: true writes the plan (the file `pooler "
+        "plan` writes; with compare: its calls counted new, changed and unchanged) and returns a plan_id; "
+        "pool_run {\"plan_id\": ...} commits it as `pooler apply` applies a plan: once, refused when "
+        "the pool, a data file or the store's declarations changed since, and a call whose rows moved in "
+        "the store since the plan is a conflict, not sent and listed in the answer."
     ),
     input_schema={
         "type": "object",
@@ -329,8 +333,16 @@ POOL_RUN = types.Tool(
             "dry_run": {"type": "boolean",
                         "description": "true: check the pool and read its data files, and return the plan "
                                        "(calls, rows, keys, order, budgets); nothing is sent."},
+            "plan": {"type": "boolean",
+                     "description": "true: check the pool against the store's declarations, read its "
+                                    "data files and compares, and write its plan: the answer has its "
+                                    "plan_id, plan_file and the calls of each step (with compare: how "
+                                    "many rows are new, changed, unchanged); nothing is sent."},
+            "plan_id": {"type": "string",
+                        "description": "Commit the plan with this id (of pool_run or tool_pool), exactly "
+                                       "as planned, once: given again it sends nothing and returns the "
+                                       "plan's answer. Given alone."},
         },
-        "required": ["file"],
         "additionalProperties": False,
     },
     output_schema=POOL_RUN_OUTPUT,

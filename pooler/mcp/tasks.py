@@ -31,11 +31,11 @@ from mcp.shared.exceptions import MCPError
 
 from pooler import strictjson
 from pooler.errors import PoolerError
-from pooler.mcp import doubts, pool_run
+from pooler.mcp import doubts, fileplans, pool_run, poolfile
 from pooler.mcp.asking import ACCEPT, DECISIONS, DECLINE, Counts, asking, confirmed, counts, declined, unsent
 from pooler.mcp.lookup import task_answer
 from pooler.mcp.outcome import Outcome, answered
-from pooler.mcp.planning import plan_classes
+from pooler.mcp.planning import plan_classes, planned
 from pooler.mcp.session import pool_task_id
 from pooler.run.config import StopSignal
 from pooler.run.taskanswer import DEAD, WorkTasks
@@ -126,16 +126,18 @@ class TaskCalls:
         """The journal task a call that may take long runs as; None when it runs as a plain call
         (short, a dry run, a plan, a lookup, or refused - the plain call gives the refusal)."""
         try:
-            if name == "pool_run":
-                plan, task, dry_run = pool_run.load(self.pools, arguments, session_task)
-                if dry_run:
-                    return None
-            elif name == "tool_pool" and isinstance(arguments.get("plan_id"), str):
+            if isinstance(arguments.get("plan_id"), str):
                 # A commit: the plan's own pool and task; a plan committed already answers as before.
                 row = self.pools.plans().get(arguments["plan_id"])
                 if row is None or row.state != PlanState.PLANNED or len(arguments) != 1:
                     return None
-                plan, task = self.pools.load(row.arguments, row.task)
+                plan, task = planned(self.pools, row)
+            elif name == "pool_run":
+                if arguments.get("plan"):
+                    return None
+                plan, task, dry_run = poolfile.load(self.pools, arguments, session_task)
+                if dry_run:
+                    return None
             elif name == "tool_pool" and not {"plan", "plan_id"} & set(arguments) and \
                     {k for k, v in arguments.items() if v is not None} != {"task"}:
                 plan, task = self.pools.load(arguments, session_task)
@@ -210,17 +212,20 @@ class TaskCalls:
     def _confirming(self, name: str, arguments: Mapping[str, Any]) -> Counts | None:
         """What to confirm of the commit of a plan of more than ``LONG_CALLS`` calls; else None."""
         plan_id = arguments.get("plan_id")
-        if name != "tool_pool" or not isinstance(plan_id, str):
+        if not isinstance(plan_id, str):
             return None
         try:
             row = self.pools.plans().get(plan_id)
             if row is None or row.state != PlanState.PLANNED:
                 return None
-            plan, _ = self.pools.load(row.arguments, row.task)
+            plan, _ = planned(self.pools, row)
             classes = plan_classes(self.pools, plan_id)
+            # A pool file's plan: its calls as its file counts them (a step over rows is many).
+            calls_by = fileplans.calls_of(self.pools, plan_id) if fileplans.is_file_plan(row) else None
         except PoolerError:
             return None
-        return counts(plan, plan_id, classes) if len(plan.pool.steps) > LONG_CALLS else None
+        asked = counts(plan, plan_id, classes, calls_by=calls_by)
+        return asked if asked.calls > LONG_CALLS else None
 
     def running_here(self, task_id: str) -> bool:
         thread = self._threads.get(task_id)
@@ -331,13 +336,13 @@ class TaskCalls:
             raise MCPError(types.INVALID_PARAMS, f"task {task_id} cannot be taken up from its journal: "
                                                  f"{exc} Call the tool again with its arguments and task "
                                                  f"{task_id.rsplit('-', 1)[0]}.") from exc
-        message = await anyio.to_thread.run_sync(self._doubtful, task_id, pool_run.TOOL, {})
+        message = await anyio.to_thread.run_sync(self._doubtful, task_id, poolfile.TOOL, {})
         if message is not None:
             self._asked[task_id] = self._asked.get(task_id, 0) + 1
-            self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", pool_run.TOOL, {}, None,
+            self._questions[task_id] = Question(f"in-doubt-{self._asked[task_id]}", poolfile.TOOL, {}, None,
                                                 message, resume=task_id)
             return
-        outcome = self._launch(task_id, pool_run.TOOL, {}, None, resume=task_id)
+        outcome = self._launch(task_id, poolfile.TOOL, {}, None, resume=task_id)
         thread = self._threads[task_id]
         # Answered once the run has joined the task, or told why it could not.
         while thread.is_alive() and await anyio.to_thread.run_sync(self._dead, task_id):

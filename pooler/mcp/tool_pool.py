@@ -67,8 +67,9 @@ def nested(num: int) -> InputError:
 
 def over_rows(step: Step) -> InputError:
     # A tool_pool plan has no step over rows, so none with compare: pool_run is where its counts are.
-    also = (" A step with compare: goes in a pool file run by pool_run, whose dry_run counts its rows new, "
-            "changed and unchanged." if step.compare is not None else "")
+    also = (" A step with compare: goes in a pool file: pool_run with plan: true plans it, counting its rows "
+            "new, changed and unchanged, and pool_run with its plan_id commits it."
+            if step.compare is not None else "")
     return InputError(
         f"Step {step.num} runs over rows (for_each) - a tool_pool call runs one call per step, at most "
         f"{MAX_POOL_STEPS}; list the calls as steps, or run the pool file with `pooler run`.{also}"

@@ -41,28 +41,19 @@ from pooler.journal.api import journal_spec
 from pooler.journal.opening import open_journal
 from pooler.plural import plural
 from pooler.pool.compiler import Plan
-from pooler.pool.model import Step
 from pooler.run.compare import Classified, compare_steps
 from pooler.run.conflicts import (
     Conflict,
-    beyond_sample,
-    conflicts,
-    from_plan,
     moved_list,
-    moved_rows,
-    planned_columns,
 )
 from pooler.run.executor import new_task_id
+from pooler.run.plancompares import apply_compares, save_plan
 from pooler.run.plandigests import POOL, plan_digests, stale
 from pooler.run.savedplan import (
-    Classify,
-    PlannedCall,
     applied_already,
     calls_digest,
     make_head,
-    read_calls,
     read_head,
-    write_plan,
 )
 from pooler.run.storeid import store_identity
 
@@ -159,19 +150,6 @@ def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context, *, sco
         return found, then(client, found)
 
 
-def _classify(compared: dict[int, Classified]) -> Classify | None:
-    """The class of each planned call of a step with compare: (its rows' classes)."""
-    if not compared:
-        return None
-
-    def classify(step: Step, call: PlannedCall) -> str | None:
-        found = compared.get(step.num)
-        rows = call.get("rows")
-        return None if found is None or not rows else str(found.call_class(list(rows)))
-
-    return classify
-
-
 def _conflict_text(conflict: Conflict) -> str:
     rows = conflict["rows"]
     where = "" if not rows else f" row {rows[0]}" if rows[0] == rows[-1] else f" rows {rows[0]}-{rows[-1]}"
@@ -195,11 +173,8 @@ def handle_plan(args: argparse.Namespace, ctx: Context) -> int:
     digests = plan_digests(compiled.pool, variables.values, variables.secret_names, tools=tools)
     head = make_head(compiled, task=new_task_id(), pool=args.pool, store=store, options=_given_options(args),
                      digests=digests, redactor=ctx.redactor)
-    values = compiled.variables.values if compiled.variables else {}
-    compared, stored = read_compares(compiled, args, ctx, scope=head["task"], then=lambda client, found: (
-        planned_columns(client, compiled.pool, values, found)))
-    head = write_plan(output, head, compiled, ctx.redactor, _classify(compared), compared=compared,
-                      stored=stored or {})
+    head = save_plan(output, head, compiled, ctx.redactor,
+                     lambda then: read_compares(compiled, args, ctx, scope=head["task"], then=then))
     if args.json:
         ctx.emit_json({**head, "file": str(output), "stale": []})
     else:
@@ -213,10 +188,15 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
     if calls_digest(path) != head.get("calls_sha256"):
         raise InputError(f"{path} was edited since 'pooler plan' wrote it: its calls are not those its head "
                          "counts - nothing was sent; plan again.")
-    if "plan_id" in head and not any(d.get("what") == POOL for d in head["digests"]):
+    if "plan_id" in head:
+        # The server keeps its plans committed once: its commit is their one way to run.
         plan_id = head["plan_id"]
-        raise InputError(f"{path} is the plan {plan_id} of a pooler mcp server, of a pool that is no file: "
-                         f"commit it with tool_pool {{\"plan_id\": \"{plan_id}\"}} - nothing was sent.")
+        if not any(d.get("what") == POOL for d in head["digests"]):
+            raise InputError(f"{path} is the plan {plan_id} of a pooler mcp server, of a pool that is no "
+                             f"file: commit it with tool_pool {{\"plan_id\": \"{plan_id}\"}} - nothing was "
+                             "sent.")
+        raise InputError(f"{path} is the plan {plan_id} of a pooler mcp server: commit it with pool_run "
+                         f"{{\"plan_id\": \"{plan_id}\"}} - nothing was sent.")
     plan_args(head, args)
     # The run below tells the token's warnings: these looks at the store keep quiet.
     muted = quiet(ctx)
@@ -240,17 +220,10 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
     # moved in the store since the plan (their class, or the columns of a changed row) is a
     # conflict, not sent; the others are sent as planned, from the plan's own classes, so the task
     # makes exactly the plan's calls.  --refresh plans the task as the store is now instead.
-    values = compiled.variables.values if compiled.variables else {}
-    planned, was = from_plan(read_calls(path), head["steps"])
-    current, moved = read_compares(compiled, args, muted, scope=head["task"], then=lambda client, found: (
-        {} if args.refresh else moved_rows(client, compiled.pool, values, planned=planned, was=was,
-                                           now=found)))
-    # What moved names the store's values and the rows': masked as everything the journal keeps.
-    found_conflicts = ctx.redactor.value(conflicts(read_calls(path), moved or {}))
-    if head.get("sample") is not None:
-        beyond_sample(planned, current, int(head["sample"]))
-    if args.refresh:
-        found_conflicts, planned = [], current
+    planned, found_conflicts = apply_compares(
+        path, head, compiled, ctx.redactor,
+        lambda then: read_compares(compiled, args, muted, scope=head["task"], then=then),
+        refresh=args.refresh)
     calls = "calls" if head.get("calls") is None else plural(head["calls"], "call")
     if not args.quiet:
         ctx.note(f"pooler: {path} is as planned {head['planned']}: applying its {calls} as task "
@@ -263,5 +236,5 @@ def handle_apply(args: argparse.Namespace, ctx: Context) -> int:
         ctx.note(f"pooler: {plural(len(found_conflicts), 'planned call')} not sent: {its} rows moved in the "
                  "store since the plan (a conflict: plan again, or apply with --refresh to send them as the "
                  f"store is now):{listed}")
-    return run_prepared(args, ctx, compiled, applies=str(path), compared=planned or None,
+    return run_prepared(args, ctx, compiled, applies=str(path), compared=planned,
                         conflicts=found_conflicts)
