@@ -805,6 +805,36 @@ def test_a_transaction_that_raises_after_its_lock_and_first_write_leaves_nothing
     lease.close()
 
 
+def test_the_statement_that_ends_a_transaction_commits_with_it_but_not_inside_a_wider_one(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0)])
+    journal: Any = backend.journal
+    db = journal.journal if backend.kind == "sqlite" else journal.pg
+
+    def halt_inside_a_wider_transaction_that_fails() -> None:
+        with db.transaction() as outer:
+            with outer.transaction() as inner:
+                inner.lock("t")
+                assert inner.finish("halt_task", {"task": "t", "reason": "inner"}) == []
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        halt_inside_a_wider_transaction_that_fails()
+    other = open_journal(backend.kind, backend.where)
+    try:
+        assert other.task("t") is not None
+        assert Backend(backend.kind, backend.where, other).sql("SELECT halted FROM tasks WHERE id = 't'") == [
+            (None,)]
+        with db.transaction() as tx:
+            tx.lock("t")
+            tx.finish("halt_task", {"task": "t", "reason": "ended"})
+        # Seen by another connection: committed.
+        assert Backend(backend.kind, backend.where, other).sql("SELECT halted FROM tasks WHERE id = 't'") == [
+            ("ended",)]
+    finally:
+        other.close()
+
+
 def test_a_runner_that_joins_right_after_another_takes_part_in_its_run_before_it_sends_anything(
         backend: Backend) -> None:
     plan(backend, [call(1, 0), call(1, 1, key="k-1")])

@@ -158,7 +158,7 @@ class Work:
                           "step_id": row.step_id if sent else None, "epoch": epoch if sent else None})
             rows.append(row)
         took = {**self._call, "now_ms": _ms(now), "calls": db.json_in(calls)}
-        taken = {(int(r["num"]), int(r["idx"])): r["epoch"] for r in db.all("take_calls", took)}
+        taken = {(int(r["num"]), int(r["idx"])): r["epoch"] for r in db.finish("take_calls", took)}
         for row, call in zip(rows, calls, strict=True):
             if call["sent"]:
                 row.epoch = int(taken[(row.num, row.idx)])

@@ -43,6 +43,10 @@ class Connector(Protocol):
         """Every row of each query, in turn, sent together where the database can (one round
         trip, not one a query): for queries the next does not need the rows of."""
 
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of the statement that ends the transaction, committed with it (one round
+        trip where the database can): nothing runs in the transaction after it."""
+
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         """The rows of ``name`` one at a time, as the database sends them (a million calls never
         sit in memory whole); the connection is held until the last row is read."""

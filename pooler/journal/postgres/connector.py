@@ -38,6 +38,8 @@ class PgConnector:
         #: lock), sent with that statement in one round trip (psycopg's pipeline mode): a call's
         #: outcome costs one round trip, not three.
         self._pending: list[tuple[str, Params]] = []
+        #: Whether the transaction committed with its last statement (``finish``).
+        self._finished = False
         try:
             if check:
                 check_version(self.conn, url)
@@ -62,15 +64,21 @@ class PgConnector:
         """A connection of its own for a lease's heartbeat: a renewal never waits behind a claim."""
         return PgConnector(self.url, check=False)
 
-    def _send(self, statements: Sequence[tuple[Any, str, Params | None]] = ()) -> None:
-        """What the transaction has still to send, and then each statement on its cursor, in one
-        round trip; their results are read once it returns."""
+    def _send(self, statements: Sequence[tuple[Any, str, Params | None]] = (), *,
+              commit: bool = False) -> None:
+        """What the transaction has still to send, then each statement on its cursor (and the
+        COMMIT), in one round trip; their results are read once it returns."""
+        if self._finished:
+            raise RuntimeError("a statement after the one that ended its transaction")
         pending, self._pending = self._pending, []
         with self.conn.pipeline():
             for text, args in pending:
                 self.conn.execute(text, args)
             for cur, sql, params in statements:
                 cur.execute(sql, params or {})
+            if commit:
+                self.conn.execute("COMMIT")
+        self._finished = commit
 
     @contextmanager
     def _cursor(self, name: str, params: Params | None) -> Iterator[Any]:
@@ -80,7 +88,7 @@ class PgConnector:
         with self._lock:
             try:
                 with self.conn.cursor(row_factory=dict_row) as cur:
-                    if self._pending:
+                    if self._pending or self._finished:
                         self._send([(cur, SQL[name], params)])
                         yield cur
                     else:
@@ -116,13 +124,29 @@ class PgConnector:
             except psycopg.Error as exc:
                 raise self.failed(exc) from None
 
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of the statement that ends the transaction, its COMMIT sent with it (one
+        round trip, not two); inside a transaction begun around this one, as ``all``."""
+        import psycopg  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
+
+        with self._lock:
+            if self._depth != 1:
+                return self.all(name, params)
+            try:
+                with self.conn.cursor(row_factory=dict_row) as cur:
+                    self._send([(cur, SQL[name], params)], commit=True)
+                    return list(cur.fetchall()) if cur.description is not None else []
+            except psycopg.Error as exc:
+                raise self.failed(exc) from None
+
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         import psycopg  # noqa: PLC0415
         from psycopg.rows import dict_row  # noqa: PLC0415
 
         with self._lock:
             try:
-                if self._pending:
+                if self._pending or self._finished:
                     # A stream has no pipeline mode: what is pending goes first.
                     self._send()
                 yield from self.conn.cursor(row_factory=dict_row).stream(SQL[name], params or {})
@@ -141,7 +165,7 @@ class PgConnector:
 
         failed: BaseException | None = None
         with self._lock:
-            if self._pending:
+            if self._pending or self._finished:
                 # COPY has no pipeline mode: what is pending goes first.
                 try:
                     self._send()
@@ -167,7 +191,11 @@ class PgConnector:
         with self._lock:
             if self._depth:
                 # Begun by this thread (the lock is its own): the same transaction.
-                yield self
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
                 return
             self._depth += 1
             # BEGIN waits for the transaction's first statement, to go with it; a transaction
@@ -175,7 +203,7 @@ class PgConnector:
             self._pending = [("BEGIN", {})]
             try:
                 yield self
-                if not self._pending:
+                if not self._pending and not self._finished:
                     self.conn.execute("COMMIT")
             except psycopg.Error as exc:
                 self._rollback()
@@ -185,12 +213,13 @@ class PgConnector:
                 raise
             finally:
                 self._pending = []
+                self._finished = False
                 self._depth -= 1
 
     def _rollback(self) -> None:
         import psycopg  # noqa: PLC0415
 
-        if self._pending:
+        if self._pending or self._finished:
             return
         # A connection that is gone rolled the transaction back as it went; the error that
         # ended the transaction is the one told.

@@ -190,6 +190,10 @@ class Journal:
         """Each query's rows, in turn: a statement is a call into the library, not a round trip."""
         return [self.all(name, params) for name, params in queries]
 
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of ``name``: the transaction commits as its block ends, a call away."""
+        return self.all(name, params)
+
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         """The rows of ``name`` one at a time; the journal's lock is held while they are read."""
         with self._lock:
