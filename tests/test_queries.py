@@ -18,7 +18,7 @@ BACKENDS = sorted(p.parent.parent for p in (ROOT / "pooler" / "journal").glob("*
 
 #: How the code asks for a named query: through a connector (``db.one("name", ...)``), or by its
 #: text (``SQL["name"]``).
-ASKED = re.compile(r'\.(?:one|all|stream|execute|bulk)\(\s*"([a-z]\w*)"|\bSQL\["(\w+)"\]')
+ASKED = re.compile(r'\.(?:one|all|stream|execute|bulk|finish)\(\s*"([a-z]\w*)"|\bSQL\["(\w+)"\]')
 
 
 def asked_for() -> set[str]:

@@ -761,6 +761,80 @@ def test_outcomes_recorded_together_are_each_recorded_only_by_the_runner_holding
     lb.close()
 
 
+def test_an_outcome_refused_because_another_runner_holds_the_call_joins_no_history(backend: Backend) -> None:
+    plan(backend, [call(1, 0), call(1, 1)])
+    la, a = runner(backend)
+    lb, b = runner(backend)
+    assert claim(a, 1) == [(1, 0)]
+    assert claim(b, 1) == [(1, 1)]
+    assert a.gate(row_of(1, 0), None, "s1-0", 1)
+    assert b.gate(row_of(1, 1), None, "s1-1", 1)
+    # The outcome and its history record are one write: a refused outcome leaves no record.
+    assert not a.done(row_of(1, 1), "completed", {"num": 1, "status": "completed", "step_id": "s1-1"}, None,
+                      doubt=None)
+    assert backend.sql("SELECT count(*) FROM calls WHERE task = 't'") == [(0,)]
+    assert a.done(row_of(1, 0), "completed", {"num": 1, "status": "completed", "step_id": "s1-0"}, None,
+                  doubt=None)
+    assert b.done(row_of(1, 1), "failed", {"num": 1, "status": "failed", "step_id": "s1-1"}, None, doubt=None)
+    assert backend.sql("SELECT row, status, step_id FROM calls WHERE task = 't' ORDER BY row") == [
+        (0, "completed", "s1-0"), (1, "failed", "s1-1")]
+    la.close()
+    lb.close()
+
+
+def test_a_transaction_that_raises_after_its_lock_and_first_write_leaves_nothing_and_the_journal_goes_on(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0)])
+    journal: Any = backend.journal
+    db = journal.journal if backend.kind == "sqlite" else journal.pg
+
+    def halt_then_fail() -> None:
+        with db.transaction() as tx:
+            tx.lock("t")
+            assert tx.execute("halt_task", {"task": "t", "reason": "a test"}) == 1
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        halt_then_fail()
+    assert backend.sql("SELECT halted FROM tasks WHERE id = 't'") == [(None,)]
+    # A transaction that writes nothing commits nothing, and the next one runs as the first did.
+    with db.transaction() as tx:
+        tx.lock("t")
+    lease, work = runner(backend)
+    assert claim(work) == [(1, 0)]
+    lease.close()
+
+
+def test_the_statement_that_ends_a_transaction_commits_with_it_but_not_inside_a_wider_one(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0)])
+    journal: Any = backend.journal
+    db = journal.journal if backend.kind == "sqlite" else journal.pg
+
+    def halt_inside_a_wider_transaction_that_fails() -> None:
+        with db.transaction() as outer:
+            with outer.transaction() as inner:
+                inner.lock("t")
+                assert inner.finish("halt_task", {"task": "t", "reason": "inner"}) == []
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        halt_inside_a_wider_transaction_that_fails()
+    other = open_journal(backend.kind, backend.where)
+    try:
+        assert other.task("t") is not None
+        assert Backend(backend.kind, backend.where, other).sql("SELECT halted FROM tasks WHERE id = 't'") == [
+            (None,)]
+        with db.transaction() as tx:
+            tx.lock("t")
+            tx.finish("halt_task", {"task": "t", "reason": "ended"})
+        # Seen by another connection: committed.
+        assert Backend(backend.kind, backend.where, other).sql("SELECT halted FROM tasks WHERE id = 't'") == [
+            ("ended",)]
+    finally:
+        other.close()
+
+
 def test_a_runner_that_joins_right_after_another_takes_part_in_its_run_before_it_sends_anything(
         backend: Backend) -> None:
     plan(backend, [call(1, 0), call(1, 1, key="k-1")])

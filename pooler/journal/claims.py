@@ -7,7 +7,8 @@ recorded done only by the runner that still holds them (each outcome joining the
 
 A claim is a few statements in one transaction: the task's lock (an advisory lock on PostgreSQL;
 a SQLite write transaction holds the file), what it weighs (``claim_state``), the calls that may
-go (``claimable_heads``, then ``claimable``), and one statement that takes them.
+go (``claimable_heads``, then ``claimable``; read with ``claim_state`` in one round trip when one
+call goes at a time), and one statement that takes them.
 """
 
 from __future__ import annotations
@@ -105,7 +106,15 @@ class Work:
 
     def _claim(self, db: Connector, limit: int, cap: int, run: int | None) -> list[WorkRow]:
         now = time.time()
-        state = db.one("claim_state", {**self._call, "now": now})
+        weigh = {**self._call, "now": now}
+        first: list[Row] | None = None
+        if cap == 1:
+            # One call at a time goes in file order: the first that may go is read with what the
+            # claim weighs (one round trip, not two), and taken only when the weighing lets it.
+            weighed, first = db.batch([("claim_state", weigh), ("claimable", {"task": self.task, "take": 1})])
+            state = weighed[0] if weighed else None
+        else:
+            state = db.one("claim_state", weigh)
         if state is None or not state["there"] or state["halted"] is not None:
             return []
         busy = int(state["busy"])
@@ -120,9 +129,14 @@ class Work:
         take = min(limit, cap - busy)
         # The first call of each step that may go (fewest in flight first), then the rest in file
         # order; one call at a time (cap 1) goes in file order: no step has a call in flight.
-        heads = db.all("claimable_heads", {"task": self.task, "take": take, "window": take + HEADS_WINDOW}
-                       ) if cap > 1 else []
-        if len(heads) < take:
+        if first is not None:
+            heads = first[:take]
+        elif cap > 1:
+            heads = db.all("claimable_heads",
+                           {"task": self.task, "take": take, "window": take + HEADS_WINDOW})
+        else:
+            heads = []
+        if first is None and len(heads) < take:
             held = {(r["num"], r["idx"]) for r in heads}
             rest = [r for r in db.all("claimable", {"task": self.task, "take": take + len(heads)})
                     if (r["num"], r["idx"]) not in held]
@@ -144,7 +158,7 @@ class Work:
                           "step_id": row.step_id if sent else None, "epoch": epoch if sent else None})
             rows.append(row)
         took = {**self._call, "now_ms": _ms(now), "calls": db.json_in(calls)}
-        taken = {(int(r["num"]), int(r["idx"])): r["epoch"] for r in db.all("take_calls", took)}
+        taken = {(int(r["num"]), int(r["idx"])): r["epoch"] for r in db.finish("take_calls", took)}
         for row, call in zip(rows, calls, strict=True):
             if call["sent"]:
                 row.epoch = int(taken[(row.num, row.idx)])
@@ -233,14 +247,12 @@ class Work:
     def _done(self, db: Connector, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
               doubt: str | None) -> bool:
         """The outcome recorded while the call is this runner's, and its record in the history."""
-        changed = db.execute("done_call", {
+        # The outcome and its record in the history, in one statement where the database has one.
+        recorded = db.execute("done_call", {
             **self._at(row), "status": status, "entry": db.json_in(entry), "detail": db.json_in(detail),
             "doubt": doubt, "key": entry.get("key"), "step_id": entry.get("step_id"),
             "now_ms": _ms(time.time())})
-        if changed != 1:
-            return False
-        db.execute("record_call", {**self._at(row), "sent": True})
-        return True
+        return recorded == 1
 
     def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
                        doubt: str | None, limit: int, cap: int,

@@ -10,7 +10,7 @@ the clock, JSON types) differ only there and in the connector.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -38,6 +38,14 @@ class Connector(Protocol):
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the query ``name``, read whole: keep it small."""
+
+    def batch(self, queries: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """Every row of each query, in turn, sent together where the database can (one round
+        trip, not one a query): for queries the next does not need the rows of."""
+
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of the statement that ends the transaction, committed with it (one round
+        trip where the database can): nothing runs in the transaction after it."""
 
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         """The rows of ``name`` one at a time, as the database sends them (a million calls never

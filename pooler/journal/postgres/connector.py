@@ -6,8 +6,8 @@ told about the database passes through ``DbText``: no password in any message.""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from pooler.errors import JournalError
@@ -34,6 +34,12 @@ class PgConnector:
         self.conn = connect(url)
         self._lock = threading.RLock()
         self._depth = 0
+        #: What a transaction has still to send before its first statement (its BEGIN, the task's
+        #: lock), sent with that statement in one round trip (psycopg's pipeline mode): a call's
+        #: outcome costs one round trip, not three.
+        self._pending: list[tuple[str, Params]] = []
+        #: Whether the transaction committed with its last statement (``finish``).
+        self._finished = False
         try:
             if check:
                 check_version(self.conn, url)
@@ -58,6 +64,22 @@ class PgConnector:
         """A connection of its own for a lease's heartbeat: a renewal never waits behind a claim."""
         return PgConnector(self.url, check=False)
 
+    def _send(self, statements: Sequence[tuple[Any, str, Params | None]] = (), *,
+              commit: bool = False) -> None:
+        """What the transaction has still to send, then each statement on its cursor (and the
+        COMMIT), in one round trip; their results are read once it returns."""
+        if self._finished:
+            raise RuntimeError("a statement after the one that ended its transaction")
+        pending, self._pending = self._pending, []
+        with self.conn.pipeline():
+            for text, args in pending:
+                self.conn.execute(text, args)
+            for cur, sql, params in statements:
+                cur.execute(sql, params or {})
+            if commit:
+                self.conn.execute("COMMIT")
+        self._finished = commit
+
     @contextmanager
     def _cursor(self, name: str, params: Params | None) -> Iterator[Any]:
         import psycopg  # noqa: PLC0415
@@ -66,7 +88,11 @@ class PgConnector:
         with self._lock:
             try:
                 with self.conn.cursor(row_factory=dict_row) as cur:
-                    yield cur.execute(SQL[name], params or {})
+                    if self._pending or self._finished:
+                        self._send([(cur, SQL[name], params)])
+                        yield cur
+                    else:
+                        yield cur.execute(SQL[name], params or {})
             except psycopg.Error as exc:
                 raise self.failed(exc) from None
 
@@ -79,12 +105,50 @@ class PgConnector:
         with self._cursor(name, params) as cur:
             return list(cur.fetchall()) if cur.description is not None else []
 
+    def batch(self, queries: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """Each query's rows, the queries (and what the transaction has pending) sent in one
+        round trip (psycopg's pipeline mode)."""
+        import psycopg  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
+
+        with self._lock:
+            try:
+                cursors = [self.conn.cursor(row_factory=dict_row) for _ in queries]
+                try:
+                    self._send([(cur, SQL[name], params)
+                                for cur, (name, params) in zip(cursors, queries, strict=True)])
+                    return [list(cur.fetchall()) if cur.description is not None else [] for cur in cursors]
+                finally:
+                    for cur in cursors:
+                        cur.close()
+            except psycopg.Error as exc:
+                raise self.failed(exc) from None
+
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of the statement that ends the transaction, its COMMIT sent with it (one
+        round trip, not two); inside a transaction begun around this one, as ``all``."""
+        import psycopg  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
+
+        with self._lock:
+            if self._depth != 1:
+                return self.all(name, params)
+            try:
+                with self.conn.cursor(row_factory=dict_row) as cur:
+                    self._send([(cur, SQL[name], params)], commit=True)
+                    return list(cur.fetchall()) if cur.description is not None else []
+            except psycopg.Error as exc:
+                raise self.failed(exc) from None
+
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         import psycopg  # noqa: PLC0415
         from psycopg.rows import dict_row  # noqa: PLC0415
 
         with self._lock:
             try:
+                if self._pending or self._finished:
+                    # A stream has no pipeline mode: what is pending goes first.
+                    self._send()
                 yield from self.conn.cursor(row_factory=dict_row).stream(SQL[name], params or {})
             except psycopg.Error as exc:
                 raise self.failed(exc) from None
@@ -97,8 +161,16 @@ class PgConnector:
     def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
         """Rows by COPY.  A block that raises ends the COPY with a word of its own: the server's
         log never gets the exception's text (a refused check's problems may quote a row)."""
+        import psycopg  # noqa: PLC0415
+
         failed: BaseException | None = None
         with self._lock:
+            if self._pending or self._finished:
+                # COPY has no pipeline mode: what is pending goes first.
+                try:
+                    self._send()
+                except psycopg.Error as exc:
+                    raise self.failed(exc) from None
             try:
                 with self.conn.cursor().copy(SQL[name]) as copy:
                     if name in COPY_TYPES:
@@ -119,19 +191,48 @@ class PgConnector:
         with self._lock:
             if self._depth:
                 # Begun by this thread (the lock is its own): the same transaction.
-                yield self
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
                 return
             self._depth += 1
+            # BEGIN waits for the transaction's first statement, to go with it; a transaction
+            # that sent nothing has nothing to commit.
+            self._pending = [("BEGIN", {})]
             try:
-                with self.conn.transaction():
-                    yield self
+                yield self
+                if not self._pending and not self._finished:
+                    self.conn.execute("COMMIT")
             except psycopg.Error as exc:
+                self._rollback()
                 raise self.failed(exc) from None
+            except BaseException:
+                self._rollback()
+                raise
             finally:
+                self._pending = []
+                self._finished = False
                 self._depth -= 1
 
+    def _rollback(self) -> None:
+        import psycopg  # noqa: PLC0415
+
+        if self._pending or self._finished:
+            return
+        # A connection that is gone rolled the transaction back as it went; the error that
+        # ended the transaction is the one told.
+        with suppress(psycopg.Error):
+            self.conn.execute("ROLLBACK")
+
     def lock(self, task: str) -> None:
-        self.execute("lock_task", {"task": task})
+        with self._lock:
+            if self._pending:
+                # Sent with the transaction's first statement, before it.
+                self._pending.append((SQL["lock_task"], {"task": task}))
+            else:
+                self.execute("lock_task", {"task": task})
 
     @staticmethod
     def json_in(value: Any) -> Any:

@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,11 @@ def work_values(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 #: How a bulk write makes its rows' values SQLite's, by statement.
 BULK_VALUES: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {"insert_work": work_values}
+
+#: The queries of more than one statement (SQLite has no statement that writes two tables, as a
+#: PostgreSQL CTE does), by name: their statements, run in turn in one transaction.  A query is its
+#: SQL on one line, so ``; `` is where one statement ends (no query quotes it).
+STEPS = {name: sql.split("; ") for name, sql in SQL.items() if "; " in sql}
 
 
 class Journal:
@@ -189,6 +194,14 @@ class Journal:
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
 
+    def batch(self, queries: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """Each query's rows, in turn: a statement is a call into the library, not a round trip."""
+        return [self.all(name, params) for name, params in queries]
+
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of ``name``: the transaction commits as its block ends, a call away."""
+        return self.all(name, params)
+
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         """The rows of ``name`` one at a time; the journal's lock is held while they are read."""
         with self._lock:
@@ -202,9 +215,16 @@ class Journal:
             if not self._in_transaction():
                 self._still_there()
             try:
-                return int(self._db.execute(SQL[name], params or {}).rowcount)
+                if name not in STEPS:
+                    return int(self._db.execute(SQL[name], params or {}).rowcount)
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+            with self._tx() as db:
+                changed = 0
+                for sql in STEPS[name]:
+                    changed = int(db.execute(sql, params or {}).rowcount)
+                # The count of the last: the statements before it are what it is conditioned on.
+                return changed
 
     @contextmanager
     def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:

@@ -529,11 +529,22 @@ WHERE w.task = %(task)s AND w.num = c.num AND w.idx = c.idx
 RETURNING w.num, w.idx, w.epoch;
 
 -- name: done_call
--- A call's outcome, recorded only while this runner still holds it.
-UPDATE work SET state = 'done', status = %(status)s, entry = %(entry)s, detail = %(detail)s, doubt = %(doubt)s,
-    key_text = %(key)s, step_id = %(step_id)s, done_at = clock_timestamp(),
-    done_run = (SELECT runs FROM tasks WHERE id = work.task)
-WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s AND state IN ('claimed', 'sent');
+-- A call's outcome, recorded only while this runner still holds it, and its record joining the
+-- history (as record_call does), in one statement: one round trip, not two. Its count is the
+-- records written, one when the outcome was recorded.
+WITH d AS (
+    UPDATE work SET state = 'done', status = %(status)s, entry = %(entry)s, detail = %(detail)s,
+        doubt = %(doubt)s, key_text = %(key)s, step_id = %(step_id)s, done_at = clock_timestamp(),
+        done_run = (SELECT runs FROM tasks WHERE id = work.task)
+    WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND runner = %(runner)s
+      AND state IN ('claimed', 'sent')
+    RETURNING task, num, idx, row_first, key_text, step_id, status, doubt, runner, serial, sent_at, done_at, entry)
+INSERT INTO calls (task, run, num, idx, row, key, step_id, status, in_doubt, runner, serial, sent_ms, done_ms,
+                   entry)
+SELECT d.task, t.again, d.num, d.idx, d.row_first, d.key_text, d.step_id, d.status,
+       coalesce(d.doubt = 'skipped', false), d.runner, d.serial, (extract(epoch FROM d.sent_at) * 1000)::bigint,
+       (extract(epoch FROM d.done_at) * 1000)::bigint, d.entry
+FROM d JOIN tasks t ON t.id = d.task;
 
 -- name: record_call
 -- The record of a call just done joins the history (calls, one record an attempt), in the run the

@@ -307,10 +307,24 @@ UPDATE work SET state = 'done', runner = NULL, status = :status, entry = :entry,
 WHERE task = :task AND num = :num AND idx = :idx;
 
 -- name: done_call
--- A call's outcome, recorded only while this runner still holds it.
+-- A call's outcome, recorded only while this runner still holds it, and then its record joining
+-- the history (as record_call does) when the outcome was: two statements the connector runs in
+-- turn (changes() is the count of the first). Its count is the records written.
 UPDATE work SET state = 'done', status = :status, entry = :entry, detail = :detail, doubt = :doubt, key_text = :key,
                 step_id = :step_id, done_ms = :now_ms, done_run = (SELECT runs FROM tasks WHERE id = work.task)
 WHERE task = :task AND num = :num AND idx = :idx AND runner = :runner AND state IN ('claimed', 'sent');
+INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result,
+                   detail, serial, sent_ms, done_ms)
+SELECT w.task, t.again, w.num, w.row_first, w.key_text, w.round, w.step_id, w.status,
+       coalesce(w.doubt = 'skipped', 0),
+       strftime('%Y-%m-%dT%H:%M:%f', w.sent_ms / 1000.0, 'unixepoch', 'localtime'),
+       strftime('%Y-%m-%dT%H:%M:%f', w.done_ms / 1000.0, 'unixepoch', 'localtime'),
+       json_remove(w.entry, '$.detail'),
+       CASE json_type(w.entry, '$.detail') WHEN 'object' THEN json_extract(w.entry, '$.detail')
+            WHEN 'array' THEN json_extract(w.entry, '$.detail') WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+            WHEN 'null' THEN 'null' ELSE json_quote(json_extract(w.entry, '$.detail')) END,
+       w.serial, w.sent_ms, w.done_ms
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = :task AND w.num = :num AND w.idx = :idx AND changes() = 1;
 
 -- name: record_call
 -- The record of a call just done joins the history (calls, one record an attempt), in the run the
