@@ -24,9 +24,9 @@ def test_no_more_than_max_concurrency_calls_run_at_once(store: Store, tmp_path: 
     pool = make_pool(tmp_path, [sleep(150) for _ in range(9)], mode="parallel", max_concurrency=3)
     answer = run(pool, store, tmp_path / "out", reporter=recorder)
     assert answer["result"] is True
+    # Three at once, never more: the calls ran in waves of three, not one after another. (Their
+    # time is not asserted: on a busy machine it says more about the machine than about pooler.)
     assert recorder.most == 3
-    # Three waves of 150 ms, not nine.
-    assert answer["time"]["trip"] < 9 * 150
 
 
 def test_a_step_waits_for_the_step_it_refers_to(store: Store, tmp_path: Path) -> None:
