@@ -130,10 +130,19 @@ def section(command: str, parser: argparse.ArgumentParser) -> list[str]:
         for action in actions:
             text = formatter._expand_help(action) if action.help else ""
             # A | splits a table's cell even inside backticks.
-            flags = formatter._format_action_invocation(action).replace("|", "\\|")
+            flags = _invocation(formatter, action).replace("|", "\\|")
             lines.append(f"| `{flags}` | {cell(text)} |")
         lines.append("")
     return lines
+
+
+def _invocation(formatter: argparse.HelpFormatter, action: argparse.Action) -> str:
+    """An option as its help shows it, the same on every Python: 3.13's argparse writes the value
+    once (``-o, --output FILE``), older ones after each spelling (``-o FILE, --output FILE``)."""
+    if not action.option_strings or action.nargs == 0:
+        return formatter._format_action_invocation(action)
+    value = formatter._format_args(action, formatter._get_default_metavar_for_optional(action))
+    return ", ".join(f"{option} {value}" for option in action.option_strings)
 
 
 def _choices_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
