@@ -40,7 +40,8 @@ def _whole(value: Any) -> int:
         raise CastError(f"{shown(value)} is not a whole number")
     if isinstance(value, float) and not value.is_integer():
         raise CastError(f"{shown(value)} is not a whole number")
-    number = int(value)
+    # The text as checked: str.strip drops more than int() skips (a "\x1f" after the digits).
+    number = int(value.strip() if isinstance(value, str) else value)
     if not _INT_MIN <= number <= _INT_MAX:
         raise CastError(f"{number} is out of range for a whole number")
     return number
