@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -75,6 +76,52 @@ def wait_for(what: Callable[[], bool], timeout: float = 60, poll: float = 0.02,
         if time.monotonic() > end:
             raise AssertionError("the condition was not reached in time")
         time.sleep(poll)
+
+
+def _client_ports(pid: int) -> list[int]:
+    """The local TCP ports of the sockets process ``pid`` holds (its journal connections among them)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def freeze(proc: subprocess.Popen[str], url: str, holds: Callable[[], bool] = lambda: True,
+           timeout: float = 60) -> None:
+    """SIGSTOP the runner ``proc`` at a moment none of its connections to the journal ``url`` is inside
+    a transaction, and ``holds()`` is true.  A runner frozen inside one would hold the task's lock
+    until it woke, and no other runner could join the task or take its calls back meanwhile: where
+    a process freezes is up to the machine's scheduler, so the test picks the moment instead."""
+    end = time.monotonic() + timeout
+    while True:
+        wait_for(holds, timeout=max(0.0, end - time.monotonic()), running=(proc,))
+        proc.send_signal(signal.SIGSTOP)
+        ports = _client_ports(proc.pid)
+        # A statement the server was running when the runner stopped ends on its own: then the
+        # connection is idle, or idle inside its transaction.
+        states: list[str] = []
+        while True:
+            states = [str(s) for (s,) in query(url, "SELECT state FROM pg_stat_activity WHERE client_port = "
+                                                    "ANY(%s)", (ports,))]
+            if "active" not in states or time.monotonic() > end:
+                break
+            time.sleep(0.02)
+        if states and all(s == "idle" for s in states) and holds():
+            return
+        proc.send_signal(signal.SIGCONT)
+        if time.monotonic() > end:
+            raise AssertionError("the runner was never outside a transaction when stopped")
 
 
 def max_overlap(intervals: list[tuple[Any, Any]]) -> int:

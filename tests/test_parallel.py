@@ -65,15 +65,18 @@ def orders(contracts: list[str]) -> list[dict[str, object]]:
 
 def test_serialize_on_keeps_calls_on_one_contract_apart(store: Store, tmp_path: Path) -> None:
     contracts = ["40040343", "40041002"] * 3
+    recorder = Recorder()
     pool = make_pool(tmp_path, orders(contracts), mode="parallel", max_concurrency=6,
                      serialize_on="contract", stop_on_error=False)
-    answer = run(pool, store, tmp_path / "out")
+    answer = run(pool, store, tmp_path / "out", reporter=recorder)
     assert answer["result"] is True
+    # The store refuses a second order on a contract it is busy with: none was refused.
     assert answer["succeeded"] == 6
     done = [op["params"]["contract"] for op in ops_of(store, "CmdAdd")]
     assert sorted(done) == sorted(contracts)
-    # Two contracts side by side: about three order times, not six.
-    assert answer["time"]["trip"] < 6 * 100
+    # Two contracts side by side, never one after the other: two calls at once, one a contract.
+    # (Their time is not asserted: on a busy machine it says more about the machine than about pooler.)
+    assert recorder.most == 2
 
 
 def test_without_serialize_on_the_store_refuses_calls_on_a_busy_contract(store: Store,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from helpers import Store, pooler
 from pg_server import start_server
-from sharedkit import finish, query, start_runner, wait_for, write_pool
+from sharedkit import finish, freeze, query, start_runner, wait_for, write_pool
 
 from pooler.journal.postgres.schema import upgrade
 
@@ -85,9 +85,9 @@ def three_runners(store: Store, url: str, folder: Path, policy: str, seed: int) 
     kill_at = rng.randrange(10, 150)
     freeze_at = rng.randrange(10, 150)
     done = "state = 'done'"
-    wait_for(lambda: query(url, f"SELECT count(*) FROM work WHERE task = 't' AND {done}")[0][0] >= freeze_at
-             and mine(url, frozen.pid, "state = 'sent'") > 0, running=(steady, killed, frozen))
-    frozen.send_signal(signal.SIGSTOP)
+    wait_for(lambda: query(url, f"SELECT count(*) FROM work WHERE task = 't' AND {done}")[0][0] >= freeze_at,
+             running=(steady, killed, frozen))
+    freeze(frozen, url, lambda: mine(url, frozen.pid, "state = 'sent'") > 0)
     wait_for(lambda: query(url, f"SELECT count(*) FROM work WHERE task = 't' AND {done}")[0][0] >= kill_at
              and mine(url, killed.pid, "state = 'sent'") > 0, running=(steady, killed))
     killed.send_signal(signal.SIGKILL)

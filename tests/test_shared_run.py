@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from helpers import Store, pooler
-from sharedkit import finish, max_overlap, query, start_runner, wait_for, write_pool
+from sharedkit import finish, freeze, max_overlap, query, start_runner, wait_for, write_pool
 
 from pooler.journal.postgres.schema import upgrade
 
@@ -111,7 +111,7 @@ def test_runners_of_the_default_width_share_a_full_cap_fairly_and_a_late_one_get
     wait_for(lambda: query(url, "SELECT count(*) FROM work WHERE task = 't' AND state = 'done'")[0][0] >= 4)
     # The first runner waits (stopped, well within its lease) until the late one has joined,
     # however long a busy machine takes to start a process: the task is not over before then.
-    first.send_signal(signal.SIGSTOP)
+    freeze(first, url)
     late = start_runner(pool, store, url, "t", tmp_path / "out-b")
     joined: list[Any] = []
     try:
