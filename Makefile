@@ -40,9 +40,10 @@ test: lint
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -n $(WORKERS) -m 'not slow and not process and not postgres and not browser'
 
-# The long load tests and the peak-memory measurements (CI runs them beside the other runs).
+# The long load tests and the peak-memory measurements (CI runs them beside the other runs), two at
+# a time: each waits on its processes and the store, and measures its own process's memory.
 test-slow: $(STAMP)
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -n 2 -m slow
 
 # The parts that lean on a dependency's API (the client on requests, the MCP server on mcp, the
 # report on jinja2, the shared journal on psycopg, checks on jsonschema, traces on the OpenTelemetry
