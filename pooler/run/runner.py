@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.journal.heartbeat import taken_back
 from pooler.journal.work import BUSY, Done, LeaseLost, RunnerLease, TaskJournal, WorkRow
 from pooler.pool.budget import Judge, stopping
 from pooler.pool.model import Pool
@@ -197,6 +198,8 @@ class Runner:
             raise
         if recorded:
             self._recorded(row, outcome)
+        else:
+            self._taken_back()
         return rows
 
     def _flush(self) -> None:
@@ -223,6 +226,8 @@ class Runner:
         for (row, outcome), ok in zip(pending, recorded, strict=True):
             if ok:
                 self._recorded(row, outcome)
+            else:
+                self._taken_back()
 
     def _take(self, row: WorkRow) -> None:
         try:
@@ -419,6 +424,15 @@ class Runner:
             return
         if recorded:
             self._recorded(row, outcome)
+        else:
+            self._taken_back()
+
+    def _taken_back(self) -> None:
+        """An outcome the journal refused: the call is no longer this runner's, so its lease was
+        lost, whether or not its heartbeat has woken to find that out yet (a runner frozen past its
+        lease is woken with both threads due at once).  The run stops as a lost lease stops it."""
+        if self.broken is None:
+            self.broken = taken_back(self.lease.id)
 
     def _recorded(self, row: WorkRow, outcome: Outcome) -> None:
         plan = self.plans[row.num]
