@@ -31,8 +31,9 @@ NEVER = ("rich", "jinja2", "markupsafe", "pooler.report.html", "pooler.report.me
 #: What a run that sends its calls does without: the dry run's and a plan file's pages.
 NOT_FOR_A_RUN = ("pooler.cli.commands.dry_run", "pooler.cli.commands.plan_show")
 #: What a run of a right JSON pool does without: the YAML parser reads YAML and tells where a
-#: JSON problem stands; uuid loads platform and ctypes' helpers for a random name.
-NOT_FOR_JSON = ("yaml", "pooler.pool.positions", "pooler.pool.streamed", "uuid")
+#: JSON problem stands, difflib suggests a name for a misspelt one, fractions reads a budget in
+#: percent, and uuid would load platform for a random name.
+NOT_FOR_JSON = ("yaml", "pooler.pool.positions", "pooler.pool.streamed", "difflib", "fractions", "uuid")
 #: The HTTP client, for the commands that call a store.
 HTTP = ("requests", "urllib3", "pooler.client.http")
 #: The engine, which printing the version or the help needs none of.
