@@ -121,3 +121,14 @@ def test_check_runs_and_show_load_no_rich_report_or_http_client(store: Store, tm
         assert task in said
         # A pipe gets lines and --json a document: rich draws a terminal's tables alone.
         assert loaded(modules, NEVER + HTTP) == [], args
+
+
+@pytest.mark.process
+def test_tools_and_call_under_json_load_no_rich(store: Store, tmp_path: Path) -> None:
+    echo = ["call", "MELBIS_AGENT_TEST", "CmdEcho", "--params", '{"i": 1}']
+    for args in (["tools", "MELBIS_AGENT_TEST"], echo):
+        status, modules, said = told_after(tmp_path, *args, "--store", store.url, "--json",
+                                           env={"POOLER_TOKEN": store.token})
+        assert status == 0, said
+        assert '"result": true' in said
+        assert loaded(modules, NEVER + NOT_FOR_A_RUN) == [], args
