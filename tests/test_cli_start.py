@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import Store, environment
 
+from pooler.version import __version__
+
 #: ``pooler ARGS`` through the command line's ``main`` in a fresh process, then the modules it holds.
 PROBE = """
 import json, sys
@@ -70,8 +72,12 @@ def one_step_pool(tmp_path: Path) -> Path:
 @pytest.mark.process
 @pytest.mark.parametrize("args", [["--version"], ["--help"]], ids=["version", "help"])
 def test_the_version_and_the_help_load_no_command_and_no_engine(tmp_path: Path, args: list[str]) -> None:
-    status, modules = modules_after(tmp_path, *args)
+    status, modules, said = told_after(tmp_path, *args)
     assert status == 0
+    if args == ["--version"]:
+        assert said == f"pooler {__version__}\n"
+    else:
+        assert said.startswith("usage: pooler [-h] [--version] COMMAND ...")
     commands = [m for m in modules if m.startswith("pooler.cli.commands.")]
     assert commands == ["pooler.cli.commands.common"]
     assert loaded(modules, NEVER + NOT_FOR_A_RUN + NOT_FOR_JSON + ENGINE) == []
