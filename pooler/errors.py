@@ -7,7 +7,6 @@ Anything that is not a ``PoolerError`` is a bug.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,6 +145,8 @@ class JournalError(PoolerError):
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The one of ``choices`` ``word`` is nearly (case told apart first, then not), or None."""
+    import difflib  # noqa: PLC0415 - a refusal's suggestion alone needs it, not every start
+
     choices = list(choices)
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if not close:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import re
@@ -15,7 +16,7 @@ from helpers import ROOT, Store, answer_of, pooler
 
 from pooler.cli.commands import tools as tools_command
 from pooler.cli.config import Target, resolve_target
-from pooler.cli.main import ExitStatus, build_parser, exit_status_for, main
+from pooler.cli.main import NO_COMMAND, ExitStatus, build_parser, exit_status_for, main
 from pooler.errors import (
     CheckFailed,
     InputError,
@@ -91,6 +92,23 @@ def test_a_bad_flag_exits_2() -> None:
     assert proc.returncode == 2
     assert "invalid choice: 'sideways'" in proc.stderr
     assert pooler("frobnicate").returncode == 2
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["frobnicate"], ["rnu", "pool.yaml"], []],
+                         ids=["help", "misspelt", "near-miss", "none"])
+def test_a_command_line_that_names_no_command_reads_the_same_with_no_command_loaded(argv: list[str]) -> None:
+    """``pooler --help`` and a refused command name are told by the parser without the commands'
+    modules: word for word what the whole parser (docs/cli.md's) tells."""
+    said = []
+    for parser in (build_parser(), build_parser(NO_COMMAND)):
+        out, err = io.StringIO(), io.StringIO()
+        with pytest.raises(SystemExit) as ended, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            parser.parse_args(argv)
+        said.append((ended.value.code, out.getvalue(), err.getvalue()))
+    assert said[0] == said[1]
+    assert said[1][0] == (0 if argv == ["--help"] else 2)
+    assert (said[1][1] + said[1][2]).startswith("usage: pooler [-h] [--version] COMMAND ...")
 
 
 def test_each_error_maps_to_one_status() -> None:

@@ -30,12 +30,17 @@ EPILOG = (
     "Run 'pooler COMMAND --help' for a command's options."
 )
 
+#: ``build_parser``'s ``only`` for a command line that names no command.
+NO_COMMAND = ""
+
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; each command group registers its own subcommands.
 
     With ``only``, that command's module alone is loaded and the others are listed by name, which
-    keeps ``pooler check`` from importing the executor and the live view it never uses.
+    keeps ``pooler check`` from importing the executor and the live view it never uses; an ``only``
+    that names no command (``NO_COMMAND``: ``pooler --version``, ``pooler --help``, a misspelt
+    command) loads none, as listing them, or refusing a name, needs their help lines alone.
     """
     parser = argparse.ArgumentParser(prog="pooler", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"pooler {__version__}")
@@ -127,7 +132,7 @@ def main(
     wants_json = "--json" in args
     ns: argparse.Namespace | None = None
     try:
-        ns = build_parser(first if first in COMMANDS else None).parse_args(args)
+        ns = build_parser(first if first in COMMANDS else NO_COMMAND).parse_args(args)
         mask_journal(getattr(ns, "journal", None), ctx)
         status = int(ns.handler(ns, ctx))
     except PoolerError as error:

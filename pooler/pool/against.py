@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 from pooler.contract.fieldtypes import CastError, cast
 from pooler.errors import Problem, did_you_mean
 from pooler.pool.comparing import compare_field_problems
+from pooler.pool.marks import KEY
 from pooler.pool.model import Pool, Step
-from pooler.pool.positions import KEY
 from pooler.pool.references import parse_ref
 from pooler.pool.variables import strings
 

@@ -17,10 +17,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pooler.statuses import TROUBLE, CallStatus
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 #: The kinds of call a budget counts: the statuses of the calls that did not land, as far as
 #: anyone knows (the names of ``tolerate``'s fields, and of ``Counts``').
@@ -55,6 +57,9 @@ def allowance(value: Any) -> Allowance | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return Allowance(str(value), calls=value)
     if isinstance(value, str) and _PERCENT.match(value):
+        # Loaded for a budget in percent alone: fractions (and the decimal it loads) weigh on every start.
+        from fractions import Fraction  # noqa: PLC0415
+
         return Allowance(value, percent=Fraction(value[:-1]))
     if isinstance(value, str) and value.isascii() and value.isdigit():
         # As text, as an MCP client sends it (its input schema gives each field one type).

@@ -21,9 +21,9 @@ from typing import Any
 from pooler.errors import PoolerError, Problem, closest, did_you_mean, in_order
 from pooler.pool.against import check_against
 from pooler.pool.comparing import compare_problems
+from pooler.pool.marks import KEY
 from pooler.pool.model import MODES, RESERVED_NAMES, ForEach, Pool, Step
 from pooler.pool.numbers import DECIMALS
-from pooler.pool.positions import KEY
 from pooler.pool.references import parse_ref
 from pooler.pool.refusals import refusal_problem
 from pooler.pool.rows import BY_EXTENSION, encoding_problem

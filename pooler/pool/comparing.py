@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pooler.errors import Problem, did_you_mean
+from pooler.pool.marks import KEY
 from pooler.pool.model import Step
 from pooler.pool.numbers import read_number
-from pooler.pool.positions import KEY
 from pooler.pool.variables import placeholders
 
 #: A text that is wholly a JSON number: "007" and "1 234" are not.

@@ -2,6 +2,8 @@
 
 JSON files are parsed with ``json`` (JSON semantics) and composed with the YAML parser for
 positions only: JSON is YAML for where things stand.  YAML is read by ``pooler.pool.positions``.
+The YAML parser is loaded when a YAML file is read or a JSON file's positions are asked for: a
+run of a JSON pool that is right starts without it.
 """
 
 from __future__ import annotations
@@ -9,27 +11,24 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-from yaml.nodes import MappingNode, Node, SequenceNode
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pooler.errors import InputError
 from pooler.infile import open_input
-from pooler.pool import streamed
-from pooler.pool.marks import LazyPositions
-from pooler.pool.model import JsonPath, Source
-from pooler.pool.positions import (
+from pooler.pool.marks import (
     KEY,
     MAX_DEPTH,
     MAX_NODES,
-    build,
-    compose,
-    compose_quietly,
+    LazyPositions,
     duplicate_message,
     line_text,
     node_error,
     too_deep,
 )
+from pooler.pool.model import JsonPath, Source
+
+if TYPE_CHECKING:
+    from yaml.nodes import Node
 
 MAX_BYTES = 16 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
@@ -130,6 +129,9 @@ def parse_text(text: str, file: str, *, as_json: bool | None = None, max_depth: 
 
 
 def _parse_yaml(text: str, file: str, max_depth: int, max_nodes: int) -> Document:
+    from pooler.pool import streamed  # noqa: PLC0415 - the YAML parser, for YAML alone
+    from pooler.pool.positions import build, compose  # noqa: PLC0415
+
     source = Source(file=file, lines=text.splitlines())
     if "*" not in text:
         # No alias can be in it: read from the parser's events, with no node graph held.
@@ -179,6 +181,8 @@ def _parse_json(text: str, file: str, max_depth: int) -> Document:
         raise InputError(f"{file} is not whole json - {exc}", file=file) from None
 
     def marks() -> dict[JsonPath, Any]:
+        from pooler.pool.positions import compose_quietly  # noqa: PLC0415 - a problem asks where
+
         root = compose_quietly(text)
         return marks_of(root, max_depth) if root is not None else {}
 
@@ -188,6 +192,8 @@ def _parse_json(text: str, file: str, max_depth: int) -> Document:
 
 
 def _duplicate(key: str, text: str, source: Source) -> InputError:
+    from pooler.pool.positions import compose_quietly  # noqa: PLC0415 - a refusal tells where
+
     root = compose_quietly(text)
     found = find_duplicate(root, key) if root is not None else None
     if found is None:
@@ -225,6 +231,8 @@ def parse_document(text: str, path: Path, display: str, *, as_json: bool | None 
 
 def marks_of(root: Node, max_depth: int = MAX_DEPTH) -> dict[JsonPath, Any]:
     """Every path's mark, values and keys (for JSON, whose values come from ``json``)."""
+    from yaml.nodes import MappingNode, SequenceNode  # noqa: PLC0415 - loaded by the graph it walks
+
     marks: dict[JsonPath, Any] = {}
     stack: list[tuple[Node, JsonPath, int]] = [(root, (), 1)]
     while stack:
@@ -245,6 +253,8 @@ def marks_of(root: Node, max_depth: int = MAX_DEPTH) -> dict[JsonPath, Any]:
 
 def find_duplicate(root: Node, key: str) -> tuple[Node, Node] | None:
     """The first and the second key node of a duplicated ``key`` anywhere in the graph."""
+    from yaml.nodes import MappingNode, SequenceNode  # noqa: PLC0415 - loaded by the graph it walks
+
     stack: list[Node] = [root]
     while stack:
         node = stack.pop()

@@ -18,7 +18,7 @@ from pooler.errors import CheckFailed, InputError, Problem, in_order
 from pooler.pool.breaker import breaker_of
 from pooler.pool.budget import tolerate_of
 from pooler.pool.documents import MAX_BYTES, Document, parse_document, parse_text, read_document, read_text
-from pooler.pool.marks import LazyPositions
+from pooler.pool.marks import KEY, LazyPositions
 from pooler.pool.model import (
     Compare,
     ForEach,
@@ -32,7 +32,6 @@ from pooler.pool.model import (
     Variable,
     format_path,
 )
-from pooler.pool.positions import KEY
 from pooler.pool.rate import rate_of
 from pooler.pool.schema_problems import kind_of, schema_problems
 

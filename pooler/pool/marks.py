@@ -1,13 +1,68 @@
-"""Positions of a parsed file, told from the parser's marks only when asked for."""
+"""Positions of a parsed file, told from the parser's marks only when asked for, and the refusals
+that point at one.
+
+Without the YAML parser: a JSON pool is read with ``json`` and needs the parser only for the
+positions of a problem (``pooler.pool.positions``, loaded then).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
-from pooler.pool.model import JsonPath, Pos
+from pooler.errors import InputError
+from pooler.pool.model import JsonPath, Pos, Source
 
 MarksOf = Callable[[], dict[JsonPath, Any]]
+
+MAX_DEPTH = 64
+MAX_NODES = 1_000_000
+
+KEY = "<key>"
+"""The last part of the path under which a mapping member's key position is recorded."""
+
+
+class Marked(Protocol):
+    """What a refusal can point at: a node, or an event of a file read without its node graph."""
+
+    start_mark: Any
+
+
+def line_text(source: Source, line: int | None) -> str | None:
+    """The text of a 1-based line of the source, if it has one."""
+    return source.lines[line - 1] if line is not None and 0 < line <= len(source.lines) else None
+
+
+def too_deep(source: Source, where: Pos | None, limit: int = MAX_DEPTH) -> InputError:
+    """The refusal of a document nested deeper than ``limit``."""
+    return InputError(
+        f"the file nests deeper than {limit} levels - a pool needs only a few; flatten the data.",
+        file=source.file, line=where.line if where else None, column=where.column if where else None,
+        source_line=line_text(source, where.line) if where else None,
+    )
+
+
+def within_bounds(source: Source, at: Marked, *, visits: int, max_nodes: int, depth: int,
+                  max_depth: int) -> None:
+    """The bounds every reader of a YAML file keeps, whether it builds from nodes or from events:
+    at most ``max_nodes`` values, nested at most ``max_depth`` deep."""
+    if visits > max_nodes:
+        raise node_error(source, f"the file holds more than {max_nodes:,} values - split it into smaller "
+                         "files.", at)
+    if depth > max_depth:
+        raise too_deep(source, Pos(at.start_mark.line + 1, at.start_mark.column + 1), max_depth)
+
+
+def node_error(source: Source, message: str, node: Marked) -> InputError:
+    """An ``InputError`` pointing at a node."""
+    line, column = node.start_mark.line + 1, node.start_mark.column + 1
+    return InputError(message, file=source.file, line=line, column=column,
+                      source_line=line_text(source, line))
+
+
+def duplicate_message(key: str, first: Marked) -> str:
+    return (f"Duplicate key [{key}] - the first is on line {first.start_mark.line + 1}; "
+            "a mapping holds each key once.")
 
 
 class LazyPositions(dict[JsonPath, Pos]):

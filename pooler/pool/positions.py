@@ -25,17 +25,19 @@ from yaml.events import ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from pooler.errors import InputError
-from pooler.pool.marks import LazyPositions
+from pooler.pool.marks import (
+    KEY,
+    MAX_DEPTH,
+    MAX_NODES,
+    LazyPositions,
+    Marked,
+    duplicate_message,
+    line_text,
+    node_error,
+    too_deep,
+    within_bounds,
+)
 from pooler.pool.model import JsonPath, Pos, Source
-
-MAX_DEPTH = 64
-MAX_NODES = 1_000_000
-
-
-class Marked(Protocol):
-    """What a refusal can point at: a node, or an event of a file read without its node graph."""
-
-    start_mark: Any
 
 
 class Tagged(Marked, Protocol):
@@ -43,11 +45,6 @@ class Tagged(Marked, Protocol):
 
 
 Scalar = ScalarNode | ScalarEvent
-
-KEY = "<key>"
-"""The last part of the path under which a mapping member's key position is recorded."""
-
-
 
 _PLAIN = "tag:pooler,2024:plain"
 _STR = "tag:yaml.org,2002:str"
@@ -189,43 +186,6 @@ def _reserved_start(rest: str) -> str:
     value = rest[: end.start() if end else len(rest)].rstrip()
     return (f"a YAML value that starts with {rest[0]} must be quoted (YAML keeps {rest[0]} for itself): "
             f"write {json.dumps(value, ensure_ascii=False)}.")
-
-
-def line_text(source: Source, line: int | None) -> str | None:
-    """The text of a 1-based line of the source, if it has one."""
-    return source.lines[line - 1] if line is not None and 0 < line <= len(source.lines) else None
-
-
-def too_deep(source: Source, where: Pos | None, limit: int = MAX_DEPTH) -> InputError:
-    """The refusal of a document nested deeper than ``limit``."""
-    return InputError(
-        f"the file nests deeper than {limit} levels - a pool needs only a few; flatten the data.",
-        file=source.file, line=where.line if where else None, column=where.column if where else None,
-        source_line=line_text(source, where.line) if where else None,
-    )
-
-
-def within_bounds(source: Source, at: Marked, *, visits: int, max_nodes: int, depth: int,
-                  max_depth: int) -> None:
-    """The bounds every reader of a YAML file keeps, whether it builds from nodes or from events:
-    at most ``max_nodes`` values, nested at most ``max_depth`` deep."""
-    if visits > max_nodes:
-        raise node_error(source, f"the file holds more than {max_nodes:,} values - split it into smaller "
-                         "files.", at)
-    if depth > max_depth:
-        raise too_deep(source, Pos(at.start_mark.line + 1, at.start_mark.column + 1), max_depth)
-
-
-def node_error(source: Source, message: str, node: Marked) -> InputError:
-    """An ``InputError`` pointing at a node."""
-    line, column = node.start_mark.line + 1, node.start_mark.column + 1
-    return InputError(message, file=source.file, line=line, column=column,
-                      source_line=line_text(source, line))
-
-
-def duplicate_message(key: str, first: Marked) -> str:
-    return (f"Duplicate key [{key}] - the first is on line {first.start_mark.line + 1}; "
-            "a mapping holds each key once.")
 
 
 def _children(node: Node) -> Iterator[Node]:

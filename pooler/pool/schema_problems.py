@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pooler.errors import Problem, did_you_mean
 from pooler.pool.budget import allowance_message
+from pooler.pool.marks import KEY
 from pooler.pool.model import JsonPath, Source, format_path
-from pooler.pool.positions import KEY
 from pooler.pool.schema_gate import Check, compile_schema
 
 if TYPE_CHECKING:

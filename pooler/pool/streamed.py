@@ -26,7 +26,7 @@ from yaml.events import (
 )
 
 from pooler.errors import InputError
-from pooler.pool.marks import LazyPositions
+from pooler.pool.marks import KEY, LazyPositions, duplicate_message, node_error, too_deep, within_bounds
 from pooler.pool.model import JsonPath, Source
 from pooler.pool.positions import (
     _MAP,
@@ -35,15 +35,10 @@ from pooler.pool.positions import (
     _SEQ,
     _SPECIAL_START,
     _STR,
-    KEY,
     _Builder,
     _Loader,
     _yaml_error,
     compose_quietly,
-    duplicate_message,
-    node_error,
-    too_deep,
-    within_bounds,
 )
 
 _NON_SPECIFIC = (None, "!")

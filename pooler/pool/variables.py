@@ -22,9 +22,9 @@ from typing import Any
 
 from pooler.errors import CheckFailed, InputError, Problem, UsageError, did_you_mean
 from pooler.pool.documents import parse_text, read_document
+from pooler.pool.marks import KEY
 from pooler.pool.model import JsonPath, Pool
 from pooler.pool.numbers import read_number
-from pooler.pool.positions import KEY
 from pooler.redact import secret_texts
 
 OPEN = "${"

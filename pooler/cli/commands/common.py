@@ -174,7 +174,6 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True,
     """
     # Imported here: requests is a fifth of start-up, and check and plan never call a store.
     from pooler.client.http import ToolRunClient  # noqa: PLC0415
-    from pooler.client.masking import MaskingClient  # noqa: PLC0415
 
     found = target(args, ctx)
     if need_token and found.token is None:
@@ -189,6 +188,8 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True,
         options["read_timeout"] = args.timeout
     if not masking:
         return ToolRunClient(found.url, found.token, redactor=ctx.redactor, name=found.name, **options)
+    from pooler.client.masking import MaskingClient  # noqa: PLC0415 - a run masks what it writes itself
+
     return MaskingClient(found.url, found.token, redactor=ctx.redactor, name=found.name, **options)
 
 

@@ -7,8 +7,6 @@ import json
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
 from pooler.cli.commands.common import Context, make_client
 from pooler.cli.commands.store_rate import store_rate
 from pooler.cli.render import console_for
@@ -154,6 +152,10 @@ def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
         head.insert(1, f"about: {plan['description']}")
     variables_rows = [(n, str(v["value"]), v["description"]) for n, v in plan["variables"].items()]
     if out.isatty():
+        # Loaded only here: pooler check, which tells compares and rates with this module's words,
+        # and a plan written to a pipe print text without rich.
+        from rich.table import Table  # noqa: PLC0415
+
         console = console_for(out, environ=ctx.environ)
         for line in head:
             console.print(ctx.redactor.text(line), markup=False)

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
-from pooler.report.metrics import MetricsReporter
-from pooler.report.promfile import check_target
 
 if TYPE_CHECKING:
     from pooler.client.http import ToolRunClient
+    from pooler.report.metrics import MetricsReporter
     from pooler.report.tracing import TraceReporter, Tracing
 
 OTEL_MISSING = ("--trace: OpenTelemetry is not installed - install pooler with its otel extra "
@@ -35,6 +34,8 @@ def add_monitoring_options(parser: argparse.ArgumentParser, *, what: str = "run"
 def start_tracing(args: argparse.Namespace, ctx: Context) -> Tracing | None:
     """The tracer ``--trace`` asks for, or None; refused (exit 2) when it cannot be had."""
     if getattr(args, "metrics_file", None):
+        from pooler.report.promfile import check_target  # noqa: PLC0415 - only --metrics-file writes one
+
         check_target(Path(args.metrics_file))
     if not getattr(args, "trace", False):
         return None
@@ -56,6 +57,8 @@ class Monitoring:
         self.tracing = tracing
         self.client = client
         if getattr(args, "metrics_file", None):
+            from pooler.report.metrics import MetricsReporter  # noqa: PLC0415
+
             path = Path(args.metrics_file)
             # Runners of one task each write their own file; on one host their series differ
             # by the file's name.

@@ -7,9 +7,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-from rich.text import Text
-
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_traceback, positive_int
 from pooler.cli.render import answer_lines, console_for, summary_line
@@ -21,7 +18,6 @@ from pooler.journal.dburl import is_postgres
 from pooler.journal.prune import parse_age, prune
 from pooler.journal.records import PlanCounts, TaskRow
 from pooler.plural import plural
-from pooler.report.html import write_report
 from pooler.run.journals import history_of, open_tasks
 from pooler.run.storerate import StoreShare, last_share
 from pooler.run.taskanswer import DEAD
@@ -126,6 +122,10 @@ def handle_runs(args: argparse.Namespace, ctx: Context) -> int:
             ctx.stdout.write(f"{row.id}  {row.status:<9}  started {row.started}  runs {row.runs}  "
                              f"{counts(row, plans.get(row.id)) or '-'}{share}  {row.pool_file}\n")
         return ExitStatus.OK
+    # Loaded only for a terminal's table: the lines and --json of a pipe or cron need no rich.
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
     table = Table(title="recent tasks", title_justify="left")
     for column in ("task", "pool", "started", "status", "runs", "counts"):
         table.add_column(column, overflow="fold")
@@ -172,6 +172,9 @@ def handle_show(args: argparse.Namespace, ctx: Context) -> int:
             raise JournalError(f"no task {args.task} in the journal {journal.where()} - "
                                "'pooler runs' lists the tasks it holds.")
         if args.html:
+            # Loaded only here: the report's templates (jinja2) are for --html alone.
+            from pooler.report.html import write_report  # noqa: PLC0415
+
             # From the calls the journal holds, so a task that was killed has a report too.
             write_report(history_of(journal), args.task, Path(args.html))
             ctx.note(f"pooler: the report of task {args.task} written to {args.html}")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from pooler.cli.commands import help_of
 from pooler.cli.commands.common import Context, add_json, add_store_options, add_traceback, make_client
 from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def register(sub: Any) -> None:
@@ -40,6 +41,8 @@ def field_text(param: dict[str, Any]) -> str:
 
 
 def tools_table(tools: list[dict[str, Any]]) -> Table:
+    from rich.table import Table  # noqa: PLC0415 - --json never draws one
+
     table = Table(title="tools", title_justify="left")
     for column in ("unit", "command", "granted", "fields"):
         table.add_column(column, overflow="fold")
