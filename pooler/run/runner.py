@@ -196,10 +196,7 @@ class Runner:
         except JournalError:
             self.unrecorded.add(row, outcome)
             raise
-        if recorded:
-            self._recorded(row, outcome)
-        else:
-            self._taken_back()
+        self._recorded(row, outcome, recorded)
         return rows
 
     def _flush(self) -> None:
@@ -224,10 +221,7 @@ class Runner:
                 self.unrecorded.add(row, outcome)
             return
         for (row, outcome), ok in zip(pending, recorded, strict=True):
-            if ok:
-                self._recorded(row, outcome)
-            else:
-                self._taken_back()
+            self._recorded(row, outcome, ok)
 
     def _take(self, row: WorkRow) -> None:
         try:
@@ -422,19 +416,14 @@ class Runner:
             if sent:
                 self.unrecorded.add(row, outcome)
             return
-        if recorded:
-            self._recorded(row, outcome)
-        else:
-            self._taken_back()
+        self._recorded(row, outcome, recorded)
 
-    def _taken_back(self) -> None:
-        """An outcome the journal refused: the call is no longer this runner's, so its lease was
-        lost, whether or not its heartbeat has woken to find that out yet (a runner frozen past its
-        lease is woken with both threads due at once).  The run stops as a lost lease stops it."""
-        if self.broken is None:
-            self.broken = taken_back(self.lease.id)
-
-    def _recorded(self, row: WorkRow, outcome: Outcome) -> None:
+    def _recorded(self, row: WorkRow, outcome: Outcome, recorded: bool = True) -> None:
+        if not recorded:
+            # Refused: the call is no longer this runner's, so its lease was lost, whether or not
+            # its heartbeat has woken to say so (a runner frozen past its lease wakes with both due).
+            self.broken = self.broken or taken_back(self.lease.id)
+            return
         plan = self.plans[row.num]
         key = outcome.entry.get("key")
         if outcome.status == CallStatus.COMPLETED and key is not None:
