@@ -20,7 +20,7 @@ from pooler.journal.connector import Connector
 from pooler.journal.history import History, task_row
 from pooler.journal.lease import Lease, end_dead_leases, live_runners, take
 from pooler.journal.planagain import cut_at_sample, plan_again
-from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, dumps, now_text, pool_identity
+from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow, dumps, now_text, pool_identity
 from pooler.journal.work import (
     OverTable,
     Planned,
@@ -258,16 +258,12 @@ class Tasks:
 
     # The answer and the report
 
-    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
-        """Every call of the task in file order (but those beyond its sample), one at a time: num,
-        idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and
-        done (ms), whether it was done in an earlier run than the task's current one, its key, first
-        and last row.  Streamed: a task of a million calls never sits in memory whole."""
+    def answer_rows(self, task_id: str) -> Iterator[AnswerRow]:
+        """Every call of the task in file order (but those beyond its sample), one at a time.
+        Streamed: a task of a million calls never sits in memory whole."""
         out = self.db.json_out
         for r in self.db.stream("answer_rows", {"task": task_id}):
-            yield (r["num"], r["idx"], r["kind"], r["size"], r["state"], r["status"], out(r["entry"]),
-                   r["doubt"], r["doubted"], r["step_id"], out(r["detail"]), r["sent_ms"], r["done_ms"],
-                   bool(r["earlier"]), r["key_text"], r["row_first"], r["row_last"])
+            yield AnswerRow.from_row(r, out)
 
     def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
         """The task's document, its status, and whether it has no recorded answer yet."""

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.comparerows import CompareRows
-from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
+from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow
 from pooler.pool.budget import Counts, Judge
 
 #: Takes one work row, as the planner makes it (``WORK_COLUMNS``).
@@ -333,11 +333,8 @@ class TaskJournal(Protocol):
     def budget_counts(self, task_id: str) -> dict[int, Counts]:
         """What the task's error budgets count, by step (see ``budget_counts``)."""
 
-    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
-        """Every call of the task, streamed, in file order (but those beyond its sample): num, idx, kind,
-        size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and done (ms
-        since the epoch, or None), whether it was done in an earlier run than the task's current one,
-        its key, and its first and last row (None for a step of one call)."""
+    def answer_rows(self, task_id: str) -> Iterator[AnswerRow]:
+        """Every call of the task, streamed, in file order (but those beyond its sample)."""
 
     def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
         """The task's document, its status, and whether it has no recorded answer yet."""

@@ -63,12 +63,11 @@ def in_doubt(journal: TaskJournal, task_id: str, limit: int = NAMED) -> list[Dou
     or recorded in doubt (the journal's own count of them)."""
     found: list[Doubt] = []
     rows = journal.answer_rows(task_id)
-    for (num, idx, _kind, _size, state, status, entry, _doubt, _doubted, step_id, _detail, sent_ms, _done,
-         _earlier, key, first, last) in rows:
-        if state in (WorkState.SENT, WorkState.DOUBT) or (state == WorkState.DONE and
-                                                           status == CallStatus.IN_DOUBT):
-            found.append(Doubt(int(num), int(idx), key, step_id, first, last,
-                               None if sent_ms is None else int(sent_ms), entry))
+    for row in rows:
+        if row.state in (WorkState.SENT, WorkState.DOUBT) or (row.state == WorkState.DONE and
+                                                               row.status == CallStatus.IN_DOUBT):
+            found.append(Doubt(row.num, row.idx, row.key, row.step_id, row.first, row.last,
+                               None if row.sent_ms is None else int(row.sent_ms), row.entry))
             if len(found) == limit:
                 break
     close = getattr(rows, "close", None)

@@ -390,9 +390,9 @@ class TaskCalls:
         if not uri.startswith(CALLS_SCHEME) or uri != calls_uri(task_id) or journal.task(task_id) is None:
             raise MCPError(types.INVALID_PARAMS, f"no resource {uri} - a task's result links the resource of "
                                                  "its failed and in-doubt calls.")
-        lines = [strictjson.dumps({**row[6], "status": row[5]}, ensure_ascii=False)
+        lines = [strictjson.dumps({**row.entry, "status": row.status}, ensure_ascii=False)
                  for row in journal.answer_rows(task_id)
-                 if row[5] in (CallStatus.FAILED, CallStatus.IN_DOUBT) and row[6] is not None]
+                 if row.status in (CallStatus.FAILED, CallStatus.IN_DOUBT) and row.entry is not None]
         return "".join(f"{line}\n" for line in lines)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from pooler.journal.work import TaskJournal
 from pooler.pool.model import Step
 from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter
-from pooler.statuses import CallStatus
+from pooler.statuses import LANDED, CallStatus
 
 
 class Progress:
@@ -40,10 +40,10 @@ class Progress:
 
     def _done_before(self) -> None:
         for row in self.journal.answer_rows(self.task):
-            num, size, status, entry, earlier = int(row[0]), int(row[3]), row[5], row[6], row[13]
-            if not earlier or status not in (CallStatus.COMPLETED, CallStatus.SKIPPED) or entry is None:
+            entry = row.entry
+            if not row.earlier or entry is None or row.status not in LANDED:
                 continue
-            self.told(self.plans[num].step, {**entry, "status": CallStatus.SKIPPED}, num, size)
+            self.told(self.plans[row.num].step, {**entry, "status": CallStatus.SKIPPED}, row.num, row.size)
 
     def counted(self, num: int) -> None:
         """A step over a table whose calls are planned now (by this runner or another): the
