@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 from pooler import strictjson
 from pooler.folders import state_dir
 from pooler.journal.connector import Row
+from pooler.journal.documents import Entry
 from pooler.plural import plural
 from pooler.statuses import FINAL, CallStatus
 
@@ -145,7 +146,7 @@ class AnswerRow:
     state: str
     #: The status it ended with (None until it is done).
     status: str | None
-    entry: dict[str, Any] | None
+    entry: Entry | None
     #: What was done about it in doubt (retried, stopped, skipped), and the step id it was in doubt under.
     doubt: str | None
     doubted: str | None

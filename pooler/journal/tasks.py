@@ -17,6 +17,7 @@ from pooler.journal.api import CallHistory
 from pooler.journal.claims import Work, budget_counts, planned_steps
 from pooler.journal.comparerows import CompareRows
 from pooler.journal.connector import Connector
+from pooler.journal.documents import Answer, TaskDoc
 from pooler.journal.history import History, task_row
 from pooler.journal.lease import Lease, end_dead_leases, live_runners, take
 from pooler.journal.planagain import cut_at_sample, plan_again
@@ -81,7 +82,7 @@ class Tasks:
     def task(self, task_id: str) -> TaskRow | None:
         return History(self.db).task(task_id)
 
-    def answer(self, task_id: str) -> dict[str, Any] | None:
+    def answer(self, task_id: str) -> Answer | None:
         return History(self.db).answer(task_id)
 
     def last_unfinished(self, pool_file: str) -> str | None:
@@ -89,7 +90,7 @@ class Tasks:
         found = self.db.one("last_unfinished", {"pool": pool_identity(pool_file)})
         return None if found is None else str(found["id"])
 
-    def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
+    def finish_task(self, task_id: str, answer: Answer, status: str | None = None) -> None:
         """Record the task's answer (already redacted) and its counts; its status is the answer's
         unless given (``sampled``: a ``--sample`` run that completed, which ``--resume`` continues)."""
         counts = {k: answer.get(k)
@@ -100,7 +101,7 @@ class Tasks:
 
     # The plan
 
-    def shared(self, task_id: str) -> dict[str, Any] | None:
+    def shared(self, task_id: str) -> TaskDoc | None:
         """What the task keeps of its pool (its document); None when there is no such task."""
         found = self.db.one("task_doc", {"task": task_id})
         if found is None:
@@ -109,11 +110,11 @@ class Tasks:
             raise JournalError(f"the task {task_id} in {self.where()} was planned by an earlier version of "
                                "pooler, before tasks kept their plan as work rows - it can be shown, not run "
                                "again: start a new task.")
-        doc: dict[str, Any] = self.db.json_out(found["shared"])
+        doc: TaskDoc = self.db.json_out(found["shared"])
         return doc
 
     @contextmanager
-    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any], seat: Seat | None = None
+    def creating(self, task_id: str, pool_file: str, doc: TaskDoc, seat: Seat | None = None
                  ) -> Iterator[Write | None]:
         """The task created, its plan written by the caller with the function this gives, in one
         transaction that commits when the block ends and leaves nothing when it raises; None when
@@ -265,7 +266,7 @@ class Tasks:
         for r in self.db.stream("answer_rows", {"task": task_id}):
             yield AnswerRow.from_row(r, out)
 
-    def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
+    def answer_state(self, task_id: str) -> tuple[TaskDoc | None, str, bool] | None:
         """The task's document, its status, and whether it has no recorded answer yet."""
         found = self.db.one("answer_state", {"task": task_id})
         if found is None:

@@ -102,7 +102,9 @@ def probe_all(client: ToolRunClient, journal: TaskJournal, task_id: str, plan: P
     if not probed:
         return {}
     variables: Mapping[str, Any] = plan.variables.values if plan.variables is not None else {}
-    planned = {int(f["num"]): str(f["sha256"]) for f in (journal.shared(task_id) or {}).get("files") or []}
+    shared = journal.shared(task_id)
+    files = (None if shared is None else shared.get("files")) or []
+    planned = {int(f["num"]): str(f["sha256"]) for f in files}
     told: dict[tuple[int, int], str] = {}
     for doubt in probed:
         step = steps[doubt.num]

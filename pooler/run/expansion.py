@@ -53,7 +53,8 @@ def expand(row: WorkRow, step: Step, *, pool: Pool, task: str, journal: TaskJour
     """The placeholder ``row`` of ``step`` put in its calls' place, or the step failed on it (its
     table missing, or empty where the step does not allow it)."""
     # The task's sample as it is now (a full run may have widened it since this runner joined).
-    sample = (journal.shared(task) or {}).get("sample")
+    shared = journal.shared(task)
+    sample = None if shared is None else shared.get("sample")
     planner = Planner(pool, task, config.variables, sample, redactor=config.redactor)
     calls = table_calls(pool, step, row, work, planner)
     if isinstance(calls, str):

@@ -4,8 +4,7 @@ answer tells them), so that the live view counts every call of the run's total."
 
 from __future__ import annotations
 
-from typing import Any
-
+from pooler.journal.documents import Entry
 from pooler.journal.work import TaskJournal
 from pooler.pool.model import Step
 from pooler.run.callplan import StepPlan
@@ -55,7 +54,7 @@ class Progress:
             self._rows_total[num] = planned.rows
             self.reporter.rows_progress(self.plans[num].step, self._rows_done.get(num, 0), planned.rows)
 
-    def told(self, step: Step, entry: dict[str, Any], num: int, size: int) -> None:
+    def told(self, step: Step, entry: Entry, num: int, size: int) -> None:
         """A call has its one status."""
         rows = entry.get("rows")
         if isinstance(rows, list) and len(rows) == 2 and rows[1] - rows[0] + 1 != size:

@@ -111,7 +111,8 @@ def redrive_plan(journal: TaskJournal, task: str, redrive: Redrive, probing: fro
     ``redrive_*`` statements follow; ``probing``: the steps whose calls in doubt are probed first."""
     plan = RedrivePlan()
     chosen = {"failed": redrive.failed, "in doubt": redrive.in_doubt, "not run": redrive.not_run}
-    held = {(c["step"], c["call"] - 1) for c in (journal.shared(task) or {}).get("conflicts") or ()}
+    shared = journal.shared(task)
+    held = {(c["step"], c["call"] - 1) for c in (None if shared is None else shared.get("conflicts")) or ()}
     for row in journal.answer_rows(task):
         num = row.num
         kind = _kind(row.state, row.status)

@@ -12,8 +12,9 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any
+from typing import Any, cast
 
+from pooler.journal.documents import Answer, Entry, RowsEntry, StepDoc, TaskDoc
 from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow
 from pooler.journal.work import TaskJournal
 from pooler.pool.budget import Budgets, budgets_of, tolerate_of
@@ -28,22 +29,22 @@ DEAD = TaskStatus.DEAD
 DIED = "the run died before it finished (killed, or the machine went down)"
 
 
-def steps_doc(pool: Pool) -> list[dict[str, Any]]:
+def steps_doc(pool: Pool) -> list[StepDoc]:
     """What the answer needs of each step, kept with the task so ``pooler show`` needs no pool file."""
     return [{"num": s.num, "name": s.name, "unit": s.unit, "command": s.command,
              "over_rows": s.for_each is not None,
              "tolerate": None if s.tolerate is None else s.tolerate.doc()} for s in pool.steps]
 
 
-def shared_budgets(shared: dict[str, Any]) -> Budgets:
+def shared_budgets(shared: TaskDoc) -> Budgets:
     """The error budgets a task keeps of its pool."""
     return budgets_of(tolerate_of(shared.get("tolerate")),
                       [(int(s["num"]), tolerate_of(s.get("tolerate"))) for s in shared["steps"]])
 
 
-def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
+def task_answer(journal: TaskJournal, task: str, shared: TaskDoc, *, trip_ms: int = 0,
                 interrupted: str | None = None,
-                unrecorded: Mapping[tuple[int, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+                unrecorded: Mapping[tuple[int, int], Entry] | None = None) -> Answer:
     """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool.
     A task whose runners died (``interrupted`` is ``DIED``) tells the calls they left sent in doubt;
     so does the runner whose journal failed under it, with the in-doubt entries it gives of the
@@ -81,7 +82,7 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     return answer
 
 
-def _unchanged(answer: dict[str, Any], compared: Mapping[str, Mapping[str, int]]) -> None:
+def _unchanged(answer: Answer, compared: Mapping[str, Mapping[str, int]]) -> None:
     """The compares' counts in the answer: beside the counts of calls, the rows left unsent as
     unchanged; in each step's entry, its rows by class, and its message saying the unchanged."""
     answer["unchanged"] = sum(int(c[CompareClass.UNCHANGED]) for c in compared.values())
@@ -89,7 +90,8 @@ def _unchanged(answer: dict[str, Any], compared: Mapping[str, Mapping[str, int]]
         found = compared.get(str(entry["num"]))
         if found is None:
             continue
-        entry["compare"] = dict(found)
+        # A compare is a step over rows': its one entry is its summary.
+        cast(RowsEntry, entry)["compare"] = dict(found)
         if found[CompareClass.UNCHANGED]:
             entry["message"] = f"{entry['message']}; {found[CompareClass.UNCHANGED]:,} unchanged, not sent"
 
@@ -104,7 +106,7 @@ def flow_summary(flows: list[FlowDoc]) -> dict[str, int]:
             "busy_not_run": sum(f.get("busy_not_run", 0) for f in flows)}
 
 
-def _left(row: AnswerRow, step: dict[str, Any]) -> AnswerRow:
+def _left(row: AnswerRow, step: StepDoc) -> AnswerRow:
     """A call a dead runner sent with no answer recorded: in doubt, as the run left it."""
     of = head_of(step)
     if row.first is not None and row.size > 1:
@@ -113,10 +115,10 @@ def _left(row: AnswerRow, step: dict[str, Any]) -> AnswerRow:
         of["row"] = row.first
     entry = not_sent(of, CallStatus.IN_DOUBT, row.key, f"sent, and {DIED} with no answer recorded: it may "
                      "or may not have been carried out", step_id=row.step_id)
-    return _in_doubt(row, dict(entry))
+    return _in_doubt(row, entry.copy())
 
 
-def _in_doubt(row: AnswerRow, entry: dict[str, Any]) -> AnswerRow:
+def _in_doubt(row: AnswerRow, entry: Entry) -> AnswerRow:
     """An answer row of a call not recorded done, told in doubt with ``entry``."""
     return dataclasses.replace(row, state=WorkState.DONE, status=CallStatus.IN_DOUBT, entry=entry, doubt=None,
                                earlier=False)
@@ -128,8 +130,8 @@ def _doubt(collector: Collector, row: AnswerRow) -> None:
         collector.add_in_doubt(row.entry, row.doubt, row.doubted or row.step_id)
 
 
-def _as_run(row: AnswerRow, steps: dict[int, dict[str, Any]], interrupted: str | None,
-            unrecorded: Mapping[tuple[int, int], dict[str, Any]]) -> AnswerRow:
+def _as_run(row: AnswerRow, steps: dict[int, StepDoc], interrupted: str | None,
+            unrecorded: Mapping[tuple[int, int], Entry]) -> AnswerRow:
     """A work row as this run tells it: one this runner sent and could not record, or one a dead
     runner left sent, is in doubt; one done by an earlier run of the task is skipped, as a
     single-host run tells a key an earlier run did."""
@@ -138,9 +140,9 @@ def _as_run(row: AnswerRow, steps: dict[int, dict[str, Any]], interrupted: str |
         row = _in_doubt(row, told)
     elif interrupted == DIED and row.state == WorkState.SENT:
         row = _left(row, steps[row.num])
-    if row.earlier and row.status == CallStatus.COMPLETED:
-        row = dataclasses.replace(row, status=CallStatus.SKIPPED,
-                                  entry={**(row.entry or {}), "status": CallStatus.SKIPPED})
+    if row.earlier and row.status == CallStatus.COMPLETED and row.entry is not None:
+        skipped: Entry = {**row.entry, "status": CallStatus.SKIPPED}
+        row = dataclasses.replace(row, status=CallStatus.SKIPPED, entry=skipped)
     return row
 
 
@@ -173,7 +175,7 @@ class _Rows:
     last_done: int | None = None
 
 
-def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[AnswerRow]) -> int:
+def _over_rows(collector: Collector, step: StepDoc, calls: Iterator[AnswerRow]) -> int:
     """The step's calls added up, and its one entry made; how many work rows it has."""
     num = int(step["num"])
     collector.open_rows(head_of(step))
@@ -197,7 +199,7 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[Answe
         status = row.status
         if status == CallStatus.NOT_RUN:
             if n.blocked == 0:
-                n.why = (row.entry or {}).get("message", "")
+                n.why = "" if row.entry is None else row.entry.get("message", "")
             n.blocked += 1
             continue
         if status is None or row.entry is None:
@@ -238,7 +240,7 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[Answe
     return n.every
 
 
-def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> dict[str, Any] | None:
+def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> Answer | None:
     """The answer so far of a task still running (built from its calls), or of one whose runners
     ``died``; None for a task that finished (its recorded answer is whole) or one planned before
     tasks kept work rows."""
@@ -269,7 +271,7 @@ class WorkTasks:
         return None if row is None else self._told(row)
 
     def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
-               ) -> dict[str, Any] | None:
+               ) -> Answer | None:
         row = self.journal.task(task_id)
         died = row is not None and not running_here and self._told(row).status == DEAD
         found = answer_so_far(self.journal, task_id, died=died)
