@@ -187,8 +187,8 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
                 flow["store"] = paced.doc()
             journal.record_flow(runner.task, flow)
         answer: Answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
-                                                   interrupted=interrupted,
-                                                   unrecorded=runner.unrecorded.entries))
+                                                           interrupted=interrupted,
+                                                           unrecorded=runner.unrecorded.entries))
     except JournalError as exc:
         # Nothing can be reported done that the journal cannot show.
         raise RunnerStopped(runner.broken or exc.message, None) from None

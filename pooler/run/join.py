@@ -149,9 +149,9 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
 def task_doc(pool: Pool, config: RunConfig) -> TaskDoc:
     """What a shared task keeps of its pool and of the command that planned it."""
     doc: TaskDoc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
-           "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
-           "sample": config.sample, "steps": steps_doc(pool), "planned_all": True,
-           "tolerate": None if pool.tolerate is None else pool.tolerate.doc()}
+                    "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
+                    "sample": config.sample, "steps": steps_doc(pool), "planned_all": True,
+                    "tolerate": None if pool.tolerate is None else pool.tolerate.doc()}
     if pool.document is not None:
         # What ``pooler redrive`` runs, with no pool file; masked as all the journal keeps (a
         # secret written as a variable's default is given again to a redrive, from where it lives).

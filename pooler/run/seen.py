@@ -44,5 +44,5 @@ class SeenKeys:
 def repeat(ready: Prepared, entry: Entry, detail: Any) -> Outcome:
     """A call whose key this run landed already: skipped, with that call's answer."""
     skipped: Entry = {**entry, **ready.call.head(), "status": CallStatus.SKIPPED, "key": entry.get("key"),
-               "step_id": entry.get("step_id")}
+                      "step_id": entry.get("step_id")}
     return Outcome(ready.call, CallStatus.SKIPPED, skipped, detail, step_id=entry.get("step_id"))
