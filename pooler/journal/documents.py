@@ -9,7 +9,7 @@ the MCP server name one shape each; what builds them is ``pooler.run.entries`` a
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from pooler.pool.model import Mode
 
@@ -216,6 +216,16 @@ class TaskDoc(_TaskDocKeys, total=False):
     conflicts: list[Conflict]
     #: The data files the plan read (``PlannedFile``).
     files: list[dict[str, Any]]
+
+
+class AnswerState(NamedTuple):
+    """What tells whether a task's answer is built from its calls (``answer_state``)."""
+
+    #: The task's document (None: planned before tasks kept one).
+    shared: TaskDoc | None
+    status: str
+    #: No answer recorded yet.
+    unanswered: bool
 
 
 def as_entry(value: Any) -> Entry:

@@ -17,7 +17,7 @@ from pooler.journal.api import CallHistory
 from pooler.journal.claims import Work, budget_counts, planned_steps
 from pooler.journal.comparerows import CompareRows
 from pooler.journal.connector import Connector
-from pooler.journal.documents import Answer, TaskDoc
+from pooler.journal.documents import Answer, AnswerState, TaskDoc
 from pooler.journal.history import History, task_row
 from pooler.journal.lease import Lease, end_dead_leases, live_runners, take
 from pooler.journal.planagain import cut_at_sample, plan_again
@@ -266,12 +266,12 @@ class Tasks:
         for r in self.db.stream("answer_rows", {"task": task_id}):
             yield AnswerRow.from_row(r, out)
 
-    def answer_state(self, task_id: str) -> tuple[TaskDoc | None, str, bool] | None:
+    def answer_state(self, task_id: str) -> AnswerState | None:
         """The task's document, its status, and whether it has no recorded answer yet."""
         found = self.db.one("answer_state", {"task": task_id})
         if found is None:
             return None
-        return self.db.json_out(found["shared"]), str(found["status"]), bool(found["unanswered"])
+        return AnswerState(self.db.json_out(found["shared"]), str(found["status"]), bool(found["unanswered"]))
 
     def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
         """The facts of the run the task is in (``run_facts``, masked), kept by its first runner."""

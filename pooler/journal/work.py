@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.comparerows import CompareRows
-from pooler.journal.documents import Answer, Entry, TaskDoc
+from pooler.journal.documents import Answer, AnswerState, Entry, TaskDoc
 from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow
 from pooler.pool.budget import Counts, Judge
 
@@ -32,6 +32,8 @@ Write = Callable[[tuple[Any, ...]], None]
 #: The columns of a work row a plan writes, in the order the planner gives them.
 WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial",
                 "key_text", "key_planned", "state")
+#: Where a work row the planner makes has its key (None: its runner makes it).
+KEY_COLUMN = WORK_COLUMNS.index("key_text")
 
 
 @dataclass
@@ -337,7 +339,7 @@ class TaskJournal(Protocol):
     def answer_rows(self, task_id: str) -> Iterator[AnswerRow]:
         """Every call of the task, streamed, in file order (but those beyond its sample)."""
 
-    def answer_state(self, task_id: str) -> tuple[TaskDoc | None, str, bool] | None:
+    def answer_state(self, task_id: str) -> AnswerState | None:
         """The task's document, its status, and whether it has no recorded answer yet."""
 
     def answer(self, task_id: str) -> Answer | None:

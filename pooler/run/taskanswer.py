@@ -245,9 +245,9 @@ def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> Ans
     ``died``; None for a task that finished (its recorded answer is whole) or one planned before
     tasks kept work rows."""
     state = journal.answer_state(task)
-    if state is None or state[0] is None or (state[1] != TaskStatus.RUNNING and not state[2]):
+    if state is None or state.shared is None or (state.status != TaskStatus.RUNNING and not state.unanswered):
         return None
-    return task_answer(journal, task, state[0], interrupted=DIED if died else None)
+    return task_answer(journal, task, state.shared, interrupted=DIED if died else None)
 
 
 class WorkTasks:
