@@ -654,7 +654,8 @@ def test_a_new_task_of_a_key_scope_skips_the_calls_whose_key_another_task_of_it_
     lease.close()
     plan(backend, [call(1, 0, key="k-1", task="b"), call(1, 1, key="k-2", task="b")], task="b",
          doc={"key_scope": "s"})
-    rows = [(*r[:7], r[9], r[10]) for r in backend.journal.answer_rows("b")]
+    rows = [(r.num, r.idx, r.kind, r.size, r.state, r.status, r.entry, r.step_id, r.detail)
+            for r in backend.journal.answer_rows("b")]
     assert rows == [(1, 0, "call", 1, "done", "skipped", {"num": 1, "status": "skipped", "key": "k-1",
                                                           "step_id": "a-1-0-1"}, "a-1-0-1", {"id": 1}),
                     (1, 1, "call", 1, "ready", None, None, None, None)]
@@ -679,7 +680,7 @@ def test_a_sampled_plan_is_widened_from_the_calls_it_planned_beyond_the_sample(b
         (2, 3, 3, 1, "beyond", [{"r": 3}]), (3, 4, 5, 2, "beyond", [{"r": 4}, {"r": 5}])]
     assert backend.journal.release("t", None, split)
     assert (backend.journal.shared("t") or {}).get("sample", "gone") is None
-    assert [r[4] for r in backend.journal.answer_rows("t")] == ["ready"] * 4
+    assert [r.state for r in backend.journal.answer_rows("t")] == ["ready"] * 4
     with backend.journal.widening("t", None) as widening:
         assert widening is None
 

@@ -4,7 +4,6 @@ step at work, and a table of results at the end (rich).  Loaded only when a run 
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -23,6 +22,7 @@ from rich.text import Text
 
 from pooler.cli.render import BAR_WIDTH, TROUBLE, status_of_pool, summary_line
 from pooler.cli.results import STYLE, results_table, status_of, where
+from pooler.journal.documents import Answer, Entry
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd
@@ -84,10 +84,10 @@ class LiveReporter:
                 label = self.redactor.text(f"{step.label} {step.unit}.{step.command}")
                 self.progress.update(self._calls, description=f"calls  {label}")
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         return None
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         with self._lock:
             self._done += 1
             if self._calls is not None:
@@ -119,7 +119,7 @@ class LiveReporter:
                 self._rows[step.num] = task
             self.progress.update(task, completed=done, total=total)
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         with self._lock:
             if self._calls is not None:
                 # The bar ends on what the answer counts: calls ended, of the calls there were.

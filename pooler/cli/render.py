@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pooler.cli.results import listed, status_of, trip_ms, where
+from pooler.journal.documents import Answer, Entry
 from pooler.plural import plural
 from pooler.pool.budget import budget_line, within_budget
 from pooler.pool.model import Pool, Step
@@ -43,7 +44,7 @@ def stamp(clock: Clock = datetime.now) -> str:
 
 
 
-def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_least: bool = False) -> str:
+def call_line(done: int, total: int, step: Step, result: Entry, *, at_least: bool = False) -> str:
     """``call 2/5 step 1 cur MELBIS_AGENT_CURRENCY.CmdAdd completed 12 ms`` (with the reason on failure).
 
     ``done``/``total`` count calls (a step over rows makes many); ``step`` is the step's number.
@@ -68,7 +69,7 @@ def call_line(done: int, total: int, step: Step, result: dict[str, Any], *, at_l
     return text
 
 
-def sent_again(result: dict[str, Any]) -> str:
+def sent_again(result: Mapping[str, Any]) -> str:
     """What a person must know about a call sent again after an earlier answer was lost."""
     return (f"sent again: the call {result['sent_again']} was in doubt; a store that ignores "
             "Idempotency-Key may have carried it out twice")
@@ -76,7 +77,7 @@ def sent_again(result: dict[str, Any]) -> str:
 
 
 
-def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
+def summary_line(answer: Answer, pool: Pool | None = None) -> str:
     """One line for the end of a run: ``pool completed: 5 calls: 5 succeeded, 0 failed, ... in 145 ms``.
 
     The counts add up to the calls: the answer's ``failed`` holds the in-doubt calls too, told apart
@@ -129,7 +130,7 @@ def summary_line(answer: dict[str, Any], pool: Pool | None = None) -> str:
     return text
 
 
-def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
+def resume_hint(answer: Answer, pool: Pool) -> str:
     """How to continue a run that did not complete, and what a resume repeats; ``""`` if it cannot help."""
     task = answer.get("task")
     if answer.get("result") or not task:
@@ -144,7 +145,8 @@ def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
     skips = False
     for e in entries:
         num = e.get("num")
-        rows: dict[str, Any] = e["rows"] if isinstance(e.get("rows"), dict) else {}
+        found = e.get("rows")
+        rows: Mapping[str, Any] = found if isinstance(found, dict) else {}
         done = status_of(e) in LANDED or bool(rows.get("completed") or rows.get("skipped"))
         if not done or not isinstance(num, int):
             continue
@@ -161,7 +163,7 @@ def resume_hint(answer: dict[str, Any], pool: Pool) -> str:
     return f"{text} (keyed calls already done are skipped)" if skips else text
 
 
-def status_of_pool(answer: dict[str, Any]) -> str:
+def status_of_pool(answer: Answer) -> str:
     return str(answer.get("status") or (CallStatus.COMPLETED if answer.get("result") else CallStatus.FAILED))
 
 
@@ -205,10 +207,10 @@ class PlainReporter:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         return None
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         with self._lock:
             self.done += 1
             status = status_of(result)
@@ -225,13 +227,13 @@ class PlainReporter:
         with self._lock:
             self.total = total
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         with self._lock:
             if not self.quiet or not answer.get("result"):
                 self._write(summary_line(answer, self.pool))
 
 
-def answer_lines(answer: dict[str, Any]) -> list[str]:
+def answer_lines(answer: Answer) -> list[str]:
     """The answer as plain text lines: one per step, then the summary."""
     lines = []
     for entry in listed(answer):

@@ -9,9 +9,10 @@ each on lines of the whole width, rather than in a column a few letters wide.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pooler.journal.documents import Answer
 from pooler.run import entries
 from pooler.statuses import CallStatus, StepStatus
 
@@ -29,26 +30,26 @@ STYLE: dict[str, str] = {CallStatus.COMPLETED: "green", CallStatus.FAILED: "bold
 MESSAGE_COLUMN = 24
 
 
-def trip_ms(result: dict[str, Any]) -> int | None:
+def trip_ms(result: Mapping[str, Any]) -> int | None:
     time = result.get("time")
     if isinstance(time, dict) and isinstance(time.get("trip"), int | float):
         return int(time["trip"])
     return None
 
 
-def where(result: dict[str, Any]) -> str:
+def where(result: Mapping[str, Any]) -> str:
     """`` row 3`` or `` rows 0-499`` for a call of a step over rows, else ``""``."""
     place = entries.where(result)
     return f" {place}" if place else ""
 
 
-def status_of(result: dict[str, Any]) -> str:
+def status_of(result: Mapping[str, Any]) -> str:
     return str(result.get("status") or (CallStatus.COMPLETED if result.get("result") else CallStatus.FAILED))
 
 
-def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
+def listed(answer: Answer) -> list[Mapping[str, Any]]:
     """The answer's steps, each step over rows followed by the calls it lists as failures."""
-    out: list[dict[str, Any]] = []
+    out: list[Mapping[str, Any]] = []
     for entry in answer.get("steps") or []:
         out.append(entry)
         failures = entry.get("failures")
@@ -65,7 +66,7 @@ def listed(answer: dict[str, Any]) -> list[dict[str, Any]]:
 class Results:
     """The results of an answer, laid out for the width it is drawn at."""
 
-    def __init__(self, answer: dict[str, Any]) -> None:
+    def __init__(self, answer: Answer) -> None:
         self.entries = listed(answer)
 
     def _table(self, message_width: int | None) -> Table:
@@ -117,6 +118,6 @@ class Results:
         yield from self._messages()
 
 
-def results_table(answer: dict[str, Any]) -> Results:
+def results_table(answer: Answer) -> Results:
     """Every step of the answer: number, name, command, status, time, and what it said."""
     return Results(answer)

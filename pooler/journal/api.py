@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from pooler.journal.documents import Answer, Entry
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, default_journal_path
 
 #: The environment variable that names the journal when ``--journal`` is not given.
@@ -27,7 +28,7 @@ class TaskView(Protocol):
         """One task (``dead`` as in ``tasks``), or None."""
 
     def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
-               ) -> dict[str, Any] | None:
+               ) -> Answer | None:
         """What the task has done: the answer its last run recorded, or, for a task whose run died
         (or, with ``live``, one still running), the answer so far as the journal holds it.  None
         for a task still running when ``live`` is not asked for and the backend cannot tell its
@@ -83,7 +84,7 @@ class CallHistory(Protocol):
 
     def task(self, task_id: str) -> TaskRow | None: ...
 
-    def answer(self, task_id: str) -> dict[str, Any] | None: ...
+    def answer(self, task_id: str) -> Answer | None: ...
 
     def where(self) -> str: ...
 
@@ -97,13 +98,13 @@ class CallHistory(Protocol):
     def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
         """Every record of the task's calls, in the order they were made."""
 
-    def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    def first_entries(self, task_id: str) -> Iterator[tuple[int, Entry]]:
         """The first entry of each step, by step number (its name, unit and command)."""
 
-    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, Entry]]:
         """The entries of the task's records ``ids``."""
 
-    def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
+    def table_entries(self, task_id: str, run: int) -> Iterator[Entry]:
         """The entries of the completed calls of run ``run`` that wrote a table."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from pooler.journal.connector import Connector, Row
+from pooler.journal.documents import Entry, as_entry
 from pooler.journal.lease import Runner, gone_runners, runners
 from pooler.journal.records import join_entry
 from pooler.journal.work import BUSY, BlockedPolicy, Done, DoubtPolicy, Planned, Settled, WorkRow
@@ -244,7 +245,7 @@ class Work:
     def hold(self, bucket: str, seconds: float) -> None:
         self.db.execute("hold", {"task": self.task, "name": bucket, "now": time.time(), "seconds": seconds})
 
-    def _done(self, db: Connector, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
+    def _done(self, db: Connector, row: WorkRow, status: str, entry: Entry, detail: Any, *,
               doubt: str | None) -> bool:
         """The outcome recorded while the call is this runner's, and its record in the history."""
         # The outcome and its record in the history, in one statement where the database has one.
@@ -254,7 +255,7 @@ class Work:
             "now_ms": _ms(time.time())})
         return recorded == 1
 
-    def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
+    def done_and_claim(self, row: WorkRow, status: str, entry: Entry, detail: Any, *,
                        doubt: str | None, limit: int, cap: int,
                        gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
         """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
@@ -272,7 +273,7 @@ class Work:
         with self.db.transaction() as db:
             return [self._done(db, d.row, d.status, d.entry, d.detail, doubt=d.doubt) for d in outcomes]
 
-    def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
+    def done(self, row: WorkRow, status: str, entry: Entry, detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
              halt: str | None = None, sent: bool = True, judge: Judge | None = None) -> bool:
         """Record a call's outcome, with the table rows it gave and why it halts the task, in one
@@ -305,16 +306,16 @@ class Work:
                     write(values)
             return True
 
-    def landed(self, key: str) -> tuple[dict[str, Any], Any] | None:
+    def landed(self, key: str) -> tuple[Entry, Any] | None:
         """The entry and detail of a call of ``key`` that completed in the run the task is in."""
         found = self.db.one("landed", {"task": self.task, "key": key})
         if found is None:
             return None
         if found["split"]:
             # Read from a history that keeps an entry's detail apart: put back in its place.
-            entry = join_entry(found["entry"], found["detail"]) or {}
+            entry = as_entry(join_entry(found["entry"], found["detail"]))
             return entry, entry.get("detail")
-        return self.db.json_out(found["entry"]) or {}, self.db.json_out(found["detail"])
+        return as_entry(self.db.json_out(found["entry"])), self.db.json_out(found["detail"])
 
     def kept_keys(self, num: int) -> set[str]:
         """The keys of the calls step ``num`` holds (done, in doubt or in flight)."""

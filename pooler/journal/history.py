@@ -10,6 +10,7 @@ from typing import Any
 
 from pooler.journal.api import CallRecordRow, RunFacts
 from pooler.journal.connector import Connector
+from pooler.journal.documents import Answer, Entry, as_entry
 from pooler.journal.records import FlowDoc, TaskRow, flow_of
 
 
@@ -33,11 +34,11 @@ class History:
         found = self.db.one("task", {"task": task_id})
         return None if found is None else task_row(found)
 
-    def answer(self, task_id: str) -> dict[str, Any] | None:
+    def answer(self, task_id: str) -> Answer | None:
         found = self.db.one("answer", {"task": task_id})
         if found is None or found["answer"] is None:
             return None
-        answer: dict[str, Any] = self.db.json_out(found["answer"])
+        answer: Answer = self.db.json_out(found["answer"])
         return answer
 
     def run_facts(self, task_id: str) -> dict[int, RunFacts]:
@@ -56,14 +57,14 @@ class History:
                                 bool(r["in_doubt"]), r["lane"], r["serial"], r["sent_ms"], r["done_ms"],
                                 r["sent_at"], r["done_at"])
 
-    def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    def first_entries(self, task_id: str) -> Iterator[tuple[int, Entry]]:
         for r in self.db.stream("report_first_entries", {"task": task_id}):
-            yield int(r["num"]), self.db.json_out(r["entry"]) or {}
+            yield int(r["num"]), as_entry(self.db.json_out(r["entry"]))
 
-    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, Entry]]:
         for r in self.db.stream("report_entries", {"task": task_id, "ids": self.db.json_in(list(ids))}):
-            yield int(r["id"]), self.db.json_out(r["entry"]) or {}
+            yield int(r["id"]), as_entry(self.db.json_out(r["entry"]))
 
-    def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
+    def table_entries(self, task_id: str, run: int) -> Iterator[Entry]:
         for r in self.db.stream("report_table_entries", {"task": task_id, "run": run}):
             yield self.db.json_out(r["entry"])

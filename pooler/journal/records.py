@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 from pooler import strictjson
 from pooler.folders import state_dir
+from pooler.journal.connector import Row
+from pooler.journal.documents import Entry
 from pooler.plural import plural
 from pooler.statuses import FINAL, CallStatus
 
@@ -125,6 +127,48 @@ class TaskRow:
     store: str | None = None
     #: The rows its compares found unchanged and did not send (None: no compare).
     unchanged: int | None = None
+
+
+@dataclass(slots=True)
+class AnswerRow:
+    """One call of a task as its answer reads it (``answer_rows``), by the names of its columns.
+    Read, never changed: a call told otherwise (in doubt, skipped) is a new record
+    (``dataclasses.replace``).  Not frozen: a million of them stream past, and a frozen record
+    costs some six times as much to make."""
+
+    num: int
+    idx: int
+    #: ``call``, or a placeholder of a step over a table not read yet.
+    kind: str
+    #: The rows the call carries (1 for a step of one call).
+    size: int
+    #: Its work state (``WorkState``): planned, claimed, sent, doubt, done, beyond.
+    state: str
+    #: The status it ended with (None until it is done).
+    status: str | None
+    entry: Entry | None
+    #: What was done about it in doubt (retried, stopped, skipped), and the step id it was in doubt under.
+    doubt: str | None
+    doubted: str | None
+    step_id: str | None
+    detail: Any
+    #: When it was sent and done, in ms since the epoch (None: not yet).
+    sent_ms: int | None
+    done_ms: int | None
+    #: Done in an earlier run than the task's current one.
+    earlier: bool
+    key: str | None
+    #: Its first and last row (None for a step of one call).
+    first: int | None
+    last: int | None
+
+    @classmethod
+    def from_row(cls, row: Row, json_out: Callable[[Any], Any]) -> AnswerRow:
+        """The record of an ``answer_rows`` row, its JSON columns read by ``json_out``."""
+        return cls(int(row["num"]), int(row["idx"]), row["kind"], int(row["size"]), row["state"],
+                   row["status"], json_out(row["entry"]), row["doubt"], row["doubted"], row["step_id"],
+                   json_out(row["detail"]), row["sent_ms"], row["done_ms"], bool(row["earlier"]),
+                   row["key_text"], row["row_first"], row["row_last"])
 
 
 def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:

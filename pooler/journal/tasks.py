@@ -17,10 +17,11 @@ from pooler.journal.api import CallHistory
 from pooler.journal.claims import Work, budget_counts, planned_steps
 from pooler.journal.comparerows import CompareRows
 from pooler.journal.connector import Connector
+from pooler.journal.documents import Answer, AnswerState, TaskDoc
 from pooler.journal.history import History, task_row
 from pooler.journal.lease import Lease, end_dead_leases, live_runners, take
 from pooler.journal.planagain import cut_at_sample, plan_again
-from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, dumps, now_text, pool_identity
+from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow, dumps, now_text, pool_identity
 from pooler.journal.work import (
     OverTable,
     Planned,
@@ -81,7 +82,7 @@ class Tasks:
     def task(self, task_id: str) -> TaskRow | None:
         return History(self.db).task(task_id)
 
-    def answer(self, task_id: str) -> dict[str, Any] | None:
+    def answer(self, task_id: str) -> Answer | None:
         return History(self.db).answer(task_id)
 
     def last_unfinished(self, pool_file: str) -> str | None:
@@ -89,7 +90,7 @@ class Tasks:
         found = self.db.one("last_unfinished", {"pool": pool_identity(pool_file)})
         return None if found is None else str(found["id"])
 
-    def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None:
+    def finish_task(self, task_id: str, answer: Answer, status: str | None = None) -> None:
         """Record the task's answer (already redacted) and its counts; its status is the answer's
         unless given (``sampled``: a ``--sample`` run that completed, which ``--resume`` continues)."""
         counts = {k: answer.get(k)
@@ -100,7 +101,7 @@ class Tasks:
 
     # The plan
 
-    def shared(self, task_id: str) -> dict[str, Any] | None:
+    def shared(self, task_id: str) -> TaskDoc | None:
         """What the task keeps of its pool (its document); None when there is no such task."""
         found = self.db.one("task_doc", {"task": task_id})
         if found is None:
@@ -109,11 +110,11 @@ class Tasks:
             raise JournalError(f"the task {task_id} in {self.where()} was planned by an earlier version of "
                                "pooler, before tasks kept their plan as work rows - it can be shown, not run "
                                "again: start a new task.")
-        doc: dict[str, Any] = self.db.json_out(found["shared"])
+        doc: TaskDoc = self.db.json_out(found["shared"])
         return doc
 
     @contextmanager
-    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any], seat: Seat | None = None
+    def creating(self, task_id: str, pool_file: str, doc: TaskDoc, seat: Seat | None = None
                  ) -> Iterator[Write | None]:
         """The task created, its plan written by the caller with the function this gives, in one
         transaction that commits when the block ends and leaves nothing when it raises; None when
@@ -258,23 +259,19 @@ class Tasks:
 
     # The answer and the report
 
-    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
-        """Every call of the task in file order (but those beyond its sample), one at a time: num,
-        idx, kind, size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and
-        done (ms), whether it was done in an earlier run than the task's current one, its key, first
-        and last row.  Streamed: a task of a million calls never sits in memory whole."""
+    def answer_rows(self, task_id: str) -> Iterator[AnswerRow]:
+        """Every call of the task in file order (but those beyond its sample), one at a time.
+        Streamed: a task of a million calls never sits in memory whole."""
         out = self.db.json_out
         for r in self.db.stream("answer_rows", {"task": task_id}):
-            yield (r["num"], r["idx"], r["kind"], r["size"], r["state"], r["status"], out(r["entry"]),
-                   r["doubt"], r["doubted"], r["step_id"], out(r["detail"]), r["sent_ms"], r["done_ms"],
-                   bool(r["earlier"]), r["key_text"], r["row_first"], r["row_last"])
+            yield AnswerRow.from_row(r, out)
 
-    def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
+    def answer_state(self, task_id: str) -> AnswerState | None:
         """The task's document, its status, and whether it has no recorded answer yet."""
         found = self.db.one("answer_state", {"task": task_id})
         if found is None:
             return None
-        return self.db.json_out(found["shared"]), str(found["status"]), bool(found["unanswered"])
+        return AnswerState(self.db.json_out(found["shared"]), str(found["status"]), bool(found["unanswered"]))
 
     def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
         """The facts of the run the task is in (``run_facts``, masked), kept by its first runner."""

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from pooler.errors import JournalError
 from pooler.journal.api import CallHistory
 from pooler.journal.comparerows import CompareRows
-from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
+from pooler.journal.documents import Answer, AnswerState, Entry, TaskDoc
+from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow
 from pooler.pool.budget import Counts, Judge
 
 #: Takes one work row, as the planner makes it (``WORK_COLUMNS``).
@@ -31,6 +32,8 @@ Write = Callable[[tuple[Any, ...]], None]
 #: The columns of a work row a plan writes, in the order the planner gives them.
 WORK_COLUMNS = ("task", "num", "idx", "kind", "row_first", "row_last", "size", "data", "deps", "serial",
                 "key_text", "key_planned", "state")
+#: Where a work row the planner makes has its key (None: its runner makes it).
+KEY_COLUMN = WORK_COLUMNS.index("key_text")
 
 
 @dataclass
@@ -102,7 +105,7 @@ class Done:
 
     row: WorkRow
     status: str
-    entry: dict[str, Any]
+    entry: Entry
     detail: Any
     doubt: str | None
 
@@ -112,7 +115,7 @@ class Settled:
     """How a call is ended without being sent (found in doubt, or its step cannot run)."""
 
     status: str
-    entry: dict[str, Any] | None
+    entry: Entry | None
     doubt: str | None = None
     halt: str | None = None
     #: Tells from the task's counts, this call among them, why it halts the task (a budget).
@@ -221,7 +224,7 @@ class WorkStore(Protocol):
     def held(self, bucket: str) -> float:
         """The seconds left of ``bucket``'s hold (0 when it holds nothing), read without a write."""
 
-    def done_and_claim(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *,
+    def done_and_claim(self, row: WorkRow, status: str, entry: Entry, detail: Any, *,
                        doubt: str | None, limit: int, cap: int,
                        gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
         """A call's outcome recorded and the next calls claimed in one round trip: whether the
@@ -230,7 +233,7 @@ class WorkStore(Protocol):
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""
 
-    def done(self, row: WorkRow, status: str, entry: dict[str, Any], detail: Any, *, doubt: str | None,
+    def done(self, row: WorkRow, status: str, entry: Entry, detail: Any, *, doubt: str | None,
              tables: dict[str, list[Any]] | None = None, prefix: str = "", into: str | None = None,
              halt: str | None = None, sent: bool = True, judge: Judge | None = None) -> bool:
         """Record a call's outcome (with the table rows it gave, and why it halts the task, or the
@@ -240,7 +243,7 @@ class WorkStore(Protocol):
     def expand(self, row: WorkRow, work: list[tuple[Any, ...]]) -> bool:
         """Put the calls of a step over an earlier step's table in place of its placeholder."""
 
-    def landed(self, key: str) -> tuple[dict[str, Any], Any] | None:
+    def landed(self, key: str) -> tuple[Entry, Any] | None:
         """The entry and detail of a call of ``key`` that completed in the run the task is in, or
         None."""
 
@@ -297,10 +300,10 @@ class TaskJournal(Protocol):
     def last_unfinished(self, pool_file: str) -> str | None:
         """The latest task of ``pool_file`` (as ``pool_identity`` gives it) that did not complete."""
 
-    def shared(self, task_id: str) -> dict[str, Any] | None:
+    def shared(self, task_id: str) -> TaskDoc | None:
         """What the task keeps of its pool (its document); None when there is no such task."""
 
-    def creating(self, task_id: str, pool_file: str, doc: dict[str, Any], seat: Seat | None = None
+    def creating(self, task_id: str, pool_file: str, doc: TaskDoc, seat: Seat | None = None
                  ) -> AbstractContextManager[Write | None]:
         """The task created with its plan (the caller writes its rows with what this gives), in
         one transaction that commits when the block ends and leaves nothing when it raises; None
@@ -333,19 +336,16 @@ class TaskJournal(Protocol):
     def budget_counts(self, task_id: str) -> dict[int, Counts]:
         """What the task's error budgets count, by step (see ``budget_counts``)."""
 
-    def answer_rows(self, task_id: str) -> Iterator[tuple[Any, ...]]:
-        """Every call of the task, streamed, in file order (but those beyond its sample): num, idx, kind,
-        size, state, status, entry, doubt, doubted, step_id, detail, when it was sent and done (ms
-        since the epoch, or None), whether it was done in an earlier run than the task's current one,
-        its key, and its first and last row (None for a step of one call)."""
+    def answer_rows(self, task_id: str) -> Iterator[AnswerRow]:
+        """Every call of the task, streamed, in file order (but those beyond its sample)."""
 
-    def answer_state(self, task_id: str) -> tuple[dict[str, Any] | None, str, bool] | None:
+    def answer_state(self, task_id: str) -> AnswerState | None:
         """The task's document, its status, and whether it has no recorded answer yet."""
 
-    def answer(self, task_id: str) -> dict[str, Any] | None:
+    def answer(self, task_id: str) -> Answer | None:
         """The answer the task's last run recorded."""
 
-    def finish_task(self, task_id: str, answer: dict[str, Any], status: str | None = None) -> None: ...
+    def finish_task(self, task_id: str, answer: Answer, status: str | None = None) -> None: ...
 
     def record_run(self, task_id: str, facts: dict[str, Any]) -> None:
         """The facts of the run the task is in (``run_facts``, masked), for its report."""

@@ -63,12 +63,11 @@ def in_doubt(journal: TaskJournal, task_id: str, limit: int = NAMED) -> list[Dou
     or recorded in doubt (the journal's own count of them)."""
     found: list[Doubt] = []
     rows = journal.answer_rows(task_id)
-    for (num, idx, _kind, _size, state, status, entry, _doubt, _doubted, step_id, _detail, sent_ms, _done,
-         _earlier, key, first, last) in rows:
-        if state in (WorkState.SENT, WorkState.DOUBT) or (state == WorkState.DONE and
-                                                           status == CallStatus.IN_DOUBT):
-            found.append(Doubt(int(num), int(idx), key, step_id, first, last,
-                               None if sent_ms is None else int(sent_ms), entry))
+    for row in rows:
+        if row.state in (WorkState.SENT, WorkState.DOUBT) or (row.state == WorkState.DONE and
+                                                               row.status == CallStatus.IN_DOUBT):
+            found.append(Doubt(row.num, row.idx, row.key, row.step_id, row.first, row.last,
+                               None if row.sent_ms is None else int(row.sent_ms), row.entry))
             if len(found) == limit:
                 break
     close = getattr(rows, "close", None)
@@ -103,7 +102,9 @@ def probe_all(client: ToolRunClient, journal: TaskJournal, task_id: str, plan: P
     if not probed:
         return {}
     variables: Mapping[str, Any] = plan.variables.values if plan.variables is not None else {}
-    planned = {int(f["num"]): str(f["sha256"]) for f in (journal.shared(task_id) or {}).get("files") or []}
+    shared = journal.shared(task_id)
+    files = (None if shared is None else shared.get("files")) or []
+    planned = {int(f["num"]): str(f["sha256"]) for f in files}
     told: dict[tuple[int, int], str] = {}
     for doubt in probed:
         step = steps[doubt.num]

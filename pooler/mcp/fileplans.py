@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pooler import strictjson
 from pooler.errors import InputError
+from pooler.journal.documents import Answer
 from pooler.mcp.outcome import Outcome, answered
 from pooler.mcp.plans import PlanRow, plan_file, store_tools, when
 from pooler.mcp.poolfile import TOOL, load
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from pooler.run.events import Reporter
 
 #: A commit made ready: the run of the plan, given what reports it and what stops it.
-Run = Callable[["Reporter | None", "threading.Event | None"], dict[str, Any]]
+Run = Callable[["Reporter | None", "threading.Event | None"], Answer]
 
 
 def _reader(runs: PoolRuns, plan: Plan, scope: str, seen: dict[int, Classified] | None = None) -> Reader:

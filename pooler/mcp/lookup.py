@@ -9,10 +9,9 @@ its partial answer, as ``pooler show`` does.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pooler.errors import InputError
 from pooler.journal.api import TaskView
+from pooler.journal.documents import Answer
 
 
 def unknown_task(task: str, where: str) -> InputError:
@@ -20,7 +19,7 @@ def unknown_task(task: str, where: str) -> InputError:
                       "(task); give one of those, or start the pool with tool_pool.")
 
 
-def task_answer(view: TaskView, task: str, *, running_here: bool = False) -> dict[str, Any]:
+def task_answer(view: TaskView, task: str, *, running_here: bool = False) -> Answer:
     """The task's answer so far, from any journal; ``running_here``: this process runs it now."""
     if view.task(task) is None:
         raise unknown_task(task, view.where())

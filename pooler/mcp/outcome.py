@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pooler import strictjson
 from pooler.errors import Problem
+from pooler.journal.documents import Answer
 from pooler.redact import Redactor
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ class Outcome:
     """The text for ``content``, the same object for ``structuredContent`` (when there is JSON), the mark."""
 
     text: str
-    answer: dict[str, Any] | None = None
+    answer: Mapping[str, Any] | None = None
     is_error: bool = False
 
     def redacted(self, redactor: Redactor) -> Outcome:
@@ -31,7 +32,11 @@ class Outcome:
         return Outcome(redactor.text(self.text), answer, self.is_error)
 
 
-def with_notes(answer: dict[str, Any], plan: Plan) -> dict[str, Any]:
+#: What notes join: a run's answer, or a plan's.
+_Told = TypeVar("_Told", Answer, dict[str, Any])
+
+
+def with_notes(answer: _Told, plan: Plan) -> _Told:
     """The answer with ``notes``: the references sent as text that nearly name a step (none: no
     field, so an answer without them is the seed's own)."""
     if plan.notes:
@@ -39,7 +44,7 @@ def with_notes(answer: dict[str, Any], plan: Plan) -> dict[str, Any]:
     return answer
 
 
-def answered(answer: dict[str, Any], *, is_error: bool) -> Outcome:
+def answered(answer: Mapping[str, Any], *, is_error: bool) -> Outcome:
     """A JSON answer: its text in ``content`` and the object itself beside it."""
     return Outcome(strictjson.dumps(answer, ensure_ascii=False), answer, is_error)
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pooler import strictjson
 from pooler.errors import InputError, PoolerError, StoreError
+from pooler.journal.documents import Answer
 from pooler.mcp import fileplans
 from pooler.mcp.arguments import check_task, optional
 from pooler.mcp.outcome import Outcome, answered, problem_text, with_notes
@@ -179,7 +180,7 @@ def _stale(row: PlanRow, now: list[Digest]) -> list[str]:
     return stale(then, now)
 
 
-def _answer_of(runs: PoolRuns, row: PlanRow, stop: threading.Event | None) -> tuple[dict[str, Any], bool]:
+def _answer_of(runs: PoolRuns, row: PlanRow, stop: threading.Event | None) -> tuple[Answer, bool]:
     """A committed plan's answer: recorded, or waited for while its committer still runs it, or (its
     committer died) what the journal holds of its task."""
     while True:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pooler import strictjson
 from pooler.errors import StoreError
+from pooler.journal.documents import Answer
 from pooler.journal.liveness import alive, host
 from pooler.journal.sqlite.journal import Journal
 from pooler.statuses import PlanState
@@ -44,7 +45,7 @@ class PlanRow:
     state: str
     host: str | None
     pid: int | None
-    answer: dict[str, Any] | None
+    answer: Answer | None
 
     def committer_alive(self) -> bool:
         return self.pid is not None and self.host == host() and alive(self.pid)
@@ -91,7 +92,7 @@ class PlanStore:
         """The commit ended in an error: what it did is what the journal holds of its task."""
         self._journal.execute("plan_state", {"state": PlanState.FAILED, "answer": None, "id": plan_id})
 
-    def finish(self, plan_id: str, answer: dict[str, Any]) -> None:
+    def finish(self, plan_id: str, answer: Answer) -> None:
         """The committed plan's answer (already masked): every later commit returns it."""
         self._journal.execute("plan_state", {
             "state": PlanState.DONE, "answer": strictjson.dumps(answer, ensure_ascii=False), "id": plan_id})

@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError
+from pooler.journal.documents import Answer, Entry
 from pooler.mcp import conformance, pool_run
 from pooler.mcp.http import Listen, serve_http
 from pooler.mcp.monitor import ToolWatch
@@ -175,10 +176,10 @@ class Progress:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         return None
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         with self._lock:
             self._done += 1
             done = self._done
@@ -201,7 +202,7 @@ class Progress:
         with self._lock:
             self._total = total
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         return None
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from pooler.client.http import ToolRunClient
+from pooler.journal.documents import Answer
 from pooler.journal.work import TaskJournal
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Pool
@@ -38,7 +39,7 @@ def pool_task_id(session: str, pool: Pool) -> str:
     return f"{session}-{digest[:12]}"
 
 
-def as_session(answer: dict[str, Any], session: str) -> dict[str, Any]:
+def as_session(answer: Answer, session: str) -> Answer:
     """A pool task's answer as the agent reads it: naming the session's task."""
     return {**answer, "task": session} if "task" in answer else answer
 
@@ -50,7 +51,10 @@ def pool_task(journal: TaskJournal, session: str, latest: str | None = None) -> 
     if latest is not None and journal.task(latest) is not None:
         return latest
     for row in journal.tasks(SCAN):
-        if row.id.startswith(f"{session}-") and (journal.shared(row.id) or {}).get("key_scope") == session:
+        if not row.id.startswith(f"{session}-"):
+            continue
+        shared = journal.shared(row.id)
+        if shared is not None and shared.get("key_scope") == session:
             return row.id
     return None
 
@@ -70,7 +74,7 @@ class _AsSession:
 
 
 def run_session_pool(plan: Plan, client: ToolRunClient, config: RunConfig, journal: TaskJournal, *,
-                     reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+                     reporter: Reporter | None = None, stop: threading.Event | None = None) -> Answer:
     """The pool's answer, run as (or joined to) its pool task (``config.task_id`` is the session's,
     the pool task ``pool_task_id``)."""
     session = config.task_id

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from pooler import strictjson
 from pooler.errors import PoolerError
+from pooler.journal.documents import Answer
 from pooler.mcp import doubts, fileplans, pool_run, poolfile
 from pooler.mcp.asking import ACCEPT, DECISIONS, DECLINE, Counts, asking, confirmed, counts, declined, unsent
 from pooler.mcp.lookup import task_answer
@@ -390,9 +391,9 @@ class TaskCalls:
         if not uri.startswith(CALLS_SCHEME) or uri != calls_uri(task_id) or journal.task(task_id) is None:
             raise MCPError(types.INVALID_PARAMS, f"no resource {uri} - a task's result links the resource of "
                                                  "its failed and in-doubt calls.")
-        lines = [strictjson.dumps({**row[6], "status": row[5]}, ensure_ascii=False)
+        lines = [strictjson.dumps({**row.entry, "status": row.status}, ensure_ascii=False)
                  for row in journal.answer_rows(task_id)
-                 if row[5] in (CallStatus.FAILED, CallStatus.IN_DOUBT) and row[6] is not None]
+                 if row.status in (CallStatus.FAILED, CallStatus.IN_DOUBT) and row.entry is not None]
         return "".join(f"{line}\n" for line in lines)
 
     def close(self) -> None:
@@ -409,12 +410,13 @@ def calls_uri(task_id: str) -> str:
     return f"{CALLS_SCHEME}{task_id}/failed-or-in-doubt.jsonl"
 
 
-def _call_result(answer: dict[str, Any], task_id: str) -> dict[str, Any]:
+def _call_result(answer: Answer, task_id: str) -> dict[str, Any]:
     """The tool's result a finished task carries: the pool's answer, and when its steps left out
     failed or in-doubt calls (more than fit), a link to the resource that lists them all."""
     outcome = answered(answer, is_error=answer.get("result") is not True)
     content: list[types.ContentBlock] = [types.TextContent(text=outcome.text)]
-    omitted = sum(int(step.get("failures_omitted") or 0) for step in answer.get("steps", []))
+    steps: Sequence[Mapping[str, Any]] = answer.get("steps", [])
+    omitted = sum(int(step.get("failures_omitted") or 0) for step in steps)
     if omitted:
         content.append(types.ResourceLink(
             uri=calls_uri(task_id), name="failed-or-in-doubt", mime_type=NDJSON,

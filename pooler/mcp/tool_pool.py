@@ -19,6 +19,7 @@ from typing import Any
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import InputError
+from pooler.journal.documents import Answer
 from pooler.journal.opening import open_journal
 from pooler.journal.work import TaskJournal
 from pooler.mcp.arguments import check_names, check_task, confine, optional
@@ -210,7 +211,7 @@ class PoolRuns:
         answer = self.execute(plan, task, reporter=reporter, stop=stop)
         return answered(answer, is_error=answer.get("result") is not True)
 
-    def task_answer(self, task: str) -> dict[str, Any]:
+    def task_answer(self, task: str) -> Answer:
         """The task's answer so far, from the journal (see ``pooler.mcp.lookup``): a session's
         task tells its latest pool task, named as the session's; a pool task tells itself."""
         # The server's journal, open as long as it serves: read, not closed.
@@ -226,7 +227,7 @@ class PoolRuns:
         return answered(answer, is_error=answer.get("result") is not True)
 
     def execute(self, plan: Plan, task: str, *, reporter: Reporter | None = None,
-                stop: threading.Event | None = None, config: RunConfig | None = None) -> dict[str, Any]:
+                stop: threading.Event | None = None, config: RunConfig | None = None) -> Answer:
         """The pool's answer, run under ``task``, one pool at a time; ``config``: pool_run's, else
         tool_pool's."""
         with self._lock:

@@ -48,8 +48,8 @@ class KeySet:
             if self._db.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?)",
                                 (digest, holder.step, holder.row)).rowcount:
                 return None
-            row = self._db.execute("SELECT step, row FROM keys WHERE digest = ?", (digest,)).fetchone()
-            return Holder(row[0], row[1])
+            step, row = self._db.execute("SELECT step, row FROM keys WHERE digest = ?", (digest,)).fetchone()
+            return Holder(step, row)
         self._memory[digest] = (holder.step << _ROW_BITS) | (0 if holder.row is None else holder.row + 1)
         if len(self._memory) >= self._limit:
             self._spill()

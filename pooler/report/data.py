@@ -16,11 +16,13 @@ import math
 import shlex
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from pooler.journal.api import CallHistory, RunFacts
+from pooler.journal.documents import Answer, Entry
 from pooler.journal.records import FlowDoc, TaskRow
 from pooler.pool.budget import budget_line
 from pooler.statuses import DOUBTFUL, CallStatus, RecordStatus, final_status
@@ -51,7 +53,7 @@ class CallRow:
     sent: int | None
     done: int | None
     message: str = ""
-    entry: dict[str, Any] | None = None
+    entry: Entry | None = None
     #: Which attempt of the call this is (a run again or a redrive sends it once more), and the
     #: run of the attempt before it.
     attempt: int = 1
@@ -111,7 +113,7 @@ class RunData:
 class ReportData:
     task: TaskRow
     store: str | None
-    answer: dict[str, Any] | None
+    answer: Answer | None
     steps: dict[int, StepInfo]
     runs: list[RunData]
     in_doubt: list[CallRow]
@@ -173,7 +175,7 @@ def load_report(journal: CallHistory, task_id: str) -> ReportData | None:
     latest = facts.get(max(facts)) if facts else None
     again = shlex.join(latest.again) if latest is not None and latest.again else ""
     budgets = [(budget_line(row), bool(row["within"]))
-               for row in ((answer or {}).get("tolerated") or {}).get("budgets") or []]
+               for row in (({} if answer is None else answer.get("tolerated")) or {}).get("budgets") or []]
     return ReportData(task, store, answer, steps, runs, in_doubt, tables, _counts(task, last, answer), failed,
                       len(failed_all) - len(failed), again, budgets, dict(flows))
 
@@ -251,7 +253,7 @@ def percentile(sorted_ms: list[int], q: float) -> int | None:
     return sorted_ms[max(math.ceil(q * len(sorted_ms)) - 1, 0)]
 
 
-def _stats(step: StepInfo, calls: list[CallRow], answer: dict[str, Any] | None) -> StepStats:
+def _stats(step: StepInfo, calls: list[CallRow], answer: Answer | None) -> StepStats:
     counts = Counter(final_status(c.status).value for c in calls)
     pairs = sorted(((c.done - c.sent, c.id, c) for c in calls
                     if c.sent is not None and c.done is not None and c.status in SENT_STATUSES),
@@ -270,8 +272,9 @@ def _stats(step: StepInfo, calls: list[CallRow], answer: dict[str, Any] | None) 
                      max(len(bad) - FAILURES_SHOWN, 0))
 
 
-def _answer_rows(answer: dict[str, Any] | None, num: int) -> int | None:
-    for entry in (answer or {}).get("steps") or []:
+def _answer_rows(answer: Answer | None, num: int) -> int | None:
+    steps: Sequence[Mapping[str, Any]] = [] if answer is None else answer.get("steps") or []
+    for entry in steps:
         if isinstance(entry, dict) and entry.get("num") == num and isinstance(entry.get("rows"), dict):
             total = entry["rows"].get("total")
             return total if isinstance(total, int) else None
@@ -293,7 +296,7 @@ def _read_entries(journal: CallHistory, task_id: str, calls: list[CallRow]) -> N
                                                                                    ensure_ascii=False)
 
 
-def _counts(task: TaskRow, last: list[CallRow], answer: dict[str, Any] | None) -> dict[str, int]:
+def _counts(task: TaskRow, last: list[CallRow], answer: Answer | None) -> dict[str, int]:
     """The task's counts: its answer's (recorded, or so far: as ``pooler show`` tells them), else
     those of its last run's records."""
     if answer is not None and isinstance(answer.get("total"), int):
@@ -309,11 +312,11 @@ def _counts(task: TaskRow, last: list[CallRow], answer: dict[str, Any] | None) -
             "in_doubt": seen["in_doubt"], "skipped": seen["skipped"], "not_run": seen["not_run"]}
 
 
-def _tables(answer: dict[str, Any] | None, journal: CallHistory, task_id: str,
+def _tables(answer: Answer | None, journal: CallHistory, task_id: str,
             last: list[CallRow]) -> list[dict[str, Any]]:
     """The tables the last run wrote: from its answer, else added up from its calls' entries."""
     found: dict[tuple[int, str], dict[str, Any]] = {}
-    entries: list[dict[str, Any]] = []
+    entries: Sequence[Mapping[str, Any]] = []
     if answer is not None:
         entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
     elif last:

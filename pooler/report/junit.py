@@ -10,13 +10,15 @@ their failed calls in ``<system-out>``, and the suite's properties say each budg
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from typing import Any
 
+from pooler.journal.documents import Answer
 from pooler.pool.budget import budget_line, within_budget
 from pooler.statuses import LANDED, TROUBLE
 
 
-def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
+def run_junit_xml(answer: Answer, pool_file: str) -> str:
     """One testsuite named after the pool file, one testcase per step of the answer."""
     entries = [e for e in answer.get("steps") or [] if isinstance(e, dict)]
     # Within its error budgets a run passed: its failed calls are told, not failures of the suite.
@@ -51,12 +53,12 @@ def run_junit_xml(answer: dict[str, Any], pool_file: str) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def _seconds(entry: dict[str, Any]) -> str:
+def _seconds(entry: Mapping[str, Any]) -> str:
     trip = (entry.get("time") or {}).get("trip") if isinstance(entry.get("time"), dict) else None
     return f"{trip / 1000:.3f}" if isinstance(trip, int | float) else "0"
 
 
-def _case(entry: dict[str, Any], pool_file: str, *, tolerated: bool) -> ET.Element:
+def _case(entry: Mapping[str, Any], pool_file: str, *, tolerated: bool) -> ET.Element:
     named = f" {entry['name']}" if entry.get("name") else ""
     name = f"step {entry.get('num')}{named} {entry.get('unit')}.{entry.get('command')}"
     case = ET.Element("testcase", classname=xml_text(pool_file), name=xml_text(name), time=_seconds(entry))
@@ -76,7 +78,7 @@ def _case(entry: dict[str, Any], pool_file: str, *, tolerated: bool) -> ET.Eleme
     return case
 
 
-def _failure_text(entry: dict[str, Any]) -> str:
+def _failure_text(entry: Mapping[str, Any]) -> str:
     lines = [str(entry.get("message") or entry.get("status"))]
     for call in entry.get("failures") or []:
         rows = call.get("rows")

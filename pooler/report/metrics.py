@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pooler.journal.documents import Answer, Entry
 from pooler.pool.model import Pool, Step
 from pooler.report.promfile import Family, read_value, render, write_atomic
 from pooler.run.events import CallEnd
@@ -94,7 +95,7 @@ class MetricsReporter:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         trip = result.get("time", {}).get("trip") if isinstance(result.get("time"), dict) else None
         with self._lock:
             if end.attempts > 1 or "sent_again" in result:
@@ -107,7 +108,7 @@ class MetricsReporter:
                     if seconds <= edge:
                         self.buckets[i] += 1
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         status = result.get("status")
         if status not in self.calls:
             return
@@ -131,7 +132,7 @@ class MetricsReporter:
         with self._lock:
             self.planned = total
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         """The answer's counts replace the running ones: it also counts the calls never started.
 
         A server's file (``server=True``) adds each pool's counts to the earlier ones and ends only
@@ -156,7 +157,7 @@ class MetricsReporter:
         else:
             self._finish()
 
-    def _count_answer(self, answer: dict[str, Any], calls_base: dict[str, int], rows_base: dict[str, int],
+    def _count_answer(self, answer: Answer, calls_base: dict[str, int], rows_base: dict[str, int],
                       doubt_base: int) -> None:
         in_doubt = int(answer.get("calls_in_doubt") or 0)
         calls: dict[str, int] = {CallStatus.COMPLETED: int(answer.get("succeeded") or 0),
@@ -172,7 +173,8 @@ class MetricsReporter:
         self.busy += int(flow.get("busy") or 0)
         self.trips += int(flow.get("breaker_trips") or 0)
         rows = dict(rows_base)
-        for entry in answer.get("steps") or []:
+        steps: Sequence[Mapping[str, Any]] = answer.get("steps") or []
+        for entry in steps:
             counted = entry.get("rows") if isinstance(entry, dict) else None
             if isinstance(counted, dict):
                 for status in STATUSES:

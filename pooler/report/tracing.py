@@ -35,6 +35,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 import pooler
 from pooler.errors import UsageError
+from pooler.journal.documents import Answer, Entry
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
 from pooler.run.events import CallEnd
@@ -239,7 +240,7 @@ class TraceReporter:
             self._calls[call] = span
             self._before[call] = before
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         with self._lock:
             span = self._calls.pop(end.number, None)
             before = self._before.pop(end.number, None)
@@ -269,7 +270,7 @@ class TraceReporter:
         _set_status(span, status, self._text(result.get("message") or ""))
         span.end()
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         if step.for_each is not None:
             # A step over rows ends with the run: its summary is in the answer.
             self._step(step)
@@ -286,7 +287,7 @@ class TraceReporter:
         if self.run is not None:
             self.run.set_attribute("pooler.calls_planned", total)
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         entries = {e.get("num"): e for e in answer.get("steps") or [] if isinstance(e, dict)}
         with self._lock:
             steps, self._steps = self._steps, {}
@@ -298,7 +299,7 @@ class TraceReporter:
             _close_step(span, entries.get(num) or {}, self._text)
         self.end(answer)
 
-    def end(self, answer: dict[str, Any] | None) -> None:
+    def end(self, answer: Answer | None) -> None:
         """The run's span ended with the answer's counts (``None``: the run raised)."""
         run, self.run = self.run, None
         if run is None:

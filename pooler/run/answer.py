@@ -37,21 +37,12 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from pooler.run.entries import (
-    ENTRY_KEYS,
-    VERDICTS,
-    Answer,
-    Entry,
-    InDoubtItem,
-    RowsCount,
-    RowsEntry,
-    head_of,
-    in_doubt_item,
-    where,
-)
+from pooler.journal.documents import Answer, Entry, InDoubtItem, RowsCount, RowsEntry
+from pooler.run.entries import ENTRY_KEYS, VERDICTS, head_of, in_doubt_item, where
 from pooler.statuses import FINAL, LANDED, CallStatus, StepStatus
 
 #: A call's result is inlined only when its JSON is under this many bytes...
@@ -69,14 +60,14 @@ ROW_STATUSES = tuple(s.value for s in (CallStatus.COMPLETED, CallStatus.SKIPPED,
 _WORDS = {CallStatus.IN_DOUBT: "in doubt", CallStatus.NOT_RUN: "not run"}
 
 
-def _row(entry: dict[str, Any]) -> int:
+def _row(entry: Mapping[str, Any]) -> int:
     """Where an entry stands among the calls of its step: its row, the first of its chunk, or -1."""
     if isinstance(entry.get("rows"), list):
         return int(entry["rows"][0])
     return int(entry.get("row", -1))
 
 
-def result_part(entry: dict[str, Any]) -> dict[str, Any]:
+def result_part(entry: Mapping[str, Any]) -> dict[str, Any]:
     """The entry's result: detail, tables, files and the store's extra keys."""
     return {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
 
@@ -93,13 +84,13 @@ class RowsTally:
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROW_STATUSES, 0))
     calls: int = 0
     #: The failed and in-doubt entries with the lowest rows: a heap on (-row, -order).
-    failures: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    failures: list[tuple[int, int, Entry]] = field(default_factory=list)
     omitted: int = 0
     first_bad: dict[str, Any] | None = None
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     chunked: bool = False
 
-    def add(self, entry: dict[str, Any], size: int) -> bool:
+    def add(self, entry: Entry, size: int) -> bool:
         """Count one call of ``size`` rows; True when its entry is one to list in full."""
         status = entry["status"]
         self.calls += 1
@@ -113,7 +104,7 @@ class RowsTally:
             self._merge(entry["tables"])
         return False
 
-    def keep_failure(self, entry: dict[str, Any], order: int) -> None:
+    def keep_failure(self, entry: Entry, order: int) -> None:
         item = (-_row(entry), -order, entry)
         if len(self.failures) < MAX_FAILURES:
             heapq.heappush(self.failures, item)
@@ -141,7 +132,7 @@ class RowsTally:
                     kept[k] = v
 
     def summary(self, *, status: str, rows_total: int | None, whole: bool, detail: Any,
-                trip_ms: int | None, why: str = "") -> dict[str, Any]:
+                trip_ms: int | None, why: str = "") -> RowsEntry:
         """The step's one entry (``detail`` is ``None`` to leave it out, ``...`` when it was omitted)."""
         rows = dict(self.rows)
         seen = sum(rows.values())
@@ -164,7 +155,7 @@ class RowsTally:
         entry["failures_omitted"] = self.omitted
         if trip_ms is not None:
             entry["time"] = {"trip": trip_ms}
-        return dict(entry)
+        return entry
 
     def message(self, rows: dict[str, int], total: int | None, why: str) -> str:
         """``1,000 rows: 998 completed, 2 failed (first at row 17)``, after ``why`` if given."""
@@ -185,7 +176,7 @@ class Collector:
     """Gathers the entries of one run (used by one thread: the scheduler's)."""
 
     include_results: bool = True
-    entries: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=list)
+    entries: list[tuple[int, int, int, Entry | RowsEntry]] = field(default_factory=list)
     in_doubt: list[tuple[int, int, InDoubtItem]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         (s.value for s in FINAL), 0))
@@ -196,7 +187,7 @@ class Collector:
     probes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     _order: int = 0
 
-    def add(self, entry: dict[str, Any], *, calls: int = 1) -> None:
+    def add(self, entry: Entry, *, calls: int = 1) -> None:
         """Count ``calls`` calls with the entry's status and keep the entry (within the budget)."""
         self._count(entry["status"], calls)
         self._probed(entry)
@@ -206,7 +197,7 @@ class Collector:
         """A step over rows starts: its calls are added up from now on."""
         self.tallies.setdefault(int(head["num"]), RowsTally(Entry(**head)))
 
-    def add_row(self, entry: dict[str, Any], size: int = 1) -> None:
+    def add_row(self, entry: Entry, size: int = 1) -> None:
         """One call of a step over rows, carrying ``size`` rows: counted, and listed if it failed."""
         self._count(entry["status"], 1)
         self._probed(entry)
@@ -232,7 +223,7 @@ class Collector:
         self._keep(num, -1, tally.summary(status=status, rows_total=rows_total, whole=whole, detail=kept,
                                           trip_ms=trip_ms, why=why))
 
-    def add_in_doubt(self, entry: dict[str, Any], action: str | None, step_id: str | None) -> None:
+    def add_in_doubt(self, entry: Entry, action: str | None, step_id: str | None) -> None:
         """A call found in doubt, and what was done about it (retried, stopped, skipped); with no
         action, a call whose answer was lost in this run is listed as ``left`` (in doubt it stays),
         whichever journal the run keeps, and any other call is not listed."""
@@ -242,7 +233,7 @@ class Collector:
             action = "left"
         self.in_doubt.append((int(entry["num"]), _row(entry), in_doubt_item(entry, action, step_id)))
 
-    def _probed(self, entry: dict[str, Any]) -> None:
+    def _probed(self, entry: Entry) -> None:
         # A call an earlier run settled is told skipped now: its probe is that run's.
         said = entry.get("probe")
         if said in self.probes and entry.get("status") != CallStatus.SKIPPED:
@@ -251,7 +242,7 @@ class Collector:
     def _count(self, status: str, calls: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + calls
 
-    def _keep(self, num: int, row: int, entry: dict[str, Any]) -> None:
+    def _keep(self, num: int, row: int, entry: Entry | RowsEntry) -> None:
         self._order += 1
         self.entries.append((num, row, self._order, entry))
 
@@ -265,11 +256,12 @@ class Collector:
             return True
         return False
 
-    def _budgeted(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _budgeted(self, entry: Entry) -> Entry:
         part = result_part(entry)
         if not part or self._fits(part):
             return entry
-        kept = {k: v for k, v in entry.items() if k in ENTRY_KEYS}
+        # The entry's own keys, without its result.
+        kept = cast(Entry, {k: v for k, v in entry.items() if k in ENTRY_KEYS})
         kept["result_omitted"] = True
         if "time" in kept:
             # Keep ``time`` last, where it stands in a full entry.
@@ -277,7 +269,7 @@ class Collector:
         return kept
 
     def answer(self, *, total: int, task: str, trip_ms: int,
-               interrupted: str | None = None) -> dict[str, Any]:
+               interrupted: str | None = None) -> Answer:
         """The run's answer (contract §3 with the batch summary)."""
         c = self.counts
         landed = c["completed"] + c["skipped"]
@@ -313,4 +305,4 @@ class Collector:
             answer["interrupted"] = interrupted
         if any(self.probes.values()):
             answer["probes"] = {said.replace(" ", "_"): n for said, n in self.probes.items()}
-        return dict(answer)
+        return answer

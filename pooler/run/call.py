@@ -24,13 +24,14 @@ from pooler.client.http import MAX_RETRY_AFTER, Reply, ToolRunClient
 from pooler.client.reply import IN_DOUBT
 from pooler.client.sendgate import held
 from pooler.errors import PoolerError, StoreError
+from pooler.journal.documents import Conflict
 from pooler.journal.records import CallId
 from pooler.pool.model import Retry
 from pooler.pool.refusals import busy_refusal
 from pooler.pool.variables import render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import Call, Outcome, Prepared, StepState
-from pooler.run.conflicts import Conflict, conflict_message
+from pooler.run.conflicts import conflict_message
 from pooler.run.entries import ANSWER_KEYS, LANDED, NOT_LANDED, UNSETTLED, not_sent
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.flow import Flow
@@ -191,7 +192,7 @@ class CallRunner:
             left = not_sent(call.head(), CallStatus.IN_DOUBT, ready.key,
                             settled_text(verdict, step_id, f"The call {step_id} was sent by an earlier run "
                                          "and its answer never came back."), step_id=step_id)
-            outcome = Outcome(call, CallStatus.IN_DOUBT, dict(left), step_id=step_id, in_doubt=found_before,
+            outcome = Outcome(call, CallStatus.IN_DOUBT, left.copy(), step_id=step_id, in_doubt=found_before,
                               doubted=ready.doubted)
         else:
             outcome.entry["message"] = settled_text(verdict, step_id, str(outcome.entry.get("message") or ""))

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pooler.journal.documents import Entry
 from pooler.journal.records import CallId
 from pooler.pool.model import Step
 from pooler.pool.paramplan import ParamsPlan, shape_rows
 from pooler.redact import Redactor
-from pooler.run.entries import Entry, head
+from pooler.run.entries import head
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class Outcome:
 
     call: Call
     status: str
-    entry: dict[str, Any]
+    entry: Entry
     detail: Any = None
     #: Stops the pool whatever stop_on_error says (a key in doubt under ``--in-doubt stop``).
     halt: bool = False

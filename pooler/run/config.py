@@ -8,8 +8,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from pooler.journal.documents import Conflict, InDoubt
 from pooler.journal.work import Redrive
 from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import plan_chunk_row, plan_params
@@ -20,7 +21,6 @@ from pooler.run.storerate import StoreRate
 
 if TYPE_CHECKING:
     from pooler.run.compare import Classified
-    from pooler.run.conflicts import Conflict
 
 
 @dataclass
@@ -34,7 +34,7 @@ class RunConfig:
     #: Continue the last unfinished task of this pool file (a new task when there is none).
     resume: bool = False
     #: What to do with a key an earlier run sent without recording its answer.
-    in_doubt: Literal["retry", "stop", "skip"] = "retry"
+    in_doubt: InDoubt = "retry"
     #: Calls in doubt of a step with a probe are probed first: what --in-doubt does when the
     #: command line does not say.
     probe: bool = True

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import InputError
+from pooler.journal.documents import Conflict
 from pooler.pool.comparing import canon, per_row, row_texts, table_texts
 from pooler.pool.datafiles import locate
 from pooler.pool.model import Pool, Step
@@ -25,18 +26,6 @@ from pooler.statuses import CompareClass
 
 #: A row's compared columns as the store holds them (by column); None: the store has no such row.
 Columns = dict[str, Any] | None
-
-
-class Conflict(TypedDict):
-    """A planned call not sent: its rows moved in the store since the plan."""
-
-    step: int
-    #: The call's number within its step, from 1 (as the plan file numbers it).
-    call: int
-    rows: list[int]
-    key: str | None
-    #: Each row that moved: ``row 17 (sku G17): price 10.5 in the plan, 12 in the store now``.
-    moved: list[str]
 
 
 @dataclass

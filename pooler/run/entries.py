@@ -1,6 +1,6 @@
-"""The answer (contract §3) and its entries, their keys written once: the types, and the entries
-every run makes without a store's answer (a call not sent, a step not run because of a reference,
-a key counted done without its answer).
+"""The answer (contract §3) and its entries (their types: ``pooler.journal.documents``): their
+keys written once, and the entries every run makes without a store's answer (a call not sent, a
+step not run because of a reference, a key counted done without its answer).
 
 An entry is open: a store's extra keys join it beside these (``Entry`` names the ones pooler
 writes).  The single-host run and the shared runner build their entries here alike.
@@ -9,130 +9,10 @@ writes).  The single-host run and the shared runner build their entries here ali
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
+from pooler.journal.documents import Entry, InDoubtItem
 from pooler.statuses import CallStatus
-
-
-class _EntryKeys(TypedDict):
-    """The keys every Entry carries."""
-
-    num: int
-    name: str
-    unit: str
-    command: str
-
-
-class Entry(_EntryKeys, total=False):
-    """One call's entry: its step, its place among the rows, its status and key, and its result."""
-
-    #: A call of a step over rows: its row, or the first and last rows of its chunk.
-    row: int
-    rows: list[int]
-    status: str
-    key: str | None
-    step_id: str | None
-    #: Counted done without its answer (``--in-doubt skip``).
-    in_doubt: bool
-    #: The step id of a call in doubt this one sent again.
-    sent_again: str
-    #: What the step's probe said of the call in doubt: landed, not landed, unsettled.
-    probe: str
-    result: bool
-    message: str
-    time: dict[str, Any]
-    result_omitted: bool
-    # The call's result, as the store answered it.
-    detail: Any
-    tables: dict[str, Any]
-    files: Any
-
-
-class RowsCount(TypedDict):
-    """A step over rows' rows by the status of the call that carried them."""
-
-    total: int | None
-    completed: int
-    skipped: int
-    failed: int
-    in_doubt: int
-    not_run: int
-
-
-class _RowsEntryKeys(TypedDict):
-    """The keys every RowsEntry carries."""
-
-    num: int
-    name: str
-    unit: str
-    command: str
-    status: str
-    key: None
-    result: bool
-    message: str
-    rows: RowsCount
-    calls: int
-
-
-class RowsEntry(_RowsEntryKeys, total=False):
-    """The one entry of a step over rows: a summary, with its failed and in-doubt calls in full."""
-
-    detail: Any
-    result_omitted: bool
-    tables: dict[str, Any]
-    failures: list[dict[str, Any]]
-    failures_omitted: int
-    time: dict[str, Any]
-    #: With a compare: its rows new, changed (both sent) and unchanged (counted, never sent).
-    compare: dict[str, int]
-
-
-class _InDoubtItemKeys(TypedDict):
-    """The keys every InDoubtItem carries."""
-
-    num: int
-    name: str
-
-
-class InDoubtItem(_InDoubtItemKeys, total=False):
-    """A call found in doubt, and what was done about it: retried, stopped, skipped, or left."""
-
-    row: int
-    rows: list[int]
-    key: str | None
-    step_id: str | None
-    action: str
-
-
-class _AnswerKeys(TypedDict):
-    """The keys every Answer carries."""
-
-    result: bool
-    status: str
-    total: int
-    succeeded: int
-    failed: int
-    skipped: int
-    not_run: int
-    calls_in_doubt: int
-    in_doubt: list[InDoubtItem]
-    task: str
-    steps: list[dict[str, Any]]
-
-
-class Answer(_AnswerKeys, total=False):
-    """A run's answer: the batch summary's counts (of calls), then the steps' entries."""
-
-    #: Failed or in doubt.
-    time: dict[str, Any]
-    #: Why the pool stopped before its end (SIGINT, SIGTERM, stop).
-    interrupted: str
-    #: What the probes of calls in doubt said (only when a probe was sent): landed, not_landed,
-    #: unsettled.
-    probes: dict[str, int]
-    #: The rows the steps' compares found unchanged, and did not send (only with a compare).
-    unchanged: int
-
 
 #: What a probe can say of its call in doubt, as entries and counts name it.
 LANDED, NOT_LANDED, UNSETTLED = "landed", "not landed", "unsettled"

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pooler.journal.documents import Answer, Entry
 from pooler.pool.model import Pool, Step
 
 
@@ -34,11 +35,11 @@ class Reporter(Protocol):
     def step_started(self, step: Step, call: int) -> None:
         """A call leaves; ``call`` is its 1-based number in the run."""
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         """A call that left (``step_started``) has its answer or has lost it; called on the thread
         that sent it, before ``step_finished``."""
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         """A call has its one status; ``result`` is its entry in the answer's ``steps``."""
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
@@ -48,7 +49,7 @@ class Reporter(Protocol):
         """The calls of the run, counted again: a step over an earlier step's table knows its rows
         only when it starts."""
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         """The answer is complete."""
 
 
@@ -61,10 +62,10 @@ class NullReporter:
     def step_started(self, step: Step, call: int) -> None:
         return None
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         return None
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         return None
 
     def rows_progress(self, step: Step, done: int, total: int | None) -> None:
@@ -73,7 +74,7 @@ class NullReporter:
     def calls_planned(self, total: int) -> None:
         return None
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         return None
 
 
@@ -86,7 +87,7 @@ class _Before:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         return None
 
 
@@ -123,11 +124,11 @@ class FanOut:
         for r in self.reporters:
             r.step_started(step, call)
 
-    def call_ended(self, step: Step, end: CallEnd, result: dict[str, Any]) -> None:
+    def call_ended(self, step: Step, end: CallEnd, result: Entry) -> None:
         for r in self.reporters:
             r.call_ended(step, end, result)
 
-    def step_finished(self, step: Step, result: dict[str, Any]) -> None:
+    def step_finished(self, step: Step, result: Entry) -> None:
         for r in self.reporters:
             r.step_finished(step, result)
 
@@ -139,7 +140,7 @@ class FanOut:
         for r in self.reporters:
             r.calls_planned(total)
 
-    def pool_finished(self, answer: dict[str, Any]) -> None:
+    def pool_finished(self, answer: Answer) -> None:
         for r in self.reporters:
             r.pool_finished(answer)
 

@@ -37,10 +37,10 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.journal.documents import Answer, TaskDoc
 from pooler.journal.opening import open_journal
 from pooler.journal.records import pool_identity
 from pooler.journal.timeline import run_facts
@@ -58,7 +58,7 @@ from pooler.statuses import TaskStatus
 
 
 def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: TaskJournal | None = None,
-             reporter: Reporter | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+             reporter: Reporter | None = None, stop: threading.Event | None = None) -> Answer:
     """Run a pool the caller has checked (see ``run_plan``): only its data files are found here.
 
     A data file missing raises ``CheckFailed`` and leaves the journal as it was.  ``pooler run``,
@@ -71,7 +71,7 @@ def run_pool(pool: Pool, client: ToolRunClient, config: RunConfig, *, journal: T
 
 def run_plan(plan: Plan, client: ToolRunClient, config: RunConfig, *, journal: TaskJournal | None = None,
              reporter: Reporter | None = None, stop: threading.Event | None = None,
-             taking: RunnerConfig | None = None) -> dict[str, Any]:
+             taking: RunnerConfig | None = None) -> Answer:
     """Carry out a compiled plan and return its answer (contract section 3); every call ends with
     exactly one status.  The task is ``config.task_id`` (with ``config.resume``, the last unfinished
     task of the pool file; else a new one): planned by its first run, claimed from by every run.
@@ -137,14 +137,14 @@ class RunnerConfig:
 class RunnerStopped(JournalError):
     """The runner stopped before the task ended: its lease was lost or the journal went away."""
 
-    def __init__(self, message: str, answer: dict[str, Any] | None) -> None:
+    def __init__(self, message: str, answer: Answer | None) -> None:
         super().__init__(message)
         self.answer = answer
 
 
 def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: RunConfig,
              taking: RunnerConfig | None = None, *, reporter: Reporter | None = None,
-             stop: threading.Event | None = None, store: str | None = None) -> dict[str, Any]:
+             stop: threading.Event | None = None, store: str | None = None) -> Answer:
     """Run this runner's part of the task ``config.task_id`` (planned by its first runner); the
     task's answer so far."""
     started = time.monotonic()
@@ -157,7 +157,7 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
     lease = journal.lease(config.task_id or "", seat.seconds, seat.width, seat)
     try:
         journal.record_run(config.task_id or "", config.redactor.value(run_facts(pool, client, config.again)))
-        kept = journal.shared(config.task_id or "") or {}
+        kept = _shared(journal, config.task_id or "")
         in_doubt = kept.get("in_doubt", config.in_doubt)
         # The task's document is read once: it holds the pool (a pool of 10,000 steps is megabytes).
         runner = Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), lease=lease,
@@ -186,9 +186,9 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
             if paced is not None:
                 flow["store"] = paced.doc()
             journal.record_flow(runner.task, flow)
-        answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
-                                                   interrupted=interrupted,
-                                                   unrecorded=runner.unrecorded.entries))
+        answer: Answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
+                                                           interrupted=interrupted,
+                                                           unrecorded=runner.unrecorded.entries))
     except JournalError as exc:
         # Nothing can be reported done that the journal cannot show.
         raise RunnerStopped(runner.broken or exc.message, None) from None
@@ -201,13 +201,21 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
     except JournalError as exc:
         raise RunnerStopped(exc.message, answer) from None
     reporter.pool_finished(answer)
-    return dict(answer)
+    return answer.copy()
 
 
-def _sampled(journal: TaskJournal, task: str, answer: dict[str, Any]) -> str | None:
+def _shared(journal: TaskJournal, task: str) -> TaskDoc:
+    """The task's document: there, since this runner has just joined the task."""
+    found = journal.shared(task)
+    if found is None:
+        raise JournalError(f"the task {task} is gone from {journal.where()}")
+    return found
+
+
+def _sampled(journal: TaskJournal, task: str, answer: Answer) -> str | None:
     """``sampled`` for a task whose plan holds a sample of its rows and completed: a full run of
     the task (``--task``) sends the rest."""
-    shared = journal.shared(task) or {}
-    if shared.get("sample") is None or not answer.get("result"):
+    shared = journal.shared(task)
+    if shared is None or shared.get("sample") is None or not answer.get("result"):
         return None
     return TaskStatus.SAMPLED if any(step["over_rows"] for step in shared["steps"]) else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pooler.journal.work import WORK_COLUMNS, TaskJournal, WorkRow, WorkStore
+from pooler.journal.work import KEY_COLUMN, TaskJournal, WorkRow, WorkStore
 from pooler.pool.compiler import empty_source
 from pooler.pool.model import Pool, Step
 from pooler.run.config import RunConfig
@@ -14,9 +14,6 @@ from pooler.run.progress import Progress
 from pooler.run.rulings import table_to_read
 from pooler.run.unsent import Unsent
 from pooler.run.workplan import PLACEHOLDER, Planner
-
-#: Where a work row as the planner makes it holds its key.
-KEY = WORK_COLUMNS.index("key_text")
 
 
 def table_calls(pool: Pool, step: Step, placeholder: WorkRow, work: WorkStore, planner: Planner
@@ -43,7 +40,7 @@ def table_calls(pool: Pool, step: Step, placeholder: WorkRow, work: WorkStore, p
         # is now, but for the calls whose key the step keeps (done, or in doubt).
         kept = work.kept_keys(step.num)
         return [c for c in planner.rows_of(step, data, idx=held.next_idx)
-                if c[KEY] is None or c[KEY] not in kept]
+                if c[KEY_COLUMN] is None or c[KEY_COLUMN] not in kept]
     # The calls a sampled plan made of the table stay, and its rows after them are planned.
     return list(planner.rows_of(step, data[held.rows:], first=held.rows, idx=held.next_idx))
 
@@ -53,7 +50,8 @@ def expand(row: WorkRow, step: Step, *, pool: Pool, task: str, journal: TaskJour
     """The placeholder ``row`` of ``step`` put in its calls' place, or the step failed on it (its
     table missing, or empty where the step does not allow it)."""
     # The task's sample as it is now (a full run may have widened it since this runner joined).
-    sample = (journal.shared(task) or {}).get("sample")
+    shared = journal.shared(task)
+    sample = None if shared is None else shared.get("sample")
     planner = Planner(pool, task, config.variables, sample, redactor=config.redactor)
     calls = table_calls(pool, step, row, work, planner)
     if isinstance(calls, str):

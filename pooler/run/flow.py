@@ -42,6 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import astuple, dataclass
 
 from pooler.journal.records import FlowDoc, FlowEvent
 from pooler.pool.breaker import BreakerRule
@@ -85,6 +86,21 @@ def still_busy(patience: float, task: str) -> str:
     return (f"{STILL_BUSY}: a call was still answered busy after {patience:g} s (retry busy_for: "
             f"{patience:g}); it and the calls not started are not run - `pooler redrive {task}` (or the same "
             f"--task {task}) sends them")
+
+
+@dataclass(slots=True)
+class _Second:
+    """What a runner's calls did in one wall-clock second; its record's ``seconds`` keeps it as a
+    list, in this order (``_FlowRecord``)."""
+
+    second: int
+    started: int = 0
+    busy: int = 0
+    gateway: int = 0
+    down: int = 0
+    waited_ms: int = 0
+    #: The width at the end of the second.
+    width: int = 0
 
 
 class Flow:
@@ -134,7 +150,7 @@ class Flow:
         #: its going down (a store never reached is a wrong address, told call by call).
         self.reached = False
         self.events: list[FlowEvent] = []
-        self._seconds: dict[int, list[int]] = {}
+        self._seconds: dict[int, _Second] = {}
 
     @property
     def width(self) -> int:
@@ -163,11 +179,11 @@ class Flow:
         """A call started after waiting ``waited`` seconds (its rate's slot, a pause, the spacing)."""
         with self._lock:
             row = self._second()
-            row[1] += 1
+            row.started += 1
             if waited > 0:
                 ms = round(waited * 1000)
                 self.throttled_ms += ms
-                row[5] += ms
+                row.waited_ms += ms
 
     def held(self, seconds: float) -> None:
         """The runner held its next call ``seconds`` behind the task's pause."""
@@ -212,9 +228,9 @@ class Flow:
         after a cut it was in flight for).  A request whose answer was lost is no lesson."""
         with self._lock:
             row = self._second()
-            row[2] += busy
-            row[3] += gateway
-            row[4] += down
+            row.busy += busy
+            row.gateway += gateway
+            row.down += down
             told = self._count_down(down or gateway)
             if not down:
                 told += self._answered(ms, busy=busy, gateway=gateway, retry_after=retry_after, since=since)
@@ -277,7 +293,7 @@ class Flow:
             # reach (the width, or too few calls, holds them) tells nothing of the store's.
             self.learnt = max(self.learnt, min(grown, RATE_AHEAD * len(self._landed)))
             self._grown_at = now
-        self._second()[6] = self.width
+        self._second().width = self.width
         return []
 
     def _cut(self, *, busy: bool) -> str:
@@ -299,7 +315,7 @@ class Flow:
         # Never below what carries the learnt rate: a rate limit is the rate's to follow, and a
         # width that held the calls back under it would waste what the store allows.
         self.limit = max(1.0, min(self.limit, max(self.limit * BACKOFF, self._carries())))
-        self._second()[6] = self.width
+        self._second().width = self.width
         why = "the store is busy" if busy else "a gateway answered"
         told = f"throttling to {self.width} at once: {why}"
         if busy and self.learnt is not None:
@@ -314,12 +330,12 @@ class Flow:
         took = sorted(self._took)[len(self._took) // 2]
         return math.ceil(self.learnt * took * HEADROOM)
 
-    def _second(self) -> list[int]:
+    def _second(self) -> _Second:
         """This second's row of the record (the lock held)."""
         second = int(self._wall())
         row = self._seconds.get(second)
         if row is None:
-            row = self._seconds[second] = [second, 0, 0, 0, 0, 0, self.width]
+            row = self._seconds[second] = _Second(second, width=self.width)
         return row
 
     # What it did
@@ -330,7 +346,7 @@ class Flow:
 
     def doc(self, runner: str) -> FlowDoc:
         with self._lock:
-            seconds = [list(r) for _, r in sorted(self._seconds.items())]
+            seconds = [list(astuple(r)) for _, r in sorted(self._seconds.items())]
             return {"run": 0, "runner": runner, "seconds": seconds, "events": list(self.events),
                     "throttled_ms": self.throttled_ms, "highest": self.highest, "final": self.width,
                     "busy": self.busy, "trips": self.trips, "held_ms": self.held_ms,

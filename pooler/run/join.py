@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from pooler.client.http import ToolRunClient
 from pooler.errors import JournalError
+from pooler.journal.documents import OptionsDoc, TaskDoc
 from pooler.journal.records import pool_identity
 from pooler.journal.work import Planned, Seat, TaskJournal, Write, narrower
 from pooler.pool.compiler import Plan, plan_for_joining_runner
@@ -145,12 +146,12 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
     return Joined(joined, False, began)
 
 
-def task_doc(pool: Pool, config: RunConfig) -> dict[str, Any]:
+def task_doc(pool: Pool, config: RunConfig) -> TaskDoc:
     """What a shared task keeps of its pool and of the command that planned it."""
-    doc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
-           "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
-           "sample": config.sample, "steps": steps_doc(pool), "planned_all": True,
-           "tolerate": None if pool.tolerate is None else pool.tolerate.doc()}
+    doc: TaskDoc = {"fingerprint": fingerprint(pool), "pool_file": pool_identity(pool.file),
+                    "options": _options_doc(pool.options), "in_doubt": config.in_doubt,
+                    "sample": config.sample, "steps": steps_doc(pool), "planned_all": True,
+                    "tolerate": None if pool.tolerate is None else pool.tolerate.doc()}
     if pool.document is not None:
         # What ``pooler redrive`` runs, with no pool file; masked as all the journal keeps (a
         # secret written as a variable's default is given again to a redrive, from where it lives).
@@ -216,8 +217,9 @@ def files_gone(journal: TaskJournal, task: str, pool: Pool, values: Mapping[str,
     """The data files of the task's plan that are not where this runner would read them (the
     plan holds their rows)."""
     here = _data_files(pool, values)
-    found = journal.shared(task) or {}
-    return [str(f["name"]) for f in found.get("files") or [] if f["num"] != POOL_FILE
+    found = journal.shared(task)
+    files = [] if found is None else found.get("files") or []
+    return [str(f["name"]) for f in files if f["num"] != POOL_FILE
             and (f["num"] not in here or not here[f["num"]].path.is_file())]
 
 
@@ -249,7 +251,7 @@ def _files_doc(plan: Plan, sample: int | None) -> list[dict[str, Any]]:
     return files
 
 
-def _options_doc(options: Options) -> dict[str, Any]:
+def _options_doc(options: Options) -> OptionsDoc:
     return {"mode": options.mode, "max_concurrency": options.max_concurrency,
             "serialize_on": options.serialize_on, "stop_on_error": options.stop_on_error,
             "include_results": options.include_results}

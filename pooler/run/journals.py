@@ -5,9 +5,9 @@ call history a task's report draws, whose task and answer are told by the same r
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from pooler.journal.api import CallHistory, CallRecordRow, RunFacts, TaskView
+from pooler.journal.documents import Answer, Entry
 from pooler.journal.opening import open_existing
 from pooler.journal.records import FlowDoc, TaskRow
 from pooler.journal.work import TaskJournal
@@ -42,7 +42,7 @@ class ToldHistory:
     def task(self, task_id: str) -> TaskRow | None:
         return self.view.task(task_id)
 
-    def answer(self, task_id: str) -> dict[str, Any] | None:
+    def answer(self, task_id: str) -> Answer | None:
         return self.view.answer(task_id)
 
     def where(self) -> str:
@@ -57,11 +57,11 @@ class ToldHistory:
     def call_records(self, task_id: str) -> Iterator[CallRecordRow]:
         return self.history.call_records(task_id)
 
-    def first_entries(self, task_id: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    def first_entries(self, task_id: str) -> Iterator[tuple[int, Entry]]:
         return self.history.first_entries(task_id)
 
-    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    def entries(self, task_id: str, ids: Sequence[int]) -> Iterator[tuple[int, Entry]]:
         return self.history.entries(task_id, ids)
 
-    def table_entries(self, task_id: str, run: int) -> Iterator[dict[str, Any]]:
+    def table_entries(self, task_id: str, run: int) -> Iterator[Entry]:
         return self.history.table_entries(task_id, run)

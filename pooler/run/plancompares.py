@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from pooler.client.http import ToolRunClient
+from pooler.journal.documents import Conflict
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Step
 from pooler.redact import Redactor
 from pooler.run.compare import Classified
-from pooler.run.conflicts import Conflict, beyond_sample, conflicts, from_plan, moved_rows, planned_columns
+from pooler.run.conflicts import beyond_sample, conflicts, from_plan, moved_rows, planned_columns
 from pooler.run.savedplan import Classify, PlannedCall, read_calls, write_plan
 
 #: Each step's compare read now, and what ``then`` reads of the store with it; ``({}, None)`` for a

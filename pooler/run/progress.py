@@ -4,13 +4,12 @@ answer tells them), so that the live view counts every call of the run's total."
 
 from __future__ import annotations
 
-from typing import Any
-
+from pooler.journal.documents import Entry
 from pooler.journal.work import TaskJournal
 from pooler.pool.model import Step
 from pooler.run.callplan import StepPlan
 from pooler.run.events import Reporter
-from pooler.statuses import CallStatus
+from pooler.statuses import LANDED, CallStatus
 
 
 class Progress:
@@ -40,10 +39,10 @@ class Progress:
 
     def _done_before(self) -> None:
         for row in self.journal.answer_rows(self.task):
-            num, size, status, entry, earlier = int(row[0]), int(row[3]), row[5], row[6], row[13]
-            if not earlier or status not in (CallStatus.COMPLETED, CallStatus.SKIPPED) or entry is None:
+            entry = row.entry
+            if not row.earlier or entry is None or row.status not in LANDED:
                 continue
-            self.told(self.plans[num].step, {**entry, "status": CallStatus.SKIPPED}, num, size)
+            self.told(self.plans[row.num].step, {**entry, "status": CallStatus.SKIPPED}, row.num, row.size)
 
     def counted(self, num: int) -> None:
         """A step over a table whose calls are planned now (by this runner or another): the
@@ -55,7 +54,7 @@ class Progress:
             self._rows_total[num] = planned.rows
             self.reporter.rows_progress(self.plans[num].step, self._rows_done.get(num, 0), planned.rows)
 
-    def told(self, step: Step, entry: dict[str, Any], num: int, size: int) -> None:
+    def told(self, step: Step, entry: Entry, num: int, size: int) -> None:
         """A call has its one status."""
         rows = entry.get("rows")
         if isinstance(rows, list) and len(rows) == 2 and rows[1] - rows[0] + 1 != size:

@@ -111,14 +111,15 @@ def redrive_plan(journal: TaskJournal, task: str, redrive: Redrive, probing: fro
     ``redrive_*`` statements follow; ``probing``: the steps whose calls in doubt are probed first."""
     plan = RedrivePlan()
     chosen = {"failed": redrive.failed, "in doubt": redrive.in_doubt, "not run": redrive.not_run}
-    held = {(c["step"], c["call"] - 1) for c in (journal.shared(task) or {}).get("conflicts") or ()}
+    shared = journal.shared(task)
+    held = {(c["step"], c["call"] - 1) for c in (None if shared is None else shared.get("conflicts")) or ()}
     for row in journal.answer_rows(task):
-        num, state, status, first, last = int(row[0]), str(row[4]), row[5], row[15], row[16]
-        kind = _kind(state, status)
-        if kind == "not run" and (num, int(row[1])) in held:
+        num = row.num
+        kind = _kind(row.state, row.status)
+        if kind == "not run" and (num, row.idx) in held:
             # Its runner ends it not run again: the plan it was reviewed in no longer holds.
             kind = CONFLICT
-        sends = chosen.get(kind, False) and _touches(redrive, num, first, last)
+        sends = chosen.get(kind, False) and _touches(redrive, num, row.first, row.last)
         (plan.sent if sends else plan.kept)[kind] += 1
         if sends and kind == "in doubt" and num in probing:
             plan.probed += 1

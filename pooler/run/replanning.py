@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.work import TaskJournal
+from pooler.journal.work import KEY_COLUMN, TaskJournal
 from pooler.pool.compiler import Plan
 from pooler.pool.model import Pool, Step
 from pooler.run.workplan import Planner
@@ -161,12 +161,11 @@ def rekey_steps(journal: TaskJournal, task: str, pool: Pool, planner: Planner) -
     hold the task: they run it as it was planned."""
     done: dict[int, Any] = {}
     for row in journal.answer_rows(task):
-        if row[2] == "call" and row[4] == WorkState.DONE and isinstance(row[6], dict):
-            done[int(row[0])] = row[6].get("key")
+        if row.kind == "call" and row.state == WorkState.DONE and isinstance(row.entry, dict):
+            done[row.num] = row.entry.get("key")
     steps = [s for s in pool.steps if s.for_each is None and s.key is not None and s.num in done]
     fresh = {s.num: planner.single(s) for s in steps}
-    # The key is the work row's 11th column (``WORK_COLUMNS``): None when a runner makes it.
-    changed = [n for n, r in fresh.items() if r[10] is not None and r[10] != done[n]]
+    changed = [n for n, r in fresh.items() if r[KEY_COLUMN] is not None and r[KEY_COLUMN] != done[n]]
     if not changed or journal.live_runners(task):
         return
     with journal.replanning(task) as work:

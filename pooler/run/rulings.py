@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pooler.journal.documents import Entry
 from pooler.pool.model import Step
-from pooler.run.entries import Entry, counted_done, not_sent
+from pooler.run.entries import counted_done, not_sent
 from pooler.statuses import CallStatus
 
 #: How a ruling names a sender other than an earlier run of the task.

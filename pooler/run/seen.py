@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pooler.journal.documents import Entry
 from pooler.run.callplan import Outcome, Prepared
 from pooler.statuses import CallStatus
 
@@ -40,8 +41,8 @@ class SeenKeys:
         return all(self._bits[spot >> 3] & (1 << (spot & 7)) for spot in self._spots(key))
 
 
-def repeat(ready: Prepared, entry: dict[str, Any], detail: Any) -> Outcome:
+def repeat(ready: Prepared, entry: Entry, detail: Any) -> Outcome:
     """A call whose key this run landed already: skipped, with that call's answer."""
-    skipped = {**entry, **ready.call.head(), "status": CallStatus.SKIPPED, "key": entry.get("key"),
-               "step_id": entry.get("step_id")}
+    skipped: Entry = {**entry, **ready.call.head(), "status": CallStatus.SKIPPED, "key": entry.get("key"),
+                      "step_id": entry.get("step_id")}
     return Outcome(ready.call, CallStatus.SKIPPED, skipped, detail, step_id=entry.get("step_id"))

@@ -12,9 +12,10 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any
+from typing import Any, cast
 
-from pooler.journal.records import FlowDoc, PlanCounts, TaskRow
+from pooler.journal.documents import Answer, Entry, RowsEntry, StepDoc, TaskDoc
+from pooler.journal.records import AnswerRow, FlowDoc, PlanCounts, TaskRow
 from pooler.journal.work import TaskJournal
 from pooler.pool.budget import Budgets, budgets_of, tolerate_of
 from pooler.pool.model import Pool
@@ -28,22 +29,22 @@ DEAD = TaskStatus.DEAD
 DIED = "the run died before it finished (killed, or the machine went down)"
 
 
-def steps_doc(pool: Pool) -> list[dict[str, Any]]:
+def steps_doc(pool: Pool) -> list[StepDoc]:
     """What the answer needs of each step, kept with the task so ``pooler show`` needs no pool file."""
     return [{"num": s.num, "name": s.name, "unit": s.unit, "command": s.command,
              "over_rows": s.for_each is not None,
              "tolerate": None if s.tolerate is None else s.tolerate.doc()} for s in pool.steps]
 
 
-def shared_budgets(shared: dict[str, Any]) -> Budgets:
+def shared_budgets(shared: TaskDoc) -> Budgets:
     """The error budgets a task keeps of its pool."""
     return budgets_of(tolerate_of(shared.get("tolerate")),
                       [(int(s["num"]), tolerate_of(s.get("tolerate"))) for s in shared["steps"]])
 
 
-def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip_ms: int = 0,
+def task_answer(journal: TaskJournal, task: str, shared: TaskDoc, *, trip_ms: int = 0,
                 interrupted: str | None = None,
-                unrecorded: Mapping[tuple[int, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+                unrecorded: Mapping[tuple[int, int], Entry] | None = None) -> Answer:
     """The answer of the task from its work rows; ``shared`` is what the task keeps of its pool.
     A task whose runners died (``interrupted`` is ``DIED``) tells the calls they left sent in doubt;
     so does the runner whose journal failed under it, with the in-doubt entries it gives of the
@@ -56,12 +57,12 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     collector = Collector(include_results=bool(shared["options"]["include_results"]))
     total = 0
     rows = (_as_run(found, steps, interrupted, told) for found in journal.answer_rows(task))
-    by_num = groupby(rows, key=lambda r: int(r[0]))
+    by_num = groupby(rows, key=lambda r: r.num)
     ahead = next(by_num, None)
     for num in sorted(steps):
         while ahead is not None and ahead[0] < num:
             ahead = next(by_num, None)
-        calls: Iterator[tuple[Any, ...]] = ahead[1] if ahead is not None and ahead[0] == num else iter(())
+        calls: Iterator[AnswerRow] = ahead[1] if ahead is not None and ahead[0] == num else iter(())
         # A step over rows planned with none (an empty file it allows) has no call to count.
         total += _over_rows(collector, steps[num], calls) if steps[num]["over_rows"] else max(
             _single(collector, calls), 1)
@@ -81,7 +82,7 @@ def task_answer(journal: TaskJournal, task: str, shared: dict[str, Any], *, trip
     return answer
 
 
-def _unchanged(answer: dict[str, Any], compared: Mapping[str, Mapping[str, int]]) -> None:
+def _unchanged(answer: Answer, compared: Mapping[str, Mapping[str, int]]) -> None:
     """The compares' counts in the answer: beside the counts of calls, the rows left unsent as
     unchanged; in each step's entry, its rows by class, and its message saying the unchanged."""
     answer["unchanged"] = sum(int(c[CompareClass.UNCHANGED]) for c in compared.values())
@@ -89,7 +90,8 @@ def _unchanged(answer: dict[str, Any], compared: Mapping[str, Mapping[str, int]]
         found = compared.get(str(entry["num"]))
         if found is None:
             continue
-        entry["compare"] = dict(found)
+        # A compare is a step over rows': its one entry is its summary.
+        cast(RowsEntry, entry)["compare"] = dict(found)
         if found[CompareClass.UNCHANGED]:
             entry["message"] = f"{entry['message']}; {found[CompareClass.UNCHANGED]:,} unchanged, not sent"
 
@@ -104,54 +106,53 @@ def flow_summary(flows: list[FlowDoc]) -> dict[str, int]:
             "busy_not_run": sum(f.get("busy_not_run", 0) for f in flows)}
 
 
-def _left(row: list[Any], step: dict[str, Any]) -> list[Any]:
+def _left(row: AnswerRow, step: StepDoc) -> AnswerRow:
     """A call a dead runner sent with no answer recorded: in doubt, as the run left it."""
-    key, first, last = row[14], row[15], row[16]
     of = head_of(step)
-    if first is not None and int(row[3]) > 1:
-        of["rows"] = [first, last]
-    elif first is not None:
-        of["row"] = first
-    entry = not_sent(of, CallStatus.IN_DOUBT, key, f"sent, and {DIED} with no answer recorded: it may or "
-                     "may not have been carried out", step_id=row[9])
-    return _in_doubt(row, dict(entry))
+    if row.first is not None and row.size > 1:
+        of["rows"] = [row.first, row.first if row.last is None else row.last]
+    elif row.first is not None:
+        of["row"] = row.first
+    entry = not_sent(of, CallStatus.IN_DOUBT, row.key, f"sent, and {DIED} with no answer recorded: it may "
+                     "or may not have been carried out", step_id=row.step_id)
+    return _in_doubt(row, entry.copy())
 
 
-def _in_doubt(row: list[Any], entry: dict[str, Any]) -> list[Any]:
+def _in_doubt(row: AnswerRow, entry: Entry) -> AnswerRow:
     """An answer row of a call not recorded done, told in doubt with ``entry``."""
-    return [*row[:4], WorkState.DONE, CallStatus.IN_DOUBT, entry, None, row[8], *row[9:13], False, *row[14:]]
+    return dataclasses.replace(row, state=WorkState.DONE, status=CallStatus.IN_DOUBT, entry=entry, doubt=None,
+                               earlier=False)
 
 
-def _doubt(collector: Collector, row: tuple[Any, ...]) -> None:
-    entry, doubt, doubted, step_id = row[6], row[7], row[8], row[9]
-    if entry is not None:
+def _doubt(collector: Collector, row: AnswerRow) -> None:
+    if row.entry is not None:
         # A call in doubt with nothing done about it is listed too, as the run on SQLite lists it.
-        collector.add_in_doubt(entry, doubt, doubted or step_id)
+        collector.add_in_doubt(row.entry, row.doubt, row.doubted or row.step_id)
 
 
-def _as_run(found: tuple[Any, ...], steps: dict[int, dict[str, Any]], interrupted: str | None,
-            unrecorded: Mapping[tuple[int, int], dict[str, Any]]) -> tuple[Any, ...]:
+def _as_run(row: AnswerRow, steps: dict[int, StepDoc], interrupted: str | None,
+            unrecorded: Mapping[tuple[int, int], Entry]) -> AnswerRow:
     """A work row as this run tells it: one this runner sent and could not record, or one a dead
     runner left sent, is in doubt; one done by an earlier run of the task is skipped, as a
     single-host run tells a key an earlier run did."""
-    row = list(found)
-    told = unrecorded.get((int(row[0]), int(row[1]))) if row[4] != WorkState.DONE else None
+    told = unrecorded.get((row.num, row.idx)) if row.state != WorkState.DONE else None
     if told is not None:
         row = _in_doubt(row, told)
-    elif interrupted == DIED and row[4] == WorkState.SENT:
-        row = _left(row, steps[int(row[0])])
-    if row[13] and row[5] == CallStatus.COMPLETED:
-        row[5], row[6] = CallStatus.SKIPPED, {**row[6], "status": CallStatus.SKIPPED}
-    return tuple(row)
+    elif interrupted == DIED and row.state == WorkState.SENT:
+        row = _left(row, steps[row.num])
+    if row.earlier and row.status == CallStatus.COMPLETED and row.entry is not None:
+        skipped: Entry = {**row.entry, "status": CallStatus.SKIPPED}
+        row = dataclasses.replace(row, status=CallStatus.SKIPPED, entry=skipped)
+    return row
 
 
-def _single(collector: Collector, calls: Iterator[tuple[Any, ...]]) -> int:
+def _single(collector: Collector, calls: Iterator[AnswerRow]) -> int:
     """The calls of a step of one call told; how many work rows it has."""
     count = 0
     for row in calls:
         count += 1
-        if row[4] == WorkState.DONE and row[6] is not None:
-            collector.add(row[6])
+        if row.state == WorkState.DONE and row.entry is not None:
+            collector.add(row.entry)
             _doubt(collector, row)
     return count
 
@@ -174,7 +175,7 @@ class _Rows:
     last_done: int | None = None
 
 
-def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[tuple[Any, ...]]) -> int:
+def _over_rows(collector: Collector, step: StepDoc, calls: Iterator[AnswerRow]) -> int:
     """The step's calls added up, and its one entry made; how many work rows it has."""
     num = int(step["num"])
     collector.open_rows(head_of(step))
@@ -182,29 +183,33 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[tuple
     for row in calls:
         n.every += 1
         # A placeholder counts once it is done: its step could not read the table it runs over.
-        if row[2] != "call" and row[4] != WorkState.DONE:
+        if row.kind != "call" and row.state != WorkState.DONE:
             continue
         n.real += 1
-        n.rows_total += int(row[3])
-        n.calls += row[2] == "call"
-        if row[12] is not None:
-            n.last_done = max(n.last_done or 0, int(row[12]))
-            if row[11] is not None and not row[13]:
-                n.first_sent = int(row[11]) if n.first_sent is None else min(n.first_sent, int(row[11]))
-        if row[4] != WorkState.DONE:
+        n.rows_total += row.size
+        n.calls += row.kind == "call"
+        if row.done_ms is not None:
+            n.last_done = max(n.last_done or 0, int(row.done_ms))
+            if row.sent_ms is not None and not row.earlier:
+                sent = int(row.sent_ms)
+                n.first_sent = sent if n.first_sent is None else min(n.first_sent, sent)
+        if row.state != WorkState.DONE:
             continue
         n.done += 1
-        status = row[5]
+        status = row.status
         if status == CallStatus.NOT_RUN:
             if n.blocked == 0:
-                n.why = (row[6] or {}).get("message", "")
+                n.why = "" if row.entry is None else row.entry.get("message", "")
             n.blocked += 1
             continue
+        if status is None or row.entry is None:
+            # Not a call's outcome: the journal records a done call's status and entry together.
+            continue
         n.statuses.add(status)
-        collector.add_row(row[6], int(row[3]))
+        collector.add_row(row.entry, row.size)
         _doubt(collector, row)
-        if status in LANDED and int(row[1]) > n.last:
-            n.last, n.detail = int(row[1]), row[10]
+        if status in LANDED and row.idx > n.last:
+            n.last, n.detail = row.idx, row.detail
     if not n.every:
         # Planned with no rows (an empty source it allows): nothing to do, and nothing left undone.
         collector.close_rows(num, status=CallStatus.COMPLETED, rows_total=0, whole=True)
@@ -235,14 +240,14 @@ def _over_rows(collector: Collector, step: dict[str, Any], calls: Iterator[tuple
     return n.every
 
 
-def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> dict[str, Any] | None:
+def answer_so_far(journal: TaskJournal, task: str, *, died: bool = False) -> Answer | None:
     """The answer so far of a task still running (built from its calls), or of one whose runners
     ``died``; None for a task that finished (its recorded answer is whole) or one planned before
     tasks kept work rows."""
     state = journal.answer_state(task)
-    if state is None or state[0] is None or (state[1] != TaskStatus.RUNNING and not state[2]):
+    if state is None or state.shared is None or (state.status != TaskStatus.RUNNING and not state.unanswered):
         return None
-    return task_answer(journal, task, state[0], interrupted=DIED if died else None)
+    return task_answer(journal, task, state.shared, interrupted=DIED if died else None)
 
 
 class WorkTasks:
@@ -266,7 +271,7 @@ class WorkTasks:
         return None if row is None else self._told(row)
 
     def answer(self, task_id: str, *, live: bool = False, running_here: bool = False
-               ) -> dict[str, Any] | None:
+               ) -> Answer | None:
         row = self.journal.task(task_id)
         died = row is not None and not running_here and self._told(row).status == DEAD
         found = answer_so_far(self.journal, task_id, died=died)

@@ -5,9 +5,8 @@ call that left is reported not run."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pooler.errors import JournalError
+from pooler.journal.documents import Entry
 from pooler.journal.work import WorkRow
 from pooler.redact import Redactor
 from pooler.run.callplan import Outcome, Prepared
@@ -28,7 +27,7 @@ class Unrecorded:
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
-        self.entries: dict[tuple[int, int], dict[str, Any]] = {}
+        self.entries: dict[tuple[int, int], Entry] = {}
         #: How many of them had their answer (the others were in flight).
         self.answered = 0
 

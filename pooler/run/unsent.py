@@ -7,12 +7,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from pooler.journal.documents import Entry
 from pooler.journal.work import Settled, WorkRow
 from pooler.pool.budget import stopping
 from pooler.pool.model import Pool
 from pooler.run.callplan import Call, StepPlan
 from pooler.run.config import RunConfig
-from pooler.run.entries import Entry, not_run, not_sent
+from pooler.run.entries import not_run, not_sent
 from pooler.run.identity import run_of_step_id
 from pooler.run.rulings import BY_EXPIRED_RUNNER, rule_in_doubt
 from pooler.statuses import CallStatus

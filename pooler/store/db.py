@@ -46,7 +46,7 @@ ADDED_COLUMNS = (("ops", "traceparent", "TEXT"),)
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring a database an older store wrote up to this store's tables."""
     for table, column, kind in ADDED_COLUMNS:
-        have = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+        have = {str(name) for (name,) in conn.execute("SELECT name FROM pragma_table_info(?)", (table,))}
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 

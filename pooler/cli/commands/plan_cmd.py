@@ -38,14 +38,12 @@ from pooler.client.http import ToolRunClient
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
+from pooler.journal.documents import Conflict
 from pooler.journal.opening import open_journal
 from pooler.plural import plural
 from pooler.pool.compiler import Plan
 from pooler.run.compare import Classified, compare_steps
-from pooler.run.conflicts import (
-    Conflict,
-    moved_list,
-)
+from pooler.run.conflicts import moved_list
 from pooler.run.executor import new_task_id
 from pooler.run.plancompares import apply_compares, save_plan
 from pooler.run.plandigests import POOL, plan_digests, stale

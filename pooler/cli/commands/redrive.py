@@ -24,6 +24,7 @@ from pooler.errors import UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres, shown
+from pooler.journal.documents import TaskDoc
 from pooler.journal.opening import open_journal
 from pooler.journal.work import Redrive
 from pooler.pool.model import Pool
@@ -100,7 +101,7 @@ def handle(args: argparse.Namespace, ctx: Context) -> int:
         return redrive_or_tell(args, ctx, spec, found, pool=pool, redrive=redrive, locked=True)
 
 
-def redrive_or_tell(args: argparse.Namespace, ctx: Context, spec: str, found: dict[str, Any], *, pool: Pool,
+def redrive_or_tell(args: argparse.Namespace, ctx: Context, spec: str, found: TaskDoc, *, pool: Pool,
                     redrive: Redrive, locked: bool) -> int:
     """The redrive's plan read from the journal and told; then, unless it is a dry run or sends
     nothing, the run of it (``locked``: under the run locks the caller holds)."""

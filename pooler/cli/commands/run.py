@@ -48,6 +48,7 @@ from pooler.errors import CheckFailed, LockedError, PoolerError, UsageError
 from pooler.exits import ExitStatus
 from pooler.journal.api import journal_spec
 from pooler.journal.dburl import is_postgres, shown
+from pooler.journal.documents import Conflict
 from pooler.journal.opening import open_journal
 from pooler.journal.records import pool_identity
 from pooler.journal.work import Redrive, TaskJournal
@@ -58,7 +59,6 @@ from pooler.pool.model import MODES, Pool
 from pooler.pool.rate import Rate
 from pooler.redact import short_warning
 from pooler.run.config import RunConfig, StopSignal
-from pooler.run.conflicts import Conflict
 from pooler.run.events import FanOut
 from pooler.run.executor import RunnerConfig, RunnerStopped, new_task_id, run_plan
 from pooler.run.journals import told_history

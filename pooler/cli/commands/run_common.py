@@ -17,6 +17,7 @@ from pooler.cli.commands.common import Context, render_error
 from pooler.cli.render import PlainReporter
 from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
+from pooler.journal.documents import Answer
 from pooler.pool.budget import within_budget
 from pooler.pool.model import Pool, Step
 from pooler.redact import Redactor
@@ -26,7 +27,7 @@ from pooler.run.events import NullReporter
 SIGNAL_STATUS = {signal.SIGINT: ExitStatus.INTERRUPTED, signal.SIGTERM: ExitStatus.TERMINATED}
 
 
-def answered(args: argparse.Namespace, ctx: Context, answer: dict[str, Any], interrupts: Interrupts) -> int:
+def answered(args: argparse.Namespace, ctx: Context, answer: Answer, interrupts: Interrupts) -> int:
     """The answer printed (with --json) and the run's exit status."""
     if args.json:
         ctx.emit_json(answer)

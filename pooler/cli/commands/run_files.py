@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 from pooler.cli.commands.common import Context
 from pooler.errors import UsageError
 from pooler.journal.api import CallHistory
+from pooler.journal.documents import Answer
 
 
 def add_run_files(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def check_run_files(args: argparse.Namespace) -> None:
 
 
 def write_run_files(args: argparse.Namespace, ctx: Context, journal: CallHistory,
-                    answer: dict[str, Any], pool_file: str) -> None:
+                    answer: Answer, pool_file: str) -> None:
     """The files asked for, once the run has its answer; the report drawn from ``journal``."""
     task = answer.get("task")
     # Loaded only when asked for: a run without --report starts without the template engine.

@@ -66,9 +66,10 @@ def runner_stopped(args: argparse.Namespace, ctx: Context, stopped: RunnerStoppe
     if args.json:
         # Exactly one document: the answer so far, or (none could be read) the outcome's, which
         # says why the runner stopped and names the task.
-        document = stopped.answer
-        if document is None:
-            document = outcome_document(ExitStatus.FAILED, list(stopped.problems()))
-            document["task"] = task
+        if stopped.answer is not None:
+            ctx.emit_json(stopped.answer)
+            return ExitStatus.FAILED
+        document = outcome_document(ExitStatus.FAILED, list(stopped.problems()))
+        document["task"] = task
         ctx.emit_json(document)
     return ExitStatus.FAILED
