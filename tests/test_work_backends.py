@@ -466,6 +466,28 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     lb.close()
 
 
+def test_a_sequential_outcome_claims_the_next_step_once_it_completed_and_the_last_claims_nothing(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0), call(2, 0, (1,)), call(3, 0, (2,))])
+    lease, work = runner(backend)
+    (first,) = work.claim(1, 1, never, blocked)
+    entry = {"num": 1, "status": "completed", "detail": {"n": 1}}
+    ok, (second,) = work.done_and_claim(first, "completed", entry, {"n": 1}, doubt=None, limit=1, cap=1)
+    # No key: the next call is claimed, not moved to sent, and has no epoch of its own.
+    assert ok
+    assert (second.num, second.idx, second.epoch) == (2, 0, None)
+    assert backend.states() == [(1, 0, "done", None, None), (2, 0, "claimed", None, None),
+                                (3, 0, "ready", None, None)]
+    # A failure: the step that refers to it is not claimed, and the outcome is still recorded.
+    ok, rows = work.done_and_claim(second, "failed", {"num": 2, "status": "failed"}, None, doubt=None,
+                                   limit=1, cap=1)
+    assert (ok, rows) == (True, [])
+    assert backend.sql("SELECT num, status FROM calls WHERE task = 't' ORDER BY num") == [
+        (1, "completed"), (2, "failed")]
+    assert work.details([1]) == {1: {"n": 1}}
+    lease.close()
+
+
 def test_a_step_over_a_table_gets_its_calls_in_place_of_its_placeholder(backend: Backend) -> None:
     plan(backend, [call(1, 0), call(2, -1, (1,), kind="expand")])
     lease, work = runner(backend)

@@ -7,8 +7,8 @@ recorded done only by the runner that still holds them (each outcome joining the
 
 A claim is a few statements in one transaction: the task's lock (an advisory lock on PostgreSQL;
 a SQLite write transaction holds the file), what it weighs (``claim_state``), the calls that may
-go (``claimable_heads``, then ``claimable``; read with ``claim_state`` in one round trip when one
-call goes at a time), and one statement that takes them.
+go (``claimable_heads``, then ``claimable``; read with ``claim_state`` in one statement,
+``claim_next``, when one call goes at a time), and one statement that takes them.
 """
 
 from __future__ import annotations
@@ -114,13 +114,16 @@ class Work:
         first: list[Row] | None = None
         if cap == 1:
             # One call at a time goes in file order: the first that may go is read with what the
-            # claim weighs (one round trip, not two), and taken only when the weighing lets it.
-            reads = [("claim_state", weigh), ("claimable", {"task": self.task, "take": 1})]
-            found = db.batch([before, *reads] if before is not None else reads)
-            if before is not None and not found.pop(0):
-                return None
-            weighed, first = found
-            state = weighed[0] if weighed else None
+            # claim weighs (one statement, not two), and taken only when the weighing lets it.
+            read = {**weigh, "take": 1}
+            if before is None:
+                found = db.all("claim_next", read)
+            else:
+                done, found = db.batch([before, ("claim_next", read)])
+                if not done:
+                    return None
+            state = found[0] if found else None
+            first = [state] if state is not None and state["num"] is not None else []
         else:
             if before is not None and not db.all(*before):
                 return None

@@ -485,6 +485,12 @@ FROM work w WHERE w.task = %(task)s AND w.state = 'ready'
                                     OR s.state IN ('claimed', 'sent'))))
 ORDER BY w.num, w.idx LIMIT %(take)s FOR UPDATE SKIP LOCKED;
 
+-- name: claim_next
+-- What a claim of one call weighs (claim_state) with the first call that may go (claimable, taking
+-- one) beside it, in one statement: a sequential claim reads both at once. When no call may go,
+-- the columns of claimable are NULL.
+SELECT * FROM ({{claim_state}}) s LEFT JOIN ({{claimable}}) c ON true;
+
 -- name: claimable_heads
 -- The first claimable call of each step whose steps referred to have completed, the steps with
 -- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
