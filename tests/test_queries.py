@@ -62,6 +62,14 @@ def test_a_query_is_its_statement_without_comments_or_semicolon(tmp_path: Path) 
     assert read_queries(path) == {"one": "SELECT 1 FROM t", "two": "DELETE FROM t WHERE a = ?"}
 
 
+def test_a_query_takes_in_another_of_the_file_whole_where_it_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "queries.sql"
+    path.write_text("-- name: one\nSELECT a FROM t;\n\n-- name: both\n-- one, beside what it weighs\n"
+                    "SELECT * FROM ({{one}}) x JOIN (SELECT 1 AS b) y ON true;\n", encoding="utf-8")
+    assert read_queries(path) == {"one": "SELECT a FROM t",
+                                  "both": "SELECT * FROM (SELECT a FROM t) x JOIN (SELECT 1 AS b) y ON true"}
+
+
 def test_a_name_given_twice_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "queries.sql"
     path.write_text("-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n", encoding="utf-8")

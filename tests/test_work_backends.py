@@ -466,6 +466,96 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     lb.close()
 
 
+def test_a_sequential_outcome_claims_the_next_step_once_it_completed_and_the_last_claims_nothing(
+        backend: Backend) -> None:
+    plan(backend, [call(1, 0), call(2, 0, (1,)), call(3, 0, (2,))])
+    lease, work = runner(backend)
+    (first,) = work.claim(1, 1, never, blocked)
+    entry = {"num": 1, "status": "completed", "detail": {"n": 1}}
+    ok, (second,) = work.done_and_claim(first, "completed", entry, {"n": 1}, doubt=None, limit=1, cap=1)
+    # No key: the next call is claimed, not moved to sent, and has no epoch of its own.
+    assert ok
+    assert (second.num, second.idx, second.epoch) == (2, 0, None)
+    assert backend.states() == [(1, 0, "done", None, None), (2, 0, "claimed", None, None),
+                                (3, 0, "ready", None, None)]
+    # A failure: the step that refers to it is not claimed, and the outcome is still recorded.
+    ok, rows = work.done_and_claim(second, "failed", {"num": 2, "status": "failed"}, None, doubt=None,
+                                   limit=1, cap=1)
+    assert (ok, rows) == (True, [])
+    assert backend.sql("SELECT num, status FROM calls WHERE task = 't' ORDER BY num") == [
+        (1, "completed"), (2, "failed")]
+    assert work.details([1]) == {1: {"n": 1}}
+    lease.close()
+
+
+class _Counted:
+    """A SQLite connection whose statements are counted, each statement once (a trace callback
+    also tells the subprograms a RETURNING runs)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.statements: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self.statements.append(sql.split(maxsplit=1)[0])
+        return self.db.execute(sql, *args)
+
+    def cursor(self) -> Any:
+        outer, cur = self, self.db.cursor()
+
+        class Cursor:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(cur, name)
+
+            def __setattr__(self, name: str, value: Any) -> None:
+                setattr(cur, name, value)
+
+            def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+                outer.statements.append(sql.split(maxsplit=1)[0])
+                return cur.execute(sql, *args)
+
+        return Cursor()
+
+
+def test_a_sequential_call_costs_six_statements_on_sqlite_and_two_round_trips_on_postgresql(
+        backend: Backend, tmp_path: Path) -> None:
+    plan(backend, [call(1, 0), call(2, 0, (1,)), call(3, 0, (2,), key="k", planned=True)])
+    lease, work = runner(backend)
+    (first,) = work.claim(1, 1, never, blocked)
+    journal: Any = backend.journal
+    if backend.kind == "sqlite":
+        counted = _Counted(journal.journal._db)
+        journal.journal._db = counted
+    else:
+        from psycopg import pq  # noqa: PLC0415
+
+        # What the client sends, as libpq tells it: each round trip ends with a Sync.
+        sent = tmp_path / "frontend.trace"
+        trace = sent.open("w")
+        journal.conn.pgconn.trace(trace.fileno())
+        journal.conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+    ok, (second,) = work.done_and_claim(first, "completed", {"num": 1, "status": "completed"}, None,
+                                        doubt=None, limit=1, cap=1)
+    ok_too, (third,) = work.done_and_claim(second, "completed", {"num": 2, "status": "completed"}, None,
+                                           doubt=None, limit=1, cap=1, gate_run=RUN)
+    assert (ok, ok_too, second.num, third.num, third.epoch is not None) == (True, True, 2, 3, True)
+    # The outcome and its history record, what the claim weighs with the next call, the take.
+    if backend.kind == "sqlite":
+        journal.journal._db = counted.db
+        call_cost = ["BEGIN", "UPDATE", "INSERT", "SELECT", "UPDATE", "COMMIT"]
+        assert counted.statements == [*call_cost, *call_cost]
+    else:
+        journal.conn.pgconn.untrace()
+        trace.close()
+        told = [line.split("\t")[2] for line in sent.read_text().splitlines() if line.startswith("F\t")]
+        assert told.count("Sync") + told.count("Query") == 4, told
+    assert backend.states()[2] == (3, 0, "sent", "k", "t-3-0-1")
+    lease.close()
+
+
 def test_a_step_over_a_table_gets_its_calls_in_place_of_its_placeholder(backend: Backend) -> None:
     plan(backend, [call(1, 0), call(2, -1, (1,), kind="expand")])
     lease, work = runner(backend)

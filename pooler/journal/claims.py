@@ -7,8 +7,8 @@ recorded done only by the runner that still holds them (each outcome joining the
 
 A claim is a few statements in one transaction: the task's lock (an advisory lock on PostgreSQL;
 a SQLite write transaction holds the file), what it weighs (``claim_state``), the calls that may
-go (``claimable_heads``, then ``claimable``; read with ``claim_state`` in one round trip when one
-call goes at a time), and one statement that takes them.
+go (``claimable_heads``, then ``claimable``; read with ``claim_state`` in one statement,
+``claim_next``, when one call goes at a time), and one statement that takes them.
 """
 
 from __future__ import annotations
@@ -103,18 +103,31 @@ class Work:
                 found = db.one("task_halted", self._call)
                 if found is not None and found["halted"] is None:
                     self._settle_blocked(db, on_blocked)
-            return self._claim(db, limit, cap, gate_run)
+            return self._claim(db, limit, cap, gate_run) or []
 
-    def _claim(self, db: Connector, limit: int, cap: int, run: int | None) -> list[WorkRow]:
+    def _claim(self, db: Connector, limit: int, cap: int, run: int | None, *,
+               before: tuple[str, dict[str, Any]] | None = None) -> list[WorkRow] | None:
+        """The calls claimed; with ``before`` (a statement that gives a row when it did its work),
+        that statement first, with the claim's reads (one round trip on PostgreSQL): None, and
+        nothing claimed, when it gave no row."""
         now = time.time()
         weigh = {**self._call, "now": now}
         first: list[Row] | None = None
         if cap == 1:
             # One call at a time goes in file order: the first that may go is read with what the
-            # claim weighs (one round trip, not two), and taken only when the weighing lets it.
-            weighed, first = db.batch([("claim_state", weigh), ("claimable", {"task": self.task, "take": 1})])
-            state = weighed[0] if weighed else None
+            # claim weighs (one statement, not two), and taken only when the weighing lets it.
+            read = {**weigh, "take": 1}
+            if before is None:
+                found = db.all("claim_next", read)
+            else:
+                done, found = db.batch([before, ("claim_next", read)])
+                if not done:
+                    return None
+            state = found[0] if found else None
+            first = [state] if state is not None and state["num"] is not None else []
         else:
+            if before is not None and not db.all(*before):
+                return None
             state = db.one("claim_state", weigh)
         if state is None or not state["there"] or state["halted"] is not None:
             return []
@@ -158,8 +171,11 @@ class Work:
             calls.append({"num": row.num, "idx": row.idx, "sent": sent,
                           "step_id": row.step_id if sent else None, "epoch": epoch if sent else None})
             rows.append(row)
-        took = {**self._call, "now_ms": _ms(now), "calls": db.json_in(calls)}
-        taken = {(int(r["num"]), int(r["idx"])): r["epoch"] for r in db.finish("take_calls", took)}
+        took = {**self._call, "now_ms": _ms(now)}
+        # One call (a sequential claim) by its key alone: no list to encode and join with.
+        took_rows = (db.finish("take_call", {**took, **calls[0]}) if len(calls) == 1
+                     else db.finish("take_calls", {**took, "calls": db.json_in(calls)}))
+        taken = {(int(r["num"]), int(r["idx"])): r["epoch"] for r in took_rows}
         for row, call in zip(rows, calls, strict=True):
             if call["sent"]:
                 row.epoch = int(taken[(row.num, row.idx)])
@@ -245,15 +261,20 @@ class Work:
     def hold(self, bucket: str, seconds: float) -> None:
         self.db.execute("hold", {"task": self.task, "name": bucket, "now": time.time(), "seconds": seconds})
 
+    def _outcome(self, db: Connector, row: WorkRow, status: str, entry: Entry, detail: Any, *,
+                 doubt: str | None) -> dict[str, Any]:
+        """The parameters of ``done_call``: the outcome recorded while the call is this runner's,
+        and its record in the history (one statement where the database has one), a row when it
+        was."""
+        return {
+            **self._at(row), "status": status, "entry": db.json_in(entry), "detail": db.json_in(detail),
+            "doubt": doubt, "key": entry.get("key"), "step_id": entry.get("step_id"),
+            "now_ms": _ms(time.time())}
+
     def _done(self, db: Connector, row: WorkRow, status: str, entry: Entry, detail: Any, *,
               doubt: str | None) -> bool:
         """The outcome recorded while the call is this runner's, and its record in the history."""
-        # The outcome and its record in the history, in one statement where the database has one.
-        recorded = db.execute("done_call", {
-            **self._at(row), "status": status, "entry": db.json_in(entry), "detail": db.json_in(detail),
-            "doubt": doubt, "key": entry.get("key"), "step_id": entry.get("step_id"),
-            "now_ms": _ms(time.time())})
-        return recorded == 1
+        return bool(db.all("done_call", self._outcome(db, row, status, entry, detail, doubt=doubt)))
 
     def done_and_claim(self, row: WorkRow, status: str, entry: Entry, detail: Any, *,
                        doubt: str | None, limit: int, cap: int,
@@ -264,9 +285,11 @@ class Work:
         call is no longer this runner's)."""
         with self.db.transaction() as db:
             db.lock(self.task)
-            if not self._done(db, row, status, entry, detail, doubt=doubt):
-                return False, []
-            return True, self._claim(db, limit, cap, gate_run)
+            # The outcome goes with the claim's reads: when it was not recorded they read for
+            # nothing, and nothing is taken.
+            outcome = self._outcome(db, row, status, entry, detail, doubt=doubt)
+            taken = self._claim(db, limit, cap, gate_run, before=("done_call", outcome))
+            return (False, []) if taken is None else (True, taken)
 
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""

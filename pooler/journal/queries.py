@@ -8,6 +8,9 @@ import re
 from pathlib import Path
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
+#: Where a query takes in another of the file whole (``{{claim_state}}``): two reads made one
+#: statement keep each one's SQL in one place.
+_TAKEN_IN = re.compile(r"\{\{(\w+)\}\}")
 
 
 def read_queries(path: Path) -> dict[str, str]:
@@ -21,4 +24,4 @@ def read_queries(path: Path) -> dict[str, str]:
         # Comments stay in the file: a query is its statement alone, without a trailing ``;``.
         lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
         found[name] = " ".join(" ".join(lines).split()).rstrip(";")
-    return found
+    return {name: _TAKEN_IN.sub(lambda m: found[m.group(1)], sql) for name, sql in found.items()}

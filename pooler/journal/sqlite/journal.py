@@ -177,7 +177,10 @@ class Journal:
     def _cursor(self, name: str, params: Params | None) -> sqlite3.Cursor:
         cur = self._db.cursor()
         cur.row_factory = sqlite3.Row
-        return cur.execute(SQL[name], params or {})
+        *before, last = STEPS.get(name) or (SQL[name],)
+        for sql in before:
+            cur.execute(sql, params or {})
+        return cur.execute(last, params or {})
 
     def one(self, name: str, params: Params | None = None) -> Row | None:
         with self._lock:
@@ -190,6 +193,10 @@ class Journal:
     def all(self, name: str, params: Params | None = None) -> list[Row]:
         with self._lock:
             try:
+                if name in STEPS:
+                    # The rows of the last of its statements, all of them in one transaction.
+                    with self._tx():
+                        return list(self._cursor(name, params))
                 return list(self._cursor(name, params))
             except sqlite3.Error as exc:
                 raise JournalError(f"the journal {self.where()} failed: {exc}") from exc

@@ -485,6 +485,12 @@ FROM work w WHERE w.task = %(task)s AND w.state = 'ready'
                                     OR s.state IN ('claimed', 'sent'))))
 ORDER BY w.num, w.idx LIMIT %(take)s FOR UPDATE SKIP LOCKED;
 
+-- name: claim_next
+-- What a claim of one call weighs (claim_state) with the first call that may go (claimable, taking
+-- one) beside it, in one statement: a sequential claim reads both at once. When no call may go,
+-- the columns of claimable are NULL.
+SELECT * FROM ({{claim_state}}) s LEFT JOIN ({{claimable}}) c ON true;
+
 -- name: claimable_heads
 -- The first claimable call of each step whose steps referred to have completed, the steps with
 -- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
@@ -528,10 +534,21 @@ FROM json_to_recordset(%(calls)s) AS c(num int, idx int, sent boolean, step_id t
 WHERE w.task = %(task)s AND w.num = c.num AND w.idx = c.idx
 RETURNING w.num, w.idx, w.epoch;
 
+-- name: take_call
+-- The one call a claim takes (take_calls of a single call, the claim of a sequential run), found by
+-- its key: a join with a one-row list would walk the task's calls. Its epoch, as take_calls gives.
+UPDATE work SET runner = %(runner)s,
+    state = CASE WHEN %(sent)s THEN 'sent' ELSE 'claimed' END,
+    sent_at = CASE WHEN %(sent)s THEN clock_timestamp() ELSE sent_at END,
+    step_id = CASE WHEN %(sent)s THEN %(step_id)s ELSE step_id END,
+    epoch = CASE WHEN %(sent)s THEN nextval('pooler_epoch') ELSE epoch END
+WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s
+RETURNING num, idx, epoch;
+
 -- name: done_call
 -- A call's outcome, recorded only while this runner still holds it, and its record joining the
--- history (as record_call does), in one statement: one round trip, not two. Its count is the
--- records written, one when the outcome was recorded.
+-- history (as record_call does), in one statement: one round trip, not two. Its row is the
+-- record written: none when the call was no longer this runner's.
 WITH d AS (
     UPDATE work SET state = 'done', status = %(status)s, entry = %(entry)s, detail = %(detail)s,
         doubt = %(doubt)s, key_text = %(key)s, step_id = %(step_id)s, done_at = clock_timestamp(),
@@ -544,7 +561,8 @@ INSERT INTO calls (task, run, num, idx, row, key, step_id, status, in_doubt, run
 SELECT d.task, t.again, d.num, d.idx, d.row_first, d.key_text, d.step_id, d.status,
        coalesce(d.doubt = 'skipped', false), d.runner, d.serial, (extract(epoch FROM d.sent_at) * 1000)::bigint,
        (extract(epoch FROM d.done_at) * 1000)::bigint, d.entry
-FROM d JOIN tasks t ON t.id = d.task;
+FROM d JOIN tasks t ON t.id = d.task
+RETURNING num;
 
 -- name: record_call
 -- The record of a call just done joins the history (calls, one record an attempt), in the run the

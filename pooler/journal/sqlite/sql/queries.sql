@@ -233,6 +233,12 @@ FROM work w WHERE w.task = :task AND w.state = 'ready' AND w.state <> 'done'
             OR s.state IN ('claimed', 'sent'))))
 ORDER BY w.num, w.idx LIMIT :take;
 
+-- name: claim_next
+-- What a claim of one call weighs (claim_state) with the first call that may go (claimable, taking
+-- one) beside it, in one statement: a sequential claim reads both at once. When no call may go,
+-- the columns of claimable are NULL.
+SELECT * FROM ({{claim_state}}) s LEFT JOIN ({{claimable}}) c ON true;
+
 -- name: claimable_heads
 -- The first claimable call of each step whose steps referred to have completed, the steps with
 -- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
@@ -309,7 +315,8 @@ WHERE task = :task AND num = :num AND idx = :idx;
 -- name: done_call
 -- A call's outcome, recorded only while this runner still holds it, and then its record joining
 -- the history (as record_call does) when the outcome was: two statements the connector runs in
--- turn (changes() is the count of the first). Its count is the records written.
+-- turn (changes() is the count of the first). Its row is the record written: none when the call
+-- was no longer this runner's.
 UPDATE work SET state = 'done', status = :status, entry = :entry, detail = :detail, doubt = :doubt, key_text = :key,
                 step_id = :step_id, done_ms = :now_ms, done_run = (SELECT runs FROM tasks WHERE id = work.task)
 WHERE task = :task AND num = :num AND idx = :idx AND runner = :runner AND state IN ('claimed', 'sent');
@@ -324,7 +331,8 @@ SELECT w.task, t.again, w.num, w.row_first, w.key_text, w.round, w.step_id, w.st
             WHEN 'array' THEN json_extract(w.entry, '$.detail') WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
             WHEN 'null' THEN 'null' ELSE json_quote(json_extract(w.entry, '$.detail')) END,
        w.serial, w.sent_ms, w.done_ms
-FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = :task AND w.num = :num AND w.idx = :idx AND changes() = 1;
+FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = :task AND w.num = :num AND w.idx = :idx AND changes() = 1
+RETURNING num;
 
 -- name: record_call
 -- The record of a call just done joins the history (calls, one record an attempt), in the run the
@@ -563,6 +571,15 @@ UPDATE work SET runner = :runner,
     step_id = coalesce((SELECT step_id FROM c WHERE c.num = work.num AND c.idx = work.idx), step_id),
     epoch = coalesce((SELECT epoch FROM c WHERE c.num = work.num AND c.idx = work.idx), epoch)
 WHERE task = :task AND (num, idx) IN (SELECT num, idx FROM c)
+RETURNING num, idx, epoch;
+
+-- name: take_call
+-- The one call a claim takes (take_calls of a single call, the claim of a sequential run), found by
+-- its key without a list to read: its epoch, as take_calls gives.
+UPDATE work SET runner = :runner, state = CASE WHEN :sent THEN 'sent' ELSE 'claimed' END,
+    sent_ms = CASE WHEN :sent THEN :now_ms ELSE sent_ms END, step_id = coalesce(:step_id, step_id),
+    epoch = coalesce(:epoch, epoch)
+WHERE task = :task AND num = :num AND idx = :idx
 RETURNING num, idx, epoch;
 
 -- name: done_now
