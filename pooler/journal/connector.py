@@ -5,7 +5,8 @@ written and read as the backend keeps it.
 
 A query is looked up by name in the backend's ``sql/queries.sql``; both backends give the same
 names the same columns and parameters, and the dialects (placeholders, upserts, ``SKIP LOCKED``,
-the clock, JSON types) differ only there and in the connector.
+the clock, JSON types) differ only there and in the connector.  What every connector does the same
+way is written once here (``Guarded``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pooler.errors import JournalError
 
@@ -83,6 +84,9 @@ class Connector(Protocol):
     def close(self) -> None: ...
 
 
+_Self = TypeVar("_Self", bound="Guarded")
+
+
 class Guarded:
     """What every connector does the same way: one connection behind a lock (a thread's
     transaction is its own: the lock is re-entrant), the driver's ``error`` told as the journal's."""
@@ -95,6 +99,15 @@ class Guarded:
 
     def where(self) -> str:
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
         raise NotImplementedError

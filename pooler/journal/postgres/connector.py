@@ -171,12 +171,10 @@ class PgConnector(Guarded):
             # that sent nothing has nothing to commit.
             self._pending = [("BEGIN", {})]
             try:
-                yield self
-                if not self._pending and not self._finished:
-                    self.conn.execute("COMMIT")
-            except self.error as exc:
-                self._rollback()
-                raise self.failed(exc) from None
+                with self.guard():
+                    yield self
+                    if not self._pending and not self._finished:
+                        self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise

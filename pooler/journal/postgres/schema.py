@@ -46,16 +46,6 @@ def connect(url: str) -> psycopg.Connection[Any]:
     return conn
 
 
-def version_of(conn: psycopg.Connection[Any]) -> int | None:
-    """The schema version the database holds; None when it holds no pooler journal."""
-    found = conn.execute("SELECT to_regclass('pooler_meta')").fetchone()
-    if found is None or found[0] is None:
-        return None
-    row = conn.execute("SELECT value FROM pooler_meta WHERE name = 'schema_version'").fetchone()
-    (value,) = row if row is not None else (None,)
-    return None if value is None else int(value)
-
-
 def absent(conn: psycopg.Connection[Any], migrations: list[Migration] = MIGRATIONS) -> set[str]:
     """The tables and functions of the migrations the database lacks, from its catalog in one
     round trip."""
@@ -77,7 +67,12 @@ class Catalog:
         self.conn = conn
 
     def version(self) -> int | None:
-        return version_of(self.conn)
+        """None when the database holds no pooler journal."""
+        found = self.conn.execute("SELECT to_regclass('pooler_meta')").fetchone()
+        if found is None or found[0] is None:
+            return None
+        row = self.conn.execute("SELECT value FROM pooler_meta WHERE name = 'schema_version'").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     def lacking(self, migrations: list[Migration]) -> set[str]:
         return absent(self.conn, migrations)
