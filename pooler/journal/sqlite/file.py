@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from pathlib import Path
 
 from pooler.errors import JournalError
@@ -49,6 +50,21 @@ def own_file(db: sqlite3.Connection, target: str) -> None:
         f"its application id is {app:#x}"
     raise JournalError(f"{target} is not a pooler journal ({held}) - pooler leaves it as it is; "
                        "give a file of pooler's own with --journal.")
+
+
+def wal(db: sqlite3.Connection, seconds: float) -> None:
+    """The file in WAL mode.  Processes switching a new file at the same moment may be told
+    "database is locked" at once, past SQLite's busy timeout: tried again until ``seconds`` end."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+        else:
+            return
 
 
 class Catalog:

@@ -21,7 +21,7 @@ from pooler.errors import JournalError
 from pooler.journal.connector import Guarded, Params, Row
 from pooler.journal.records import dumps
 from pooler.journal.schema import upgrade
-from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, own_file
+from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, own_file, wal
 
 
 def _deps(deps: Any) -> str:
@@ -71,7 +71,7 @@ class Journal(Guarded):
             raise JournalError(unopened.format(exc)) from exc
         try:
             own_file(self._db, target)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            wal(self._db, 30.0)
             self._db.execute("PRAGMA synchronous=NORMAL")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
@@ -122,12 +122,6 @@ class Journal(Guarded):
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
