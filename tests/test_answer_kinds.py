@@ -117,7 +117,7 @@ def test_a_refusal_is_not_carried_out_and_the_rerun_sends_a_new_key_round(store:
                            "key": "cur-X", "params": {"skey": "XXX"}}])
     assert answer_of(run(store.url, tmp_path, pool))["steps"][0]["status"] == "failed"
     journal = Journal(tmp_path / "journal.sqlite")
-    assert [(c["key"], c["round"], c["status"]) for c in journal.journal.calls("T1")] == [
+    assert [(c["key"], c["round"], c["status"]) for c in journal.calls("T1")] == [
         ("cur-X", 1, "failed"), ("cur-X", 2, "failed")]
     journal.close()
     # The fixed steps are a task of their own: carried out once.

@@ -95,7 +95,7 @@ def test_without_stop_on_error_later_steps_run_but_not_those_that_need_the_faile
     assert [op["params"] for op in ops_of(store, "CmdEcho")] == [{"z": 3}]
     # Every call has exactly one status in the journal (recorded as each ends: step 4 may end
     # before the steps it does not wait for are found not runnable).
-    assert sorted((c["num"], c["status"]) for c in journal.journal.calls(answer["task"])) == [
+    assert sorted((c["num"], c["status"]) for c in journal.calls(answer["task"])) == [
         (1, "failed"), (2, "not_run"), (3, "not_run"), (4, "completed")]
 
 
@@ -162,7 +162,7 @@ def test_a_big_result_is_omitted_and_kept_in_the_journal(store: Store, tmp_path:
                          "result_omitted", "time"]
     assert small["detail"] == {"text": "y" * 3000}
     assert "result_omitted" not in small
-    recorded = journal.journal.calls(answer["task"])
+    recorded = journal.calls(answer["task"])
     assert recorded[0]["detail"] == {"text": "x" * 5000}
     assert recorded[0]["result"]["detail"] == {"text": "x" * 5000}
 
@@ -540,7 +540,7 @@ def test_a_step_over_csv_rows_sends_a_call_per_row_with_keys(store: Store, tmp_p
     assert answer["steps"][1]["detail"] == {"last": "S4"}
     assert recorder.of("rows_progress") == [("rows_progress", 1, n, 5) for n in range(6)]
     # Every call is in the journal, one record a row.
-    assert [(c["row"], c["key"], c["status"]) for c in journal.journal.calls("imp") if c["num"] == 1] == [
+    assert [(c["row"], c["key"], c["status"]) for c in journal.calls("imp") if c["num"] == 1] == [
         (n, f"goods-S{n}", "completed") for n in range(5)]
     again = run(pool, store, tmp_path / "out", journal=journal, task_id="imp")
     assert [e["status"] for e in again["steps"]] == ["completed", "completed"]

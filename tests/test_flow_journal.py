@@ -93,7 +93,7 @@ def test_a_pruned_or_deleted_task_drops_its_flows(journal: tuple[str, str, TaskJ
         # A cut-off after the task ended: the task is older than it.
         assert prune(Path(where), 0, now=time.time() + 3600).tasks == 1
         with SqliteTaskJournal(where) as opened:
-            left: list[Any] = opened.journal.query("SELECT count(*) FROM flows")
+            left: list[Any] = opened.query("SELECT count(*) FROM flows")
     else:
         with psycopg.connect(where, autocommit=True) as conn:
             conn.execute("DELETE FROM tasks WHERE id = 't'")

@@ -152,7 +152,7 @@ def test_threads_share_one_journal(tmp_path: Path) -> None:
         for thread in threads:
             thread.join()
         lease.close()
-        calls = journal.journal.calls("t")
+        calls = journal.calls("t")
         assert len(calls) == 800
         assert {c["detail"]["i"] for c in calls} == set(range(800))
 
@@ -197,3 +197,27 @@ def test_processes_opening_one_journal_at_once_all_open_it(tmp_path: Path, made:
     with SqliteTaskJournal(path) as journal:
         make_task(journal, "t", Path("/p.yaml"))
         assert journal.planned_calls("t") == 1
+
+
+@pytest.mark.parametrize("opener", ["open_existing", "open_store_buckets"])
+def test_a_postgresql_journal_without_psycopg_installed_says_how_to_install_it(opener: str) -> None:
+    # psycopg made unimportable in the child, as on a machine without the postgres extra.
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from pooler.errors import JournalError\n"
+            f"from pooler.journal.opening import {opener}\n"
+            f"try: {opener}('postgresql://postgres@127.0.0.1:1/none')\n"
+            "except JournalError as exc: print(exc.message)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0, "a PostgreSQL journal needs psycopg: pip install 'pooler[postgres]'\n", "")
+
+
+def test_pooler_runs_on_a_postgresql_journal_without_psycopg_says_how_to_install_it() -> None:
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from pooler.cli.main import main\n"
+            "sys.exit(main(['runs', '--journal', 'postgresql://postgres@127.0.0.1:1/none']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2, "", "pooler: a PostgreSQL journal needs psycopg: pip install 'pooler[postgres]'\n")

@@ -107,6 +107,27 @@ def test_a_journal_lacking_a_table_its_version_promises_has_it_made_again(tmp_pa
     assert shape(path) == (SCHEMA_VERSION, COLUMNS)
 
 
+def test_a_journal_lacking_a_table_gets_it_back_with_the_indexes_and_triggers_later_migrations_made(
+        tmp_path: Path) -> None:
+    def made_on_work(path: Path) -> list[tuple[str, str]]:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT type, name FROM sqlite_master WHERE tbl_name = 'work' "
+                              "AND type IN ('index', 'trigger') AND sql IS NOT NULL ORDER BY 1, 2").fetchall()
+
+    fresh, path = tmp_path / "fresh.sqlite", tmp_path / "j.sqlite"
+    Journal(fresh).close()
+    Journal(path).close()
+    assert ("trigger", "work_epoch_kept") in made_on_work(fresh)
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE work")
+    db.commit()
+    db.close()
+    assert made_on_work(path) == []
+    Journal(path).close()
+    assert shape(path) == (SCHEMA_VERSION, COLUMNS)
+    assert made_on_work(path) == made_on_work(fresh)
+
+
 def test_a_journal_newer_than_this_pooler_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
     Journal(path).close()

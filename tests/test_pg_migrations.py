@@ -118,6 +118,11 @@ def test_a_journal_that_lacks_a_function_its_version_promises_is_refused_and_upg
     repaired = pooler("journal", "upgrade", "--journal", pg_url)
     assert repaired.stdout == (f"repaired the journal {pg_url} at schema version 14: made "
                                "pooler_entry_with() again\n")
+    # The migrations after the one that made it ran again too: what a later one drops stays dropped.
+    with connect(pg_url) as conn:
+        assert absent(conn) == set()
+    assert query(pg_url, "SELECT proname FROM pg_proc WHERE proname LIKE 'pooler%%' ORDER BY 1") == [
+        ("pooler_entry_with",)]
     assert run(store, pg_url, tmp_path)[0] == 0
 
 

@@ -56,7 +56,7 @@ def test_an_import_with_failures_counts_its_rows_and_lists_each_failure(store: S
         (3, "s-3", "failed", "ms is from 0 to 600000."), (7, "s-7", "failed", "ms is from 0 to 600000.")]
     assert all(isinstance(f["time"]["trip"], int) for f in summary["failures"])
     # Every call is still in the journal, with its own status.
-    statuses = [(c["row"], c["status"]) for c in journal.journal.calls("t")]
+    statuses = [(c["row"], c["status"]) for c in journal.calls("t")]
     assert statuses == [(n, "failed" if n in (3, 7) else "completed") for n in range(10)]
     # The answer the journal keeps is the same small one.
     assert journal.answer("t") == answer
@@ -131,7 +131,7 @@ def test_a_key_repeated_within_one_run_is_sent_once(store: Store, tmp_path: Path
     answer = run(pool, store, tmp_path / "out", journal=journal, task_id="t")
     assert answer["steps"][0]["message"] == "3 rows: 2 completed, 1 skipped"
     assert [op["params"] for op in ops_of(store)] == [{"sku": "A"}, {"sku": "B"}]
-    calls = journal.journal.calls("t")
+    calls = journal.calls("t")
     assert [(c["row"], c["status"]) for c in calls] == [(0, "completed"), (1, "completed"), (2, "skipped")]
     # The skipped row names the call that did it, and its record carries that call's answer.
     assert calls[2]["step_id"] == calls[0]["step_id"] == "t-1-0-1"
@@ -196,14 +196,14 @@ def test_the_history_keeps_each_keyed_call_of_a_step_over_rows_whole(store: Stor
     pool = make_pool(tmp_path, [echo({"one": 1}, key="single"),
                                 echo({"n": "${row.n}"}, key="r-${row.n}", for_each=ForEach(file="rows.csv"))])
     run(pool, store, tmp_path / "out", journal=journal, task_id="t")
-    landed = {c["key"]: c for c in journal.journal.calls("t") if c["status"] == "completed"}
+    landed = {c["key"]: c for c in journal.calls("t") if c["status"] == "completed"}
     assert set(landed) == {"single", "r-1", "r-2"}
     assert landed["single"]["detail"] == {"one": 1}
     # The whole record of a row's call is in the task's history, under its key.
-    (whole,) = [c for c in journal.journal.calls("t") if c["key"] == "r-2"]
+    (whole,) = [c for c in journal.calls("t") if c["key"] == "r-2"]
     assert (whole["row"], whole["status"], whole["step_id"], whole["detail"]) == (
         1, "completed", "t-2-1-1", {"n": "2"})
-    assert [c for c in journal.journal.calls("t") if c["key"] == "nope"] == []
+    assert [c for c in journal.calls("t") if c["key"] == "nope"] == []
 
 
 def test_a_row_the_store_did_whose_tables_failed_is_asked_again_with_its_key(store: Store,

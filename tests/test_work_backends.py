@@ -55,10 +55,7 @@ class Backend:
     def sql(self, text: str, *args: Any) -> list[tuple[Any, ...]]:
         """A statement in SQLite's spelling (``?``), its JSON columns read as values on both."""
         journal: Any = self.journal
-        if self.kind == "sqlite":
-            rows = journal.journal.query(text, args)
-        else:
-            rows = journal.query(text.replace("?", "%s"), args)
+        rows = journal.query(text if self.kind == "sqlite" else text.replace("?", "%s"), args)
         return [tuple(_value(v) for v in r) for r in rows]
 
     def expire(self, lease: RunnerLease) -> None:

@@ -5,14 +5,18 @@ written and read as the backend keeps it.
 
 A query is looked up by name in the backend's ``sql/queries.sql``; both backends give the same
 names the same columns and parameters, and the dialects (placeholders, upserts, ``SKIP LOCKED``,
-the clock, JSON types) differ only there and in the connector.
+the clock, JSON types) differ only there and in the connector.  What every connector does the same
+way is written once here (``Guarded``).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol, TypeVar
+
+from pooler.errors import JournalError
 
 #: A query's named parameters.
 Params = Mapping[str, Any]
@@ -67,6 +71,10 @@ class Connector(Protocol):
         """The task's lock, held to the end of the transaction (a SQLite write transaction holds
         the whole file already)."""
 
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a statement of SQL text in the backend's dialect, read whole (a look at the
+        journal in a test)."""
+
     def json_in(self, value: Any) -> Any:
         """``value`` as the database keeps JSON."""
 
@@ -74,3 +82,58 @@ class Connector(Protocol):
         """A JSON column's value as Python (None stays None)."""
 
     def close(self) -> None: ...
+
+
+_Self = TypeVar("_Self", bound="Guarded")
+
+
+class Guarded:
+    """What every connector does the same way: one connection behind a lock (a thread's
+    transaction is its own: the lock is re-entrant), the driver's ``error`` told as the journal's."""
+
+    #: The driver's error, which ``guard`` tells as a ``JournalError``.
+    error: type[Exception] = Exception
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def where(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def all(self, name: str, params: Params | None = None) -> list[Row]:
+        raise NotImplementedError
+
+    def batch(self, queries: Sequence[tuple[str, Params]]) -> list[list[Row]]:
+        """Each query's rows, in turn (a database that sends them together says so)."""
+        return [self.all(name, params) for name, params in queries]
+
+    def finish(self, name: str, params: Params | None = None) -> list[Row]:
+        """Every row of ``name``; the transaction commits as its block ends (a database that
+        commits with the statement says so)."""
+        return self.all(name, params)
+
+    def told(self, exc: Exception) -> str:
+        """How a message quotes the driver's error."""
+        return str(exc)
+
+    def failed(self, exc: Exception) -> JournalError:
+        return JournalError(f"the journal {self.where()} failed: {self.told(exc)}")
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """The connection, alone; its errors told as the journal's (never with their chain: a
+        driver's may quote a password)."""
+        with self._lock:
+            try:
+                yield
+            except self.error as exc:
+                raise self.failed(exc) from None

@@ -11,7 +11,7 @@ from typing import Any
 from pooler.journal.api import CallRecordRow, RunFacts
 from pooler.journal.connector import Connector
 from pooler.journal.documents import Answer, Entry, as_entry
-from pooler.journal.records import FlowDoc, TaskRow, flow_of
+from pooler.journal.records import FlowDoc, TaskRow, flow_of, join_entry
 
 
 def task_row(row: Any) -> TaskRow:
@@ -40,6 +40,17 @@ class History:
             return None
         answer: Answer = self.db.json_out(found["answer"])
         return answer
+
+    def calls(self, task_id: str) -> list[dict[str, Any]]:
+        """Every record of the task, oldest first, read whole (for a look at the journal in a test)."""
+        out = []
+        for r in self.db.all("calls_of_task", {"task": task_id}):
+            rec = {k: r[k] for k in r.keys()}  # noqa: SIM118 - a row, not a dict
+            rec["in_doubt"] = bool(rec["in_doubt"])
+            rec["result"] = join_entry(rec["result"], rec["detail"])
+            rec["detail"] = self.db.json_out(rec["detail"])
+            out.append(rec)
+        return out
 
     def run_facts(self, task_id: str) -> dict[int, RunFacts]:
         out = self.db.json_out

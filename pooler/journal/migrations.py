@@ -32,6 +32,11 @@ class Migration:
     #: The functions of earlier migrations it drops (a journal of its version no longer has them).
     dropped: tuple[str, ...] = ()
 
+    @property
+    def makes(self) -> tuple[str, ...]:
+        """Its tables, functions and added columns (``table.column``), by name."""
+        return (*self.tables, *self.functions, *(f"{t}.{c}" for t, c in self.columns))
+
     def statements(self) -> list[str]:
         """The migration's statements one by one (SQLite runs one statement a call)."""
         out: list[str] = []

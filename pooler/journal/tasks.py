@@ -85,6 +85,14 @@ class Tasks:
     def answer(self, task_id: str) -> Answer | None:
         return History(self.db).answer(task_id)
 
+    def calls(self, task_id: str) -> list[dict[str, Any]]:
+        """Every record of the task, oldest first (a look at the journal in a test)."""
+        return History(self.db).calls(task_id)
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a statement of SQL text in the backend's dialect (a look at it in a test)."""
+        return self.db.query(sql, args)
+
     def last_unfinished(self, pool_file: str) -> str | None:
         """The latest task of ``pool_file`` that did not complete (stopped, failed, or killed)."""
         found = self.db.one("last_unfinished", {"pool": pool_identity(pool_file)})

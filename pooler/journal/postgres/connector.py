@@ -5,13 +5,11 @@ told about the database passes through ``DbText``: no password in any message.""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from pooler.errors import JournalError
-from pooler.journal.connector import Params, Row
+from pooler.journal.connector import Guarded, Params, Row
 from pooler.journal.dburl import DbText
 from pooler.journal.postgres.schema import SQL, check_version, connect
 
@@ -22,17 +20,21 @@ COPY_TYPES = {"copy_work": ("text", "int4", "int4", "text", "int4", "int4", "int
                             "text", "bool", "text")}
 
 
-class PgConnector:
+class PgConnector(Guarded):
     """One connection to the journal at ``url``, its schema version checked; safe to share by
     threads."""
 
     def __init__(self, url: str, *, check: bool = True) -> None:
-        import psycopg  # noqa: PLC0415
-
+        super().__init__()
         self.url = url
         self.text = DbText(url)
+        # Connected first: without psycopg, connect() says how to install it.
         self.conn = connect(url)
-        self._lock = threading.RLock()
+        import psycopg  # noqa: PLC0415
+        from psycopg.rows import dict_row  # noqa: PLC0415
+        from psycopg.types.json import Json  # noqa: PLC0415
+
+        self.error, self._rows, self._json = psycopg.Error, dict_row, Json
         self._depth = 0
         #: What a transaction has still to send before its first statement (its BEGIN, the task's
         #: lock), sent with that statement in one round trip (psycopg's pipeline mode): a call's
@@ -42,10 +44,8 @@ class PgConnector:
         self._finished = False
         try:
             if check:
-                check_version(self.conn, url)
-        except psycopg.Error as exc:
-            self.conn.close()
-            raise self.failed(exc) from None
+                with self.guard():
+                    check_version(self.conn, url)
         except BaseException:
             self.conn.close()
             raise
@@ -53,8 +53,8 @@ class PgConnector:
     def where(self) -> str:
         return self.text.shown
 
-    def failed(self, exc: Exception) -> JournalError:
-        return JournalError(f"the journal {self.where()} failed: {self.text.error(exc)}")
+    def told(self, exc: Exception) -> str:
+        return self.text.error(exc)
 
     def close(self) -> None:
         with self._lock:
@@ -81,20 +81,17 @@ class PgConnector:
         self._finished = commit
 
     @contextmanager
-    def _cursor(self, name: str, params: Params | None) -> Iterator[Any]:
-        import psycopg  # noqa: PLC0415
-        from psycopg.rows import dict_row  # noqa: PLC0415
+    def _cursor(self, name: str, params: Params | None, *, commit: bool = False) -> Iterator[Any]:
+        with self.guard(), self.conn.cursor(row_factory=self._rows) as cur:
+            if self._pending or self._finished or commit:
+                self._send([(cur, SQL[name], params)], commit=commit)
+                yield cur
+            else:
+                yield cur.execute(SQL[name], params or {})
 
-        with self._lock:
-            try:
-                with self.conn.cursor(row_factory=dict_row) as cur:
-                    if self._pending or self._finished:
-                        self._send([(cur, SQL[name], params)])
-                        yield cur
-                    else:
-                        yield cur.execute(SQL[name], params or {})
-            except psycopg.Error as exc:
-                raise self.failed(exc) from None
+    @staticmethod
+    def _fetched(cur: Any) -> list[Any]:
+        return list(cur.fetchall()) if cur.description is not None else []
 
     def one(self, name: str, params: Params | None = None) -> Row | None:
         with self._cursor(name, params) as cur:
@@ -103,55 +100,33 @@ class PgConnector:
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
         with self._cursor(name, params) as cur:
-            return list(cur.fetchall()) if cur.description is not None else []
+            return self._fetched(cur)
 
     def batch(self, queries: Sequence[tuple[str, Params]]) -> list[list[Row]]:
         """Each query's rows, the queries (and what the transaction has pending) sent in one
         round trip (psycopg's pipeline mode)."""
-        import psycopg  # noqa: PLC0415
-        from psycopg.rows import dict_row  # noqa: PLC0415
-
-        with self._lock:
+        with self.guard():
+            cursors = [self.conn.cursor(row_factory=self._rows) for _ in queries]
             try:
-                cursors = [self.conn.cursor(row_factory=dict_row) for _ in queries]
-                try:
-                    self._send([(cur, SQL[name], params)
-                                for cur, (name, params) in zip(cursors, queries, strict=True)])
-                    return [list(cur.fetchall()) if cur.description is not None else [] for cur in cursors]
-                finally:
-                    for cur in cursors:
-                        cur.close()
-            except psycopg.Error as exc:
-                raise self.failed(exc) from None
+                self._send([(cur, SQL[name], params)
+                            for cur, (name, params) in zip(cursors, queries, strict=True)])
+                return [self._fetched(cur) for cur in cursors]
+            finally:
+                for cur in cursors:
+                    cur.close()
 
     def finish(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the statement that ends the transaction, its COMMIT sent with it (one
         round trip, not two); inside a transaction begun around this one, as ``all``."""
-        import psycopg  # noqa: PLC0415
-        from psycopg.rows import dict_row  # noqa: PLC0415
-
-        with self._lock:
-            if self._depth != 1:
-                return self.all(name, params)
-            try:
-                with self.conn.cursor(row_factory=dict_row) as cur:
-                    self._send([(cur, SQL[name], params)], commit=True)
-                    return list(cur.fetchall()) if cur.description is not None else []
-            except psycopg.Error as exc:
-                raise self.failed(exc) from None
+        with self._lock, self._cursor(name, params, commit=self._depth == 1) as cur:
+            return self._fetched(cur)
 
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
-        import psycopg  # noqa: PLC0415
-        from psycopg.rows import dict_row  # noqa: PLC0415
-
-        with self._lock:
-            try:
-                if self._pending or self._finished:
-                    # A stream has no pipeline mode: what is pending goes first.
-                    self._send()
-                yield from self.conn.cursor(row_factory=dict_row).stream(SQL[name], params or {})
-            except psycopg.Error as exc:
-                raise self.failed(exc) from None
+        with self.guard():
+            if self._pending or self._finished:
+                # A stream has no pipeline mode: what is pending goes first.
+                self._send()
+            yield from self.conn.cursor(row_factory=self._rows).stream(SQL[name], params or {})
 
     def execute(self, name: str, params: Params | None = None) -> int:
         with self._cursor(name, params) as cur:
@@ -161,16 +136,12 @@ class PgConnector:
     def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
         """Rows by COPY.  A block that raises ends the COPY with a word of its own: the server's
         log never gets the exception's text (a refused check's problems may quote a row)."""
-        import psycopg  # noqa: PLC0415
-
         failed: BaseException | None = None
         with self._lock:
             if self._pending or self._finished:
                 # COPY has no pipeline mode: what is pending goes first.
-                try:
+                with self.guard():
                     self._send()
-                except psycopg.Error as exc:
-                    raise self.failed(exc) from None
             try:
                 with self.conn.cursor().copy(SQL[name]) as copy:
                     if name in COPY_TYPES:
@@ -186,8 +157,6 @@ class PgConnector:
 
     @contextmanager
     def transaction(self) -> Iterator[PgConnector]:
-        import psycopg  # noqa: PLC0415
-
         with self._lock:
             if self._depth:
                 # Begun by this thread (the lock is its own): the same transaction.
@@ -202,12 +171,10 @@ class PgConnector:
             # that sent nothing has nothing to commit.
             self._pending = [("BEGIN", {})]
             try:
-                yield self
-                if not self._pending and not self._finished:
-                    self.conn.execute("COMMIT")
-            except psycopg.Error as exc:
-                self._rollback()
-                raise self.failed(exc) from None
+                with self.guard():
+                    yield self
+                    if not self._pending and not self._finished:
+                        self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise
@@ -217,13 +184,11 @@ class PgConnector:
                 self._depth -= 1
 
     def _rollback(self) -> None:
-        import psycopg  # noqa: PLC0415
-
         if self._pending or self._finished:
             return
         # A connection that is gone rolled the transaction back as it went; the error that
         # ended the transaction is the one told.
-        with suppress(psycopg.Error):
+        with suppress(self.error):
             self.conn.execute("ROLLBACK")
 
     def lock(self, task: str) -> None:
@@ -234,17 +199,18 @@ class PgConnector:
             else:
                 self.execute("lock_task", {"task": task})
 
-    @staticmethod
-    def json_in(value: Any) -> Any:
+    def json_in(self, value: Any) -> Any:
         # JSON, not JSONB: an entry keeps the order of its keys (a jsonb column casts it).
-        from psycopg.types.json import Json  # noqa: PLC0415
-
-        return None if value is None else Json(value)
+        return None if value is None else self._json(value)
 
     @staticmethod
     def json_out(value: Any) -> Any:
         """``jsonb`` comes back read already."""
         return value
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.guard():
+            return self._fetched(self.conn.execute(sql, tuple(args)))
 
 
 class _Abandoned(Exception):

@@ -1,15 +1,15 @@
-"""The journal's tables on PostgreSQL: their version, and the one command that creates or upgrades
-them (``pooler journal upgrade``) from the numbered migrations in ``sql/migrations``.  A journal
-of another version, or one lacking a table or function its version promises, is refused when it
-is opened, before anything is planned."""
+"""The journal's tables on PostgreSQL: their version and catalog, and the one command that creates or
+upgrades them (``pooler journal upgrade``) from the numbered migrations in ``sql/migrations``.  A
+journal of another version, or one lacking a table or function its version promises, is refused
+when it is opened, before anything is planned (the rule is ``pooler.journal.schema``'s)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pooler.errors import JournalError
+from pooler.journal import schema
 from pooler.journal.dburl import DbText, argument, shown
 from pooler.journal.migrations import Migration, promised, read_migrations
 from pooler.journal.queries import read_queries
@@ -46,96 +46,59 @@ def connect(url: str) -> psycopg.Connection[Any]:
     return conn
 
 
-def version_of(conn: psycopg.Connection[Any]) -> int | None:
-    """The schema version the database holds; None when it holds no pooler journal."""
-    found = conn.execute("SELECT to_regclass('pooler_meta')").fetchone()
-    if found is None or found[0] is None:
-        return None
-    row = conn.execute("SELECT value FROM pooler_meta WHERE name = 'schema_version'").fetchone()
-    (value,) = row if row is not None else (None,)
-    return None if value is None else int(value)
-
-
-def absent(conn: psycopg.Connection[Any]) -> set[str]:
+def absent(conn: psycopg.Connection[Any], migrations: list[Migration] = MIGRATIONS) -> set[str]:
     """The tables and functions of the migrations the database lacks, from its catalog in one
     round trip."""
     row = conn.execute(
         "SELECT ARRAY(SELECT t FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NULL) || "
         "ARRAY(SELECT f FROM unnest(%s::text[]) f WHERE NOT EXISTS (SELECT 1 FROM pg_proc p "
         "WHERE p.proname = f AND p.pronamespace = ANY(current_schemas(false)::regnamespace[])))",
-        ([t for m in MIGRATIONS for t in m.tables], promised(MIGRATIONS))).fetchone()
+        ([t for m in migrations for t in m.tables], promised(migrations))).fetchone()
     (names,) = row if row is not None else ([],)
     return set(names)
+
+
+class Catalog:
+    """The database's version (``pooler_meta``) and catalog, for the schema's rule
+    (``pooler.journal.schema``): each migration in a transaction of its own, which also records
+    the version it reaches, so an upgrade stopped half-way leaves a journal of the version it says."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def version(self) -> int | None:
+        """None when the database holds no pooler journal."""
+        found = self.conn.execute("SELECT to_regclass('pooler_meta')").fetchone()
+        if found is None or found[0] is None:
+            return None
+        row = self.conn.execute("SELECT value FROM pooler_meta WHERE name = 'schema_version'").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def lacking(self, migrations: list[Migration]) -> set[str]:
+        return absent(self.conn, migrations)
+
+    def apply(self, migration: Migration, version: int) -> None:
+        with self.conn.transaction():
+            self.conn.execute(migration.sql)
+            self.conn.execute("INSERT INTO pooler_meta (name, value) VALUES ('schema_version', %s) "
+                              "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (str(version),))
 
 
 def check_version(conn: psycopg.Connection[Any], url: str) -> None:
     """Refuse a database whose journal is missing, of another version, or lacking what its version
     promises (its tables and functions, looked up in the catalog once per open)."""
-    found = version_of(conn)
-    upgrade_it = (f"upgrade it with: pooler journal upgrade --journal {argument(url)} (stop every runner "
-                  "of it first)")
-    if found is None:
-        raise JournalError(f"the database {shown(url)} holds no pooler journal yet - create it "
-                           f"with: pooler journal upgrade --journal {argument(url)}")
-    if found < SCHEMA_VERSION:
-        raise JournalError(f"the journal {shown(url)} has schema version {found}, this pooler "
-                           f"needs {SCHEMA_VERSION} - {upgrade_it}")
-    if found > SCHEMA_VERSION:
-        raise JournalError(f"the journal {shown(url)} has schema version {found}, newer than this "
-                           f"pooler's {SCHEMA_VERSION} - run a pooler as new as the one that upgraded it")
-    gone = absent(conn)
-    if gone:
-        # A function a later migration makes again (CREATE OR REPLACE) is named once.
-        names = list(dict.fromkeys(f"{name}()" if name in m.functions else name for m in MIGRATIONS
-                                   for name in (*m.tables, *m.functions) if name in gone))
-        raise JournalError(f"the journal {shown(url)} has schema version {found} but lacks "
-                           f"{', '.join(names)} - {upgrade_it}")
+    schema.check(Catalog(conn), MIGRATIONS, shown(url), f"pooler journal upgrade --journal {argument(url)}")
 
 
-@dataclass(frozen=True)
-class Upgraded:
-    """What ``upgrade`` did: the version before (None: no journal), after, and the tables and
-    functions a journal lacking them had made again."""
-
-    before: int | None
-    after: int
-    remade: tuple[str, ...] = ()
-
-
-def upgrade(url: str, migrations: list[Migration] | None = None) -> Upgraded:
-    """Create the journal, or bring an older one to the last migration's version.
-
-    Each migration the journal has not had runs in a transaction of its own, which also records
-    the version it reaches, so an upgrade stopped half-way leaves a journal of the version it says.
-    A journal that lacks what its version promises has the migrations of what it lacks run again
-    (each can run again: IF NOT EXISTS, OR REPLACE).
-    """
-    migrations = MIGRATIONS if migrations is None else migrations
-    last = migrations[-1].number
+def upgrade(url: str, migrations: list[Migration] | None = None) -> schema.Upgraded:
+    """Create the journal, or bring an older one to the last migration's version
+    (``pooler journal upgrade``)."""
     with connect(url) as conn:
         try:
             # Two upgrades at once would race on CREATE: one waits for the other (the lock is the
             # connection's, let go when it closes).
             conn.execute("SELECT pg_advisory_lock(7446001)")
-            before = version_of(conn)
-            if before is not None and before > last:
-                check_version(conn, url)
-            done = before or 0
-            gone = absent(conn) if before else set()
-            for migration in migrations:
-                lacks = gone & {*migration.tables, *migration.functions}
-                if migration.number <= done and not lacks:
-                    continue
-                with conn.transaction():
-                    conn.execute(migration.sql)
-                    conn.execute("INSERT INTO pooler_meta (name, value) VALUES ('schema_version', %s) "
-                                 "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                                 (str(max(done, migration.number)),))
+            return schema.upgrade(Catalog(conn), migrations or MIGRATIONS, shown(url), "upgraded it")
         except _driver().Error as exc:
             text = DbText(url)
             raise JournalError(f"the upgrade of the journal {text.shown} failed: {text.error(exc)}") from None
-    # A function a later migration makes again (CREATE OR REPLACE) is named once.
-    remade = tuple(dict.fromkeys(f"{name}()" if name in m.functions else name
-                                 for m in migrations if m.number <= done
-                                 for name in (*m.tables, *m.functions) if name in gone))
-    return Upgraded(before, last, remade)

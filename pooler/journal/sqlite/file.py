@@ -1,16 +1,17 @@
 """The journal's file as pooler's own: another program's SQLite file told apart before a byte is
 written to it, an older journal brought up to date by the numbered migrations in
-``sql/migrations``, and which process on which machine makes a run.
+``sql/migrations`` (the rule is ``pooler.journal.schema``'s).
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from pathlib import Path
 
 from pooler.errors import JournalError
-from pooler.journal.migrations import read_migrations
+from pooler.journal.migrations import Migration, read_migrations
 from pooler.journal.queries import read_queries
 
 #: The journal's SQL, ``sql/migrations/NNNN_what.sql``; its version is ``PRAGMA user_version``.
@@ -51,34 +52,43 @@ def own_file(db: sqlite3.Connection, target: str) -> None:
                        "give a file of pooler's own with --journal.")
 
 
-def upgrade(db: sqlite3.Connection, target: str) -> None:
-    """Bring the journal to ``SCHEMA_VERSION`` inside the caller's write transaction: the
-    migrations after its ``user_version``, or, when it lacks a table or column its version
-    promises, every one again (each statement can run again on a file that has it)."""
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise JournalError(f"the journal {target} has schema version {version}, newer than this pooler's "
-                           f"{SCHEMA_VERSION} - run a pooler as new as the one that wrote it, or give "
-                           "another file with --journal.")
-    todo = [m for m in MIGRATIONS if m.number > version]
-    if not todo and _lacks(db):
-        todo = MIGRATIONS
-    for migration in todo:
+def wal(db: sqlite3.Connection, seconds: float) -> None:
+    """The file in WAL mode.  Processes switching a new file at the same moment may be told
+    "database is locked" at once, past SQLite's busy timeout: tried again until ``seconds`` end."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+        else:
+            return
+
+
+class Catalog:
+    """The file's version (``PRAGMA user_version``), its tables and columns, for the schema's rule
+    (``pooler.journal.schema``), inside the caller's write transaction."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def columns(self, table: str) -> set[str]:
+        return {str(r[1]) for r in self.db.execute(f"PRAGMA table_info({table})")}
+
+    def lacking(self, migrations: list[Migration]) -> set[str]:
+        tables = {str(r[0]) for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {t for m in migrations for t in m.tables if t not in tables} | {
+            f"{t}.{c}" for m in migrations for t, c in m.columns if c not in self.columns(t)}
+
+    def apply(self, migration: Migration, version: int) -> None:
+        # An ADD COLUMN has no IF NOT EXISTS on SQLite: a column the file has is left as it is.
         for statement in migration.statements():
             added = _ADD_COLUMN.match(statement)
-            if added and added[2] in _columns(db, added[1]):
-                continue
-            db.execute(statement)
-    if version != SCHEMA_VERSION:
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
-
-
-def _lacks(db: sqlite3.Connection) -> bool:
-    """Whether a table or an added column of the migrations is missing from the file."""
-    tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return any(t not in tables for m in MIGRATIONS for t in m.tables) or any(
-        column not in _columns(db, table) for m in MIGRATIONS for table, column in m.columns)
+            if not (added and added[2] in self.columns(added[1])):
+                self.db.execute(statement)
+        self.db.execute(f"PRAGMA user_version = {version}")

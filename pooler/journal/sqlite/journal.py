@@ -12,19 +12,16 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.connector import Params, Row
-from pooler.journal.records import (
-    dumps,
-    join_entry,
-)
-from pooler.journal.sqlite.file import SQL, own_file, upgrade
+from pooler.journal.connector import Guarded, Params, Row
+from pooler.journal.records import dumps
+from pooler.journal.schema import upgrade
+from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, own_file, wal
 
 
 def _deps(deps: Any) -> str:
@@ -53,31 +50,33 @@ BULK_VALUES: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {"insert_
 STEPS = {name: sql.split("; ") for name, sql in SQL.items() if "; " in sql}
 
 
-class Journal:
+class Journal(Guarded):
     """Tasks and their calls in one SQLite file; safe to use from several threads."""
 
+    error = sqlite3.Error
+
     def __init__(self, path: Path | str) -> None:
+        super().__init__()
         self.path = Path(path) if str(path) != ":memory:" else None
         if self.path is not None:
             self._prepare_file(self.path)
         target = str(self.path) if self.path is not None else ":memory:"
+        unopened = f"cannot open the journal {target}: {{}} - give another file with --journal."
         try:
             # One connection behind a lock: the transactions are a few microseconds each, so a
             # connection per thread would buy nothing and cost a WAL reader per thread.
             self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None,
                                        timeout=30.0)
         except sqlite3.Error as exc:
-            raise JournalError(
-                f"cannot open the journal {target}: {exc} - give another file with --journal."
-            ) from exc
+            raise JournalError(unopened.format(exc)) from exc
         try:
             own_file(self._db, target)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            wal(self._db, 30.0)
             self._db.execute("PRAGMA synchronous=NORMAL")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
             self._db.execute("BEGIN IMMEDIATE")
-            upgrade(self._db, target)
+            upgrade(Catalog(self._db), MIGRATIONS, target, "wrote it, or give another file with --journal.")
             self._db.execute("COMMIT")
         except (sqlite3.Error, JournalError) as exc:
             if self._db.in_transaction:
@@ -85,10 +84,7 @@ class Journal:
             self._db.close()
             if isinstance(exc, JournalError):
                 raise
-            raise JournalError(
-                f"cannot open the journal {target}: {exc} - give another file with --journal."
-            ) from exc
-        self._lock = threading.RLock()
+            raise JournalError(unopened.format(exc)) from exc
         #: The file the connection has open (device, inode), by its absolute path (the working folder
         #: may change): a journal deleted or replaced under the run is told at its next write, not
         #: written on into a file no one can open again.
@@ -127,12 +123,6 @@ class Journal:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
@@ -141,16 +131,14 @@ class Journal:
                 yield self._db
                 return
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._still_there()
-                yield self._db
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+                with self.guard():
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._still_there()
+                    yield self._db
+                    self._db.execute("COMMIT")
             except BaseException:
-                # A caller's block that failed (a data file broken while its plan was written).
+                # The journal's error, or the caller's block's (a data file broken while its plan
+                # was written).
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
@@ -158,10 +146,8 @@ class Journal:
     def _in_transaction(self) -> bool:
         # A journal closed meanwhile (a lease's last renewal as its run ends) fails as a journal
         # does, not with sqlite3's own error.
-        try:
+        with self.guard():
             return self._db.in_transaction
-        except sqlite3.Error as exc:
-            raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Journal]:
@@ -183,49 +169,30 @@ class Journal:
         return cur.execute(last, params or {})
 
     def one(self, name: str, params: Params | None = None) -> Row | None:
-        with self._lock:
-            try:
-                found: Row | None = self._cursor(name, params).fetchone()
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+        with self.guard():
+            found: Row | None = self._cursor(name, params).fetchone()
             return found
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
-        with self._lock:
-            try:
-                if name in STEPS:
-                    # The rows of the last of its statements, all of them in one transaction.
-                    with self._tx():
-                        return list(self._cursor(name, params))
-                return list(self._cursor(name, params))
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
-
-    def batch(self, queries: Sequence[tuple[str, Params]]) -> list[list[Row]]:
-        """Each query's rows, in turn: a statement is a call into the library, not a round trip."""
-        return [self.all(name, params) for name, params in queries]
-
-    def finish(self, name: str, params: Params | None = None) -> list[Row]:
-        """Every row of ``name``: the transaction commits as its block ends, a call away."""
-        return self.all(name, params)
+        with self.guard():
+            if name in STEPS:
+                # The rows of the last of its statements, all of them in one transaction.
+                with self._tx():
+                    return list(self._cursor(name, params))
+            return list(self._cursor(name, params))
 
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         """The rows of ``name`` one at a time; the journal's lock is held while they are read."""
-        with self._lock:
-            try:
-                yield from self._cursor(name, params)
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+        with self.guard():
+            yield from self._cursor(name, params)
 
     def execute(self, name: str, params: Params | None = None) -> int:
         with self._lock:
             if not self._in_transaction():
                 self._still_there()
-            try:
-                if name not in STEPS:
+            if name not in STEPS:
+                with self.guard():
                     return int(self._db.execute(SQL[name], params or {}).rowcount)
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
             with self._tx() as db:
                 changed = 0
                 for sql in STEPS[name]:
@@ -245,11 +212,8 @@ class Journal:
                 flush()
 
         def flush() -> None:
-            with self._lock:
-                try:
-                    self._db.executemany(SQL[name], batch)
-                except sqlite3.Error as exc:
-                    raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+            with self.guard():
+                self._db.executemany(SQL[name], batch)
             batch.clear()
 
         yield write
@@ -264,26 +228,11 @@ class Journal:
     def json_out(value: Any) -> Any:
         return None if value is None else json.loads(value)
 
-    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a statement of SQL text, read whole (for a look at the file in a test)."""
-        with self._lock:
-            try:
-                return list(self._db.execute(sql, args))
-            except sqlite3.Error as exc:
-                raise JournalError(f"the journal {self.where()} failed: {exc}") from exc
+        with self.guard():
+            return list(self._db.execute(sql, tuple(args)))
 
     def where(self) -> str:
         """How messages name this journal: its path, or ``:memory:``."""
         return str(self.path or ":memory:")
-
-    def calls(self, task_id: str) -> list[dict[str, Any]]:
-        """Every record of the task, oldest first (for ``pooler show`` and tests)."""
-        out = []
-        for r in self.all("calls_of_task", {"task": task_id}):
-            rec = {k: r[k] for k in r.keys()}  # noqa: SIM118 - a row, not a dict
-            rec["in_doubt"] = bool(rec["in_doubt"])
-            rec["result"] = join_entry(rec["result"], rec["detail"])
-            rec["detail"] = None if rec["detail"] is None else json.loads(rec["detail"])
-            out.append(rec)
-        return out
-
