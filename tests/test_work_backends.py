@@ -532,8 +532,8 @@ def test_a_sequential_call_costs_six_statements_on_sqlite_and_two_round_trips_on
         # What the client sends, as libpq tells it: each round trip ends with a Sync.
         sent = tmp_path / "frontend.trace"
         trace = sent.open("w")
-        journal.conn.pgconn.trace(trace.fileno())
-        journal.conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        journal.pg.conn.pgconn.trace(trace.fileno())
+        journal.pg.conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
     ok, (second,) = work.done_and_claim(first, "completed", {"num": 1, "status": "completed"}, None,
                                         doubt=None, limit=1, cap=1)
     ok_too, (third,) = work.done_and_claim(second, "completed", {"num": 2, "status": "completed"}, None,
@@ -545,7 +545,7 @@ def test_a_sequential_call_costs_six_statements_on_sqlite_and_two_round_trips_on
         call_cost = ["BEGIN", "UPDATE", "INSERT", "SELECT", "UPDATE", "COMMIT"]
         assert counted.statements == [*call_cost, *call_cost]
     else:
-        journal.conn.pgconn.untrace()
+        journal.pg.conn.pgconn.untrace()
         trace.close()
         told = [line.split("\t")[2] for line in sent.read_text().splitlines() if line.startswith("F\t")]
         assert told.count("Sync") + told.count("Query") == 4, told

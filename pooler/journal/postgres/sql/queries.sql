@@ -4,6 +4,13 @@
 
 -- Tasks
 
+-- name: calls_of_task
+-- Every record of a task, oldest first, as SQLite's history has them (a look at the journal): the
+-- entry as its text, kept whole (no detail apart), the times in milliseconds, no round.
+SELECT run, num, row, key, NULL::integer AS round, step_id, status, in_doubt, sent_ms AS sent_at,
+       done_ms AS done_at, entry::text AS result, NULL::text AS detail
+FROM calls WHERE task = %(task)s ORDER BY id;
+
 -- name: tasks
 SELECT id, pool_file, started, finished, status, runs, total, succeeded, failed, skipped, not_run,
        NULL AS store, unchanged
