@@ -112,6 +112,22 @@ def adaptive_run(tmp_path: Path, calls: int, adaptive: bool) -> tuple[dict[str, 
         store.stop()
 
 
+def client_can(tmp_path: Path, calls: int, latency: str = "0") -> float:
+    """The calls a second a fixed width of 16 carries against a store with no limit, on this machine
+    as it is now: the most a client can reach there, under which a learnt rate is judged (a loaded
+    machine slows the client, not the store's bucket)."""
+    (tmp_path / "free").mkdir()
+    store = start_store(tmp_path / "free", "--latency-ms", latency)
+    try:
+        pool = echo_pool(tmp_path / "pool-free", calls, "mode: parallel\nmax_concurrency: 16\n")
+        code, _, err = run_here(pool, store, str(tmp_path / "j-free.db"), "t", tmp_path / "out-free")
+        assert code == 0, err
+        found = times(store)
+        return (len(found) - 1) / (found[-1] - found[0])
+    finally:
+        store.stop()
+
+
 def test_an_adaptive_width_keeps_a_rate_limited_stores_429s_rare_and_its_rate_high(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     answer, busy, found = adaptive_run(tmp_path, 150, adaptive=True)
@@ -121,7 +137,8 @@ def test_an_adaptive_width_keeps_a_rate_limited_stores_429s_rare_and_its_rate_hi
     assert answer["flow"]["busy"] == busy
     # ... and the rate stays near the store's 30 a second (after its burst).
     rate = (len(found) - 30) / (found[-1] - found[0])
-    assert rate >= 0.6 * 30, rate
+    ceiling = min(30.0, client_can(tmp_path, 150))
+    assert rate >= 0.6 * ceiling, (rate, ceiling)
     # It started low and grew, never past max_concurrency.
     assert 2 <= answer["flow"]["highest_width"] <= 16
 
