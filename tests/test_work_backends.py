@@ -873,8 +873,7 @@ def test_an_outcome_refused_because_another_runner_holds_the_call_joins_no_histo
 def test_a_transaction_that_raises_after_its_lock_and_first_write_leaves_nothing_and_the_journal_goes_on(
         backend: Backend) -> None:
     plan(backend, [call(1, 0)])
-    journal: Any = backend.journal
-    db = journal.journal if backend.kind == "sqlite" else journal.pg
+    db = backend.journal.db
 
     def halt_then_fail() -> None:
         with db.transaction() as tx:
@@ -896,8 +895,7 @@ def test_a_transaction_that_raises_after_its_lock_and_first_write_leaves_nothing
 def test_the_statement_that_ends_a_transaction_commits_with_it_but_not_inside_a_wider_one(
         backend: Backend) -> None:
     plan(backend, [call(1, 0)])
-    journal: Any = backend.journal
-    db = journal.journal if backend.kind == "sqlite" else journal.pg
+    db = backend.journal.db
 
     def halt_inside_a_wider_transaction_that_fails() -> None:
         with db.transaction() as outer:
