@@ -45,13 +45,13 @@ test-fast: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -n 2 -m slow
 
-# The parts that lean on a dependency's API (the client on requests, the MCP server on mcp, the
+# The parts that lean on a dependency's API (the client on urllib3, the MCP server on mcp, the
 # report on jinja2, the shared journal on psycopg, checks on jsonschema, traces on the OpenTelemetry
 # SDK, the metrics tests on prometheus_client's parser) against the lowest versions
 # pyproject.toml allows (.ci/lowest.txt), in a venv of their own.
 LOWEST := .venv-lowest
-LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_mcp.py tests/test_mcp_http.py \
-	tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py \
+LOWEST_TESTS := tests/test_client.py tests/test_client_env.py tests/test_client_wire.py tests/test_mcp.py \
+	tests/test_mcp_http.py tests/test_cli_check.py tests/test_report_files.py tests/test_pg_work.py tests/test_schema_rules.py \
 	tests/test_traces.py tests/test_mcp_observe.py tests/test_metrics_file.py
 LOWEST_PYTHON ?= $(PYTHON)
 # The venv alone (`make venv-lowest`), made once: CI makes it while `make test` runs.

@@ -1,6 +1,6 @@
 """A total deadline for every call: one thread cuts the connection of a call that outlives it.
 
-requests' read timeout bounds each wait for a byte, not the whole answer: a store that drips one
+A read timeout bounds each wait for a byte, not the whole answer: a store that drips one
 byte every half second keeps a call (and a run waiting on it, and a SIGTERM waiting for calls in
 flight) going for as long as it drips.  Each call registers a ``Watch``; the connection urllib3
 picks for it is attached to the watch as the request starts (``watched`` wraps the pool's

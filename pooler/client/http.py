@@ -1,19 +1,25 @@
-"""The tool_run client: contract §1 over one keep-alive ``requests.Session``.
+"""The tool_run client: contract §1 over one keep-alive urllib3 connection pool.
 
 A refusal of any kind (the engine's, the command's, a 401, an answer that is not JSON) comes back
 as a ``Reply`` with ``result`` false.  Only transport failures raise, as ``StoreError`` with
 ``sent=False`` when the request surely never reached the store and ``sent=True`` when its fate is
 unknown.
 
-One Session is shared by every thread: its connection pool holds ``pool_size`` connections.  A
-Session per thread was measured against it (1,000 CmdEcho calls over 1, 8 and 16 threads against
-the reference store) and was no faster, so the simpler shared pool stays.
+urllib3, not requests: the client calls one store with settings fixed when it is made, so requests'
+per-call machinery (a prepared request copied, hooks, adapters, a Response object, the environment
+read again) bought nothing and was a third of a call's CPU time in the client.  What requests did
+that pooler relies on is done here and in ``route``: the environment's proxy and CA bundle, certifi's
+certificates, the same headers (Accept-Encoding and keep-alive among them), redirects not followed.
+
+One pool is shared by every thread and holds ``pool_size`` connections.  A pool per thread was
+measured against it (1,000 CmdEcho calls over 1, 8 and 16 threads against the reference store) and
+was no faster, so the simpler shared pool stays.
 
 Stale keep-alive connections: before a pooled connection is reused, urllib3 checks whether the
 store has closed it (``is_connection_dropped``) and opens a fresh one if so, so an idle connection
 the store dropped is never written to.  A reset or close after the request went out cannot be told
 apart from a store that took the call and died, so it is always ``sent=True`` (in doubt); urllib3's
-retries are off (``max_retries=0``), so nothing is ever sent twice behind the caller's back.
+retries are off, so nothing is ever sent twice behind the caller's back.
 """
 
 from __future__ import annotations
@@ -27,20 +33,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connectionpool import ConnectionPool
-from urllib3.exceptions import HTTPError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    PoolError,
+    ProtocolError,
+    ProxyError,
+    ReadTimeoutError,
+    SSLError,
+)
+from urllib3.response import BaseHTTPResponse
+from urllib3.util import Retry, Timeout
 
 from pooler.client import answer_kinds as kinds
 from pooler.client.answer_budget import AnswerBudget, Hold
-from pooler.client.deadline import Watch, Watchdog, watched
+from pooler.client.deadline import Watch, Watchdog
 from pooler.client.multipart import MultipartBody
 from pooler.client.reply import IN_DOUBT, TEXT_LIMIT, WHOLE_BELOW, Reply, read_reply
-from pooler.client.sendgate import armed, gated, held
+from pooler.client.route import accept_encoding, open_route
+from pooler.client.sendgate import armed, held
 from pooler.client.transport import connect_failure, is_timeout, tls_reason
 from pooler.errors import InputError, StoreError, UsageError
 from pooler.pool.rows import open_file
@@ -64,6 +79,8 @@ _IN_DOUBT = IN_DOUBT
 # (with "%" escaped there), so a header it made goes out as it is.
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
 _TOKEN_OK = re.compile(r"[\x21-\x7e]+")
+#: Nothing is ever sent twice behind the caller's back, and a redirect is an answer like any other.
+_NO_RETRIES = Retry(total=False, redirect=False)
 
 
 @dataclass
@@ -72,47 +89,6 @@ class Attachment:
 
     path: Path
     entry: dict[str, Any]
-
-
-class _Bearer(requests.auth.AuthBase):
-    """Sets the token header; also keeps requests from taking credentials out of ~/.netrc."""
-
-    def __init__(self, token: str | None) -> None:
-        self._token = token
-
-    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        if self._token is not None:
-            r.headers["Authorization"] = f"Bearer {self._token}"
-        return r
-
-    def __repr__(self) -> str:
-        return "_Bearer(***)"
-
-
-class _OneStoreAdapter(HTTPAdapter):
-    """requests' adapter for a client that only ever calls one store.
-
-    requests looks the connection pool up anew for every request (URL parsing, proxy selection,
-    pool key); every call here goes to the same store with the same TLS settings, so the pool
-    found first is the pool for all of them.
-    """
-
-    _found: tuple[tuple[Any, Any], ConnectionPool] | None = None
-
-    def get_connection_with_tls_context(self, request: requests.PreparedRequest, verify: Any,
-                                        proxies: Any = None, cert: Any = None) -> ConnectionPool:
-        found = self._found
-        if found is not None and found[0] == (verify, cert):
-            return found[1]
-        pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
-        cls = getattr(pool, "ConnectionCls", None)
-        if cls is not None and not getattr(cls, "watched", False):
-            # Every call's connection is known to the deadline's watchdog (see ``deadline``).
-            cls = gated(watched(cls))
-            cls.watched = True
-            pool.ConnectionCls = cls  # type: ignore[attr-defined]
-        self._found = ((verify, cert), pool)
-        return pool
 
 
 def _display_url(url: str) -> str:
@@ -158,23 +134,16 @@ class ToolRunClient:
         self.redactor = redactor if redactor is not None else Redactor()
         self.budget = AnswerBudget(max_answers_in_flight)
         self._watchdog = Watchdog()
-        self._session = requests.Session()
-        adapter = _OneStoreAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=0)
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
-        self._adapter = adapter
-        self._templates: dict[str, requests.PreparedRequest] = {}
-        # The environment (proxy variables, NO_PROXY, REQUESTS_CA_BUNDLE) is read once here: requests
-        # would read it again for every call, a quarter of its CPU time per call.  Every call goes to
-        # this one store, so the once-read answer is the answer for all of them.
-        env = self._session.merge_environment_settings(self.store, {}, None, verify, None)
-        self._session.proxies = env["proxies"]
-        self._session.trust_env = False
-        self._verify: bool | str = verify if env["verify"] is None else env["verify"]
-        self._session.auth = _Bearer(token)
-        self._session.headers.update(
-            {"User-Agent": f"pooler/{__version__}", "Accept": "application/json"}
-        )
+        # The environment (proxy variables, NO_PROXY, the CA bundle) is read once, here: every call
+        # goes to this one store, so the once-read answer is the answer for all of them.
+        self._route = open_route(self.store, verify=verify, pool_size=pool_size, shown=self._shown)
+        self._targets = {endpoint: self._route.target(endpoint) for endpoint in ("tool_run", "tool_list")}
+        self._timeout = Timeout(connect=connect_timeout, read=read_timeout)
+        #: Every request's own headers, in the order requests sent them.
+        self._headers = {"User-Agent": f"pooler/{__version__}", "Accept-Encoding": accept_encoding(),
+                         "Accept": "application/json", "Connection": "keep-alive"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
 
     def __repr__(self) -> str:
         return f"ToolRunClient(store={self._shown!r})"
@@ -201,7 +170,7 @@ class ToolRunClient:
         self.close()
 
     def close(self) -> None:
-        self._session.close()
+        self._route.manager.clear()
 
     @staticmethod
     def encode(unit: str, command: str, params: dict[str, Any] | None = None, *,
@@ -251,37 +220,41 @@ class ToolRunClient:
     def _post(self, endpoint: str, body: bytes | MultipartBody, headers: dict[str, str],
               before_send: Callable[[], None] | None = None) -> Reply:
         started = time.monotonic()
-        request = self._prepared(endpoint).copy()
-        request.prepare_body(body, None)
-        request.headers.update(headers)
+        sent = self._headers.copy()
+        # Stated for a streamed upload too, which urllib3 would otherwise send chunked.
+        sent["Content-Length"] = str(len(body))
+        sent.update(headers)
         if self.call_headers is not None:
-            request.headers.update(self.call_headers())
+            sent.update(self.call_headers())
+        # A stream is read as it is sent: read() is all urllib3 asks of it.
+        payload = body if isinstance(body, bytes) else cast(IO[bytes], body)
         failure: StoreError | None = None
         watch = self._watchdog.start(self.read_timeout)
         hold: Hold | None = None
         try:
             try:
-                # Straight to the adapter: Session.send's hooks, cookie jar and redirect handling are
-                # unused here and cost a third of a call's CPU time.
                 with armed(before_send):
-                    resp = self._adapter.send(request, stream=True,
-                                              timeout=(self.connect_timeout, self.read_timeout),
-                                              verify=self._verify, proxies=self._session.proxies)
-            except requests.RequestException as exc:
+                    resp = self._route.pool.urlopen(
+                        "POST", self._targets[endpoint], body=payload, headers=sent, retries=_NO_RETRIES,
+                        redirect=False, assert_same_host=False, timeout=self._timeout,
+                        preload_content=False, decode_content=False, chunked=False)
+            except (HTTPError, OSError) as exc:
                 failure = self._send_failure(exc, watch)
-            # Raised outside the handler: requests' exception holds the request, token header and all.
+            # Raised outside the handler: nothing of the failed request (its token header) is chained.
             if failure is not None:
                 raise failure
             try:
                 content, hold = self._read_body(resp, watch)
             finally:
+                # Read whole, the connection went back to the pool already; otherwise it is closed.
                 resp.close()
+                resp.release_conn()
         finally:
             self._watchdog.finish(watch)
         # From when the request began, less what its hook held it back (a rate's slot).
         trip = round((time.monotonic() - started - held()) * 1000)
         try:
-            reply = read_reply(resp.status_code, resp.headers, content, trip, tables=endpoint == "tool_run",
+            reply = read_reply(resp.status, resp.headers, content, trip, tables=endpoint == "tool_run",
                                store=self._shown, redactor=self.redactor)
         except BaseException:
             if hold is not None:
@@ -292,17 +265,7 @@ class ToolRunClient:
             reply._release = weakref.finalize(reply, hold.release)
         return reply
 
-    def _prepared(self, endpoint: str) -> requests.PreparedRequest:
-        """The endpoint's request with the session's headers and the token, prepared once."""
-        found = self._templates.get(endpoint)
-        if found is None:
-            found = self._session.prepare_request(requests.Request("POST", f"{self.store}/{endpoint}"))
-            # A body is set per call; the template's own empty one must not leave a length behind.
-            found.headers.pop("Content-Length", None)
-            self._templates[endpoint] = found
-        return found
-
-    def _read_body(self, resp: requests.Response, watch: Watch) -> tuple[bytearray, Hold | None]:
+    def _read_body(self, resp: BaseHTTPResponse, watch: Watch) -> tuple[bytearray, Hold | None]:
         """The answer's bytes, and the share of the answers' budget they hold (big answers only)."""
         cap = self.max_answer_bytes
         declared = resp.headers.get("Content-Length", "")
@@ -317,10 +280,10 @@ class ToolRunClient:
             if declared.isdigit() and not encoded and int(declared) <= MB:
                 # The common answer: small and of known length, read in one go (the chunk
                 # generator costs a tenth of a small call's client time).
-                content += resp.raw.read(int(declared))
+                content += resp.read(int(declared))
             else:
                 hold = self.budget.open()
-                for chunk in resp.iter_content(MB):
+                for chunk in resp.stream(MB, decode_content=True):
                     if len(content) + len(chunk) > cap:
                         failure = self._too_big()
                         break
@@ -331,7 +294,7 @@ class ToolRunClient:
                             sent=True, kind=kinds.TIMEOUT)
                         break
                     content += chunk
-        except (requests.RequestException, HTTPError, OSError) as exc:
+        except (HTTPError, OSError) as exc:
             failure = self._lost_answer(exc, watch)
         if failure is None and watch.fired:
             failure = self._lost_answer(TimeoutError(), watch)
@@ -361,19 +324,20 @@ class ToolRunClient:
                               kind=kinds.TIMEOUT)
         return self._fail("cut its answer short", sent=True, kind=kinds.CUT_OFF)
 
-    def _send_failure(self, exc: requests.RequestException, watch: Watch) -> StoreError:
-        """A failure of ``session.post``: before the request went out (sent=False) or after."""
-        if isinstance(exc, requests.exceptions.ConnectTimeout):
+    def _send_failure(self, exc: HTTPError | OSError, watch: Watch) -> StoreError:
+        """A failure of the request: before it went out (sent=False) or after (in doubt)."""
+        # NewConnectionError is a ConnectTimeoutError too, for urllib3's own history: not a timeout.
+        if isinstance(exc, ConnectTimeoutError) and not isinstance(exc, NewConnectionError):
             return self._fail(f"no connection within {self.connect_timeout:g} s", sent=False,
                               kind=kinds.NOT_SENT)
-        if isinstance(exc, requests.exceptions.SSLError):
+        if isinstance(exc, SSLError):
             return self._fail(f"TLS failed ({tls_reason(exc)})", sent=False, kind=kinds.NOT_SENT)
-        if isinstance(exc, requests.exceptions.ProxyError):
+        if isinstance(exc, ProxyError):
             return self._fail("the proxy refused the connection", sent=False, kind=kinds.NOT_SENT)
-        if watch.fired or isinstance(exc, requests.exceptions.ReadTimeout):
+        if watch.fired or isinstance(exc, ReadTimeoutError):
             return self._fail(f"did not answer within {self.read_timeout:g} s", sent=True,
                               kind=kinds.TIMEOUT)
-        if isinstance(exc, requests.exceptions.ConnectionError):
+        if isinstance(exc, ProtocolError | NewConnectionError | PoolError | OSError):
             not_sent = connect_failure(exc, urlsplit(self.store).hostname or "")
             if not_sent is not None:
                 return self._fail(not_sent, sent=False, kind=kinds.NOT_SENT)

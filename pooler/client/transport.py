@@ -1,7 +1,7 @@
 """What a transport failure means: was the request never sent, or is its fate unknown?
 
-requests wraps urllib3's exceptions, which wrap the socket's; the cause that decides is found by
-walking the whole chain.
+urllib3's exceptions wrap the socket's, and some wrap each other; the cause that decides is found
+by walking the whole chain.
 """
 
 from __future__ import annotations

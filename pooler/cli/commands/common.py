@@ -172,7 +172,7 @@ def make_client(args: argparse.Namespace, ctx: Context, *, masking: bool = True,
     ``masking=False`` is for a caller that masks what it writes itself, as the executor does.
     ``need_token`` refuses, before anything is sent, to go on without a token.
     """
-    # Imported here: requests is a fifth of start-up, and check and plan never call a store.
+    # Imported here: urllib3 is a large part of start-up, and check and plan never call a store.
     from pooler.client.http import ToolRunClient  # noqa: PLC0415
 
     found = target(args, ctx)

@@ -83,7 +83,7 @@ def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context) -> dic
     journal, as a run matches them); nothing is sent.  A pool without a compare reads nothing."""
     if not any(step.compare is not None for step in compiled.pool.steps):
         return {}
-    # Imported here: the client (requests) is loaded only by a dry run that reads the store.
+    # Imported here: the client (urllib3) is loaded only by a dry run that reads the store.
     from pooler.run.compare import compare_steps  # noqa: PLC0415
 
     assert compiled.variables is not None
