@@ -23,7 +23,8 @@ REQUIRE = "POOLER_REQUIRE_OPENSSL"
 
 
 def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, made by the openssl program."""
+    """A certificate for 127.0.0.1 and its key, made by the openssl program: a client that trusts
+    the certificate (a CA bundle of it) checks the store's address against it and passes."""
     if shutil.which("openssl") is None:
         if os.environ.get(REQUIRE) == "1":
             pytest.fail(f"the openssl program is not installed; {REQUIRE}=1 asks for these tests to run")
@@ -31,7 +32,8 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
     return cert, key
 
@@ -94,7 +96,7 @@ class FrontDoor:
         written = bytearray()
         with self._lock:
             self._written.append(written)
-        threading.Thread(target=_pipe, args=(store, client, None), daemon=True).start()
+        threading.Thread(target=pipe, args=(store, client, None), daemon=True).start()
         if what == "request":
             head = _whole_request(client, written)
             self.holding.set()
@@ -103,7 +105,7 @@ class FrontDoor:
                 store.sendall(head)
             except OSError:
                 return
-        _pipe(client, store, written)
+        pipe(client, store, written)
 
 
 def _whole_request(client: ssl.SSLSocket, written: bytearray) -> bytes:
@@ -125,7 +127,7 @@ def _whole_request(client: ssl.SSLSocket, written: bytearray) -> bytes:
     return bytes(written)
 
 
-def _pipe(source: socket.socket, sink: socket.socket, kept: bytearray | None) -> None:
+def pipe(source: socket.socket, sink: socket.socket, kept: bytearray | None) -> None:
     try:
         while chunk := source.recv(65536):
             if kept is not None:
