@@ -297,6 +297,15 @@ def test_bad_store_address_and_token() -> None:
     assert "abc" not in repr(tok.value)
 
 
+def test_a_host_name_no_lookup_can_take_is_refused_when_the_client_is_made() -> None:
+    with pytest.raises(UsageError) as info:
+        ToolRunClient("http://shop..example.com:8080/", "t")
+    assert info.value.message == (
+        "the store's address http://shop..example.com:8080/ names a host no lookup can take"
+        " (shop..example.com: a part between dots is empty or longer than 63 characters)"
+    )
+
+
 def test_password_in_the_url_is_never_shown() -> None:
     port = closed_port()
     with ToolRunClient(f"http://user:pa55word@127.0.0.1:{port}/base/") as c:

@@ -56,6 +56,12 @@ def open_route(url: str, *, verify: bool, pool_size: int, shown: str) -> Route:
     proxy or CA bundle in the environment that cannot be used."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    try:
+        # What urllib3 checks only as it connects, and then fails the call as if it had been sent.
+        host.encode("idna")
+    except UnicodeError:
+        raise UsageError(f"the store's address {shown} names a host no lookup can take ({host}: a part"
+                         " between dots is empty or longer than 63 characters)") from None
     path = quote(parts.path.rstrip("/"), safe=_PATH_SAFE)
     proxy = environment_proxy(url)
     sizes: dict[str, Any] = {"num_pools": 1, "maxsize": pool_size, "block": False}
