@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from pooler.errors import JournalError
@@ -96,6 +96,7 @@ class Guarded:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._guard = _Guard(self)
 
     def where(self) -> str:
         raise NotImplementedError
@@ -128,12 +129,26 @@ class Guarded:
     def failed(self, exc: Exception) -> JournalError:
         return JournalError(f"the journal {self.where()} failed: {self.told(exc)}")
 
-    @contextmanager
-    def guard(self) -> Iterator[None]:
+    def guard(self) -> _Guard:
         """The connection, alone; its errors told as the journal's (never with their chain: a
         driver's may quote a password)."""
-        with self._lock:
-            try:
-                yield
-            except self.error as exc:
-                raise self.failed(exc) from None
+        return self._guard
+
+
+class _Guard:
+    """``Guarded.guard``: a plain context manager, made once a connector, where a generator's
+    would be made anew each time (a call goes through a dozen of them)."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: Guarded) -> None:
+        self._owner = owner
+
+    def __enter__(self) -> None:
+        self._owner._lock.acquire()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        owner = self._owner
+        owner._lock.release()
+        if exc is not None and isinstance(exc, owner.error):
+            raise owner.failed(exc) from None

@@ -123,37 +123,16 @@ class Journal(Guarded):
         with self._lock:
             self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._in_transaction():
-                # Begun by this thread (the lock is its own): the same transaction.
-                yield self._db
-                return
-            try:
-                with self.guard():
-                    self._db.execute("BEGIN IMMEDIATE")
-                    self._still_there()
-                    yield self._db
-                    self._db.execute("COMMIT")
-            except BaseException:
-                # The journal's error, or the caller's block's (a data file broken while its plan
-                # was written).
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+    def _tx(self) -> _Transaction:
+        return _Transaction(self)
 
     def _in_transaction(self) -> bool:
-        # A journal closed meanwhile (a lease's last renewal as its run ends) fails as a journal
-        # does, not with sqlite3's own error.
         with self.guard():
             return self._db.in_transaction
 
-    @contextmanager
-    def transaction(self) -> Iterator[Journal]:
+    def transaction(self) -> _Transaction:
         """One write transaction (``BEGIN IMMEDIATE``: the file's one writer until it ends)."""
-        with self._tx():
-            yield self
+        return _Transaction(self)
 
     def lock(self, task: str) -> None:
         """A write transaction holds the whole file: the task's lock is held already."""
@@ -163,10 +142,12 @@ class Journal(Guarded):
     def _cursor(self, name: str, params: Params | None) -> sqlite3.Cursor:
         cur = self._db.cursor()
         cur.row_factory = sqlite3.Row
-        *before, last = STEPS.get(name) or (SQL[name],)
-        for sql in before:
+        steps = STEPS.get(name)
+        if steps is None:
+            return cur.execute(SQL[name], params or {})
+        for sql in steps[:-1]:
             cur.execute(sql, params or {})
-        return cur.execute(last, params or {})
+        return cur.execute(steps[-1], params or {})
 
     def one(self, name: str, params: Params | None = None) -> Row | None:
         with self.guard():
@@ -174,12 +155,12 @@ class Journal(Guarded):
             return found
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
+        if name in STEPS:
+            # The rows of the last of its statements, all of them in one transaction.
+            with self._tx():
+                return self._cursor(name, params).fetchall()
         with self.guard():
-            if name in STEPS:
-                # The rows of the last of its statements, all of them in one transaction.
-                with self._tx():
-                    return list(self._cursor(name, params))
-            return list(self._cursor(name, params))
+            return self._cursor(name, params).fetchall()
 
     def stream(self, name: str, params: Params | None = None) -> Iterator[Row]:
         """The rows of ``name`` one at a time; the journal's lock is held while they are read."""
@@ -193,7 +174,8 @@ class Journal(Guarded):
             if name not in STEPS:
                 with self.guard():
                     return int(self._db.execute(SQL[name], params or {}).rowcount)
-            with self._tx() as db:
+            with self._tx():
+                db = self._db
                 changed = 0
                 for sql in STEPS[name]:
                     changed = int(db.execute(sql, params or {}).rowcount)
@@ -236,3 +218,61 @@ class Journal(Guarded):
     def where(self) -> str:
         """How messages name this journal: its path, or ``:memory:``."""
         return str(self.path or ":memory:")
+
+
+class _Transaction:
+    """``Journal.transaction``: a plain context manager (a call's transaction goes through one),
+    giving the journal; one begun inside another by the same thread is that one."""
+
+    __slots__ = ("_journal", "_nested")
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._nested = False
+
+    def __enter__(self) -> Journal:
+        journal = self._journal
+        guard = journal.guard()
+        guard.__enter__()
+        try:
+            # A journal closed meanwhile (a lease's last renewal as its run ends) fails here as a
+            # journal does, not with sqlite3's own error.
+            self._nested = journal._db.in_transaction
+            if not self._nested:
+                journal._db.execute("BEGIN IMMEDIATE")
+                journal._still_there()
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        return journal
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self._end(exc)
+
+    def _end(self, exc: BaseException | None) -> None:
+        """Commit (or, on the caller's error or the journal's, roll back) a transaction this one
+        began, and let the connection go; the driver's error told as the journal's."""
+        journal = self._journal
+        db = journal._db
+        try:
+            if not self._nested and db.in_transaction:
+                if exc is None:
+                    try:
+                        db.execute("COMMIT")
+                    except BaseException:
+                        if db.in_transaction:
+                            db.execute("ROLLBACK")
+                        raise
+                else:
+                    # The journal's error, or the caller's block's (a data file broken while its
+                    # plan was written).
+                    db.execute("ROLLBACK")
+        except journal.error as failure:
+            journal._lock.release()
+            raise journal.failed(failure) from None
+        except BaseException:
+            journal._lock.release()
+            raise
+        journal._lock.release()
+        if exc is not None and isinstance(exc, journal.error):
+            raise journal.failed(exc) from None

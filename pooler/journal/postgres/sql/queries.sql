@@ -184,17 +184,31 @@ DELETE FROM runners WHERE id IN (SELECT json_array_elements_text(%(runners)s));
 
 -- name: blocked
 -- Ready calls of a step that refers to one that did not complete, with the first such step and
--- its status (in doubt before the others).
-SELECT num, idx, kind, row_first, row_last, size, data, deps, serial, round, doubted, key_text, step_id,
-       (SELECT d.num FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
-          AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num LIMIT 1) AS blocked_num,
-       (SELECT d.status FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
-          AND d.status NOT IN ('completed', 'skipped') ORDER BY d.num, d.status = 'in_doubt' DESC LIMIT 1)
-         AS blocked_status
-FROM work w WHERE w.task = %(task)s AND w.state = 'ready' AND w.deps <> '{}'
-  AND EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.num = ANY(w.deps) AND d.state = 'done'
-                AND d.status NOT IN ('completed', 'skipped'))
-FOR UPDATE SKIP LOCKED;
+-- its status (in doubt before the others).  The steps with ready calls are found by a seek each
+-- (their first ready call's number and index, read from work_open), and weighed once a step, on
+-- that call (every call of a step refers to the same steps), against work_failed: a task of a
+-- million ready calls is not read whole each time a runner tidies, only the calls of a step that
+-- cannot run.
+WITH RECURSIVE steps(num, idx) AS (
+    (SELECT num, idx FROM work WHERE task = %(task)s AND state = 'ready' ORDER BY num, idx LIMIT 1)
+    UNION ALL
+    SELECT x.num, x.idx FROM steps
+    CROSS JOIN LATERAL (SELECT y.num, y.idx FROM work y WHERE y.task = %(task)s AND y.state = 'ready'
+                        AND y.num > steps.num ORDER BY y.num, y.idx LIMIT 1) x),
+stuck AS (
+    SELECT steps.num, steps.idx, b.num AS blocked_num, b.status AS blocked_status FROM steps
+    CROSS JOIN LATERAL (SELECT f.deps FROM work f WHERE f.task = %(task)s AND f.num = steps.num
+                        AND f.idx = steps.idx LIMIT 1) h
+    CROSS JOIN LATERAL (SELECT dep.num, d.status FROM unnest(h.deps) AS dep(num)
+                        CROSS JOIN LATERAL (SELECT d.status FROM work d WHERE d.task = %(task)s AND d.num = dep.num
+                                              AND d.state = 'done' AND d.status NOT IN ('completed', 'skipped')
+                                            ORDER BY d.status = 'in_doubt' DESC LIMIT 1) d
+                        ORDER BY dep.num LIMIT 1) b
+    WHERE h.deps <> '{}')
+SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted,
+       w.key_text, w.step_id, stuck.blocked_num, stuck.blocked_status
+FROM stuck JOIN work w ON w.task = %(task)s AND w.state = 'ready' AND w.num = stuck.num AND w.idx >= stuck.idx
+FOR UPDATE OF w SKIP LOCKED;
 
 -- name: end_call
 -- A call ended without being sent (ruled in doubt, or its step cannot run).
@@ -484,9 +498,9 @@ FROM work WHERE task = %(task)s AND state IN ('claimed', 'sent');
 -- serialize_on value has no earlier call not done; and whether the plan holds each one's key.
 SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted, w.key_text, w.step_id, w.key_planned
 FROM work w WHERE w.task = %(task)s AND w.state = 'ready'
-  AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
-       AND d.num = ANY(w.deps) AND d.state <> 'beyond'
-       AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+  AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM unnest(w.deps) AS dep(num)
+       CROSS JOIN LATERAL (SELECT 1 FROM work d WHERE d.task = w.task AND d.num = dep.num AND d.state <> 'beyond'
+                           AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) LIMIT 1) d))
   AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task
        AND s.serial = w.serial AND ((s.num, s.idx) < (w.num, w.idx) AND s.state NOT IN ('done', 'beyond')
                                     OR s.state IN ('claimed', 'sent'))))
@@ -503,28 +517,30 @@ SELECT * FROM ({{claim_state}}) s LEFT JOIN ({{claimable}}) c ON true;
 -- the fewest calls claimed or sent first (then file order): the claim takes these before the rest
 -- in file order, so a step waits only for the steps it refers to, never for the rows of a step
 -- before it.  The steps are found by a seek each, the first %(window)s steps with ready calls only (a
--- claim costs the same whatever the pool's steps); deps are those of every row of a step, so they
--- are weighed once a step, on its first ready row.
-WITH RECURSIVE steps(num, n) AS (
-    SELECT min(num), 1 FROM work WHERE task = %(task)s AND state = 'ready'
+-- claim costs the same whatever the pool's steps), with their first ready call's number and index
+-- read from work_open (never by walking the calls of a step done already); deps are those of every
+-- row of a step, so they are weighed once a step, on that call.
+WITH RECURSIVE steps(num, idx, n) AS (
+    (SELECT num, idx, 1 FROM work WHERE task = %(task)s AND state = 'ready' ORDER BY num, idx LIMIT 1)
     UNION ALL
-    SELECT (SELECT min(n.num) FROM work n WHERE n.task = %(task)s AND n.state = 'ready' AND n.num > steps.num),
-           steps.n + 1
-    FROM steps WHERE steps.num IS NOT NULL AND steps.n < %(window)s)
+    SELECT x.num, x.idx, steps.n + 1 FROM steps
+    CROSS JOIN LATERAL (SELECT y.num, y.idx FROM work y WHERE y.task = %(task)s AND y.state = 'ready'
+                        AND y.num > steps.num ORDER BY y.num, y.idx LIMIT 1) x
+    WHERE steps.n < %(window)s)
 SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted, w.key_text, w.step_id, w.key_planned
 FROM steps
-CROSS JOIN LATERAL (SELECT f.deps FROM work f WHERE f.task = %(task)s AND f.state = 'ready'
-                    AND f.num = steps.num ORDER BY f.idx LIMIT 1) h
+CROSS JOIN LATERAL (SELECT f.deps FROM work f WHERE f.task = %(task)s AND f.num = steps.num AND f.idx = steps.idx
+                    LIMIT 1) h
 CROSS JOIN LATERAL (SELECT x.* FROM work x WHERE x.task = %(task)s AND x.state = 'ready' AND x.num = steps.num
+                    AND x.idx >= steps.idx
                     AND (x.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = x.task
                          AND s.serial = x.serial AND ((s.num, s.idx) < (x.num, x.idx)
                                                       AND s.state NOT IN ('done', 'beyond')
                                                       OR s.state IN ('claimed', 'sent'))))
                     ORDER BY x.idx LIMIT 1) w
-WHERE steps.num IS NOT NULL
-  AND (h.deps = '{}' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = %(task)s
-       AND d.num = ANY(h.deps) AND d.state <> 'beyond'
-       AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+WHERE h.deps = '{}' OR NOT EXISTS (SELECT 1 FROM unnest(h.deps) AS dep(num)
+       CROSS JOIN LATERAL (SELECT 1 FROM work d WHERE d.task = %(task)s AND d.num = dep.num AND d.state <> 'beyond'
+                           AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) LIMIT 1) d)
 ORDER BY (SELECT count(*) FROM work b WHERE b.task = %(task)s AND b.num = steps.num
           AND b.state IN ('claimed', 'sent')), steps.num
 LIMIT %(take)s;

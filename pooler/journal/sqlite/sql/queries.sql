@@ -293,18 +293,33 @@ WHERE task = :task AND num = :num AND idx = :idx;
 
 -- name: blocked
 -- Ready calls of a step that refers to one that did not complete, with the first such step and
--- its status (in doubt before the others).
+-- its status (in doubt before the others).  The steps with ready calls are found by a seek each,
+-- and weighed once a step, on their first ready call (every call of a step refers to the same
+-- steps): a task of a million ready calls is not read whole each time a runner tidies, only the
+-- calls of a step that cannot run (work_failed holds the calls that ended without completing).
+WITH RECURSIVE steps(num) AS (
+    SELECT min(num) FROM work WHERE task = :task AND state = 'ready' AND state <> 'done'
+    UNION ALL
+    SELECT (SELECT min(n.num) FROM work n WHERE n.task = :task AND n.state = 'ready' AND n.state <> 'done'
+            AND n.num > steps.num)
+    FROM steps WHERE steps.num IS NOT NULL),
+heads(num, deps) AS (
+    SELECT steps.num, (SELECT f.deps FROM work f WHERE f.task = :task AND f.state = 'ready' AND f.state <> 'done'
+                       AND f.num = steps.num ORDER BY f.idx LIMIT 1)
+    FROM steps WHERE steps.num IS NOT NULL),
+stuck(num, blocked_num, blocked_status) AS (
+    SELECT heads.num,
+           (SELECT d.num FROM work d WHERE d.task = :task AND d.num IN (SELECT value FROM json_each(heads.deps))
+              AND d.state = 'done' AND d.status NOT IN ('completed', 'skipped')
+            ORDER BY d.num LIMIT 1),
+           (SELECT d.status FROM work d WHERE d.task = :task AND d.num IN (SELECT value FROM json_each(heads.deps))
+              AND d.state = 'done' AND d.status NOT IN ('completed', 'skipped')
+            ORDER BY d.num, d.status = 'in_doubt' DESC LIMIT 1)
+    FROM heads WHERE heads.deps <> '[]')
 SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted,
-       w.key_text, w.step_id,
-       (SELECT d.num FROM work d WHERE d.task = w.task AND d.num IN (SELECT value FROM json_each(w.deps))
-          AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) AND d.state = 'done'
-        ORDER BY d.num LIMIT 1) AS blocked_num,
-       (SELECT d.status FROM work d WHERE d.task = w.task AND d.num IN (SELECT value FROM json_each(w.deps))
-          AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) AND d.state = 'done'
-        ORDER BY d.num, d.status = 'in_doubt' DESC LIMIT 1) AS blocked_status
-FROM work w WHERE w.task = :task AND w.state = 'ready' AND w.state <> 'done' AND w.deps <> '[]'
-  AND EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.num IN (SELECT value FROM json_each(w.deps))
-                AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) AND d.state = 'done');
+       w.key_text, w.step_id, stuck.blocked_num, stuck.blocked_status
+FROM stuck JOIN work w ON w.task = :task AND w.state = 'ready' AND w.state <> 'done' AND w.num = stuck.num
+WHERE stuck.blocked_num IS NOT NULL;
 
 -- name: end_call
 -- A call ended without being sent (ruled in doubt, or its step cannot run).
