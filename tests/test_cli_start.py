@@ -129,6 +129,26 @@ def test_check_runs_and_show_load_no_rich_report_or_http_client(store: Store, tm
         assert loaded(modules, NEVER + HTTP) == [], args
 
 
+#: What a check of a right pool without --junit or --against does without: a journal (the masking of
+#: its passwords needs its URL's module alone), the XML writer, a temporary folder, and
+#: importlib.resources, which would load zipfile for a schema file that is never in a zip.
+NOT_FOR_A_CHECK = ("pooler.journal.api", "pooler.journal.records", "pooler.journal.opening",
+                   "pooler.journal.work", "sqlite3", "xml", "pooler.report", "tempfile", "zipfile",
+                   "importlib.resources", "secrets", "socket")
+
+
+@pytest.mark.process
+def test_a_check_of_a_right_pool_loads_no_journal_xml_writer_or_temporary_folder(tmp_path: Path) -> None:
+    status, modules, said = told_after(tmp_path, "check", str(one_step_pool(tmp_path)))
+    assert (status, said) == (0, "1 file valid\n")
+    assert loaded(modules, NOT_FOR_A_CHECK) == []
+    junit = tmp_path / "check.xml"
+    status, modules, _ = told_after(tmp_path, "check", str(one_step_pool(tmp_path)), "--junit", str(junit))
+    assert status == 0
+    assert junit.read_text(encoding="utf-8").startswith('<?xml version="1.0" encoding="utf-8"?>\n<testsuites')
+    assert "xml.etree.ElementTree" in modules
+
+
 @pytest.mark.process
 def test_tools_and_call_under_json_load_no_rich(store: Store, tmp_path: Path) -> None:
     echo = ["call", "MELBIS_AGENT_TEST", "CmdEcho", "--params", '{"i": 1}']
