@@ -3,6 +3,7 @@ marks that say which tests start processes or need PostgreSQL or a browser."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded (the test modules, pooler's, their fixtures and marks) lives until the
+    session ends: kept out of the garbage collector's scans, each full one of which walked all of it
+    again."""
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

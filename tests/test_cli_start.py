@@ -7,6 +7,7 @@ nothing fails here however busy the machine is.
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import Store, environment
 
+from pooler.cli.main import main
 from pooler.version import __version__
 
 #: ``pooler ARGS`` through the command line's ``main`` in a fresh process, then the modules it holds.
@@ -127,6 +129,67 @@ def test_check_runs_and_show_load_no_rich_report_or_http_client(store: Store, tm
         assert task in said
         # A pipe gets lines and --json a document: rich draws a terminal's tables alone.
         assert loaded(modules, NEVER + HTTP) == [], args
+
+
+#: ``pooler ARGS`` as the ``pooler`` script and ``python -m pooler`` run it, then what the garbage
+#: collector did meanwhile.
+COLLECTED = """
+import gc, json, sys
+from pooler.__main__ import run
+collections = []
+# A collection before the start-up's objects are frozen is one made while the command started.
+gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(gc.get_freeze_count() > 0))
+report = sys.argv.pop(1)
+status = run()
+with open(report, "w", encoding="utf-8") as out:
+    json.dump({"status": status, "while_starting": collections.count(False), "frozen": gc.get_freeze_count(),
+               "enabled": gc.isenabled()}, out)
+"""
+
+
+@pytest.mark.process
+def test_a_pooler_process_collects_no_garbage_while_it_starts_and_keeps_its_start_out_of_later_collections(
+        tmp_path: Path) -> None:
+    report = tmp_path / "gc.json"
+    pool = one_step_pool(tmp_path)
+    done = subprocess.run([sys.executable, "-c", COLLECTED, str(report), "check", str(pool)],
+                          capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=120,
+                          check=False)
+    assert done.stdout == "1 file valid\n", done.stderr
+    found = json.loads(report.read_text(encoding="utf-8"))
+    assert found["status"] == 0
+    assert found["while_starting"] == 0
+    # The modules, classes and parser of the start: tens of thousands of objects no collection scans.
+    assert found["frozen"] > 10_000
+    # The command itself runs with the collector on: a long run's cycles are still freed.
+    assert found["enabled"] is True
+
+
+def test_main_called_with_a_command_line_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    frozen = gc.get_freeze_count()
+    assert main(["check", str(one_step_pool(tmp_path))]) == 0
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+
+
+#: What a check of a right pool without --junit or --against does without: a journal (the masking of
+#: its passwords needs its URL's module alone), the XML writer, a temporary folder, and
+#: importlib.resources, which would load zipfile for a schema file that is never in a zip.
+NOT_FOR_A_CHECK = ("pooler.journal.api", "pooler.journal.records", "pooler.journal.opening",
+                   "pooler.journal.work", "sqlite3", "xml", "pooler.report", "tempfile", "zipfile",
+                   "importlib.resources", "secrets", "socket")
+
+
+@pytest.mark.process
+def test_a_check_of_a_right_pool_loads_no_journal_xml_writer_or_temporary_folder(tmp_path: Path) -> None:
+    status, modules, said = told_after(tmp_path, "check", str(one_step_pool(tmp_path)))
+    assert (status, said) == (0, "1 file valid\n")
+    assert loaded(modules, NOT_FOR_A_CHECK) == []
+    junit = tmp_path / "check.xml"
+    status, modules, _ = told_after(tmp_path, "check", str(one_step_pool(tmp_path)), "--junit", str(junit))
+    assert status == 0
+    assert junit.read_text(encoding="utf-8").startswith('<?xml version="1.0" encoding="utf-8"?>\n<testsuites')
+    assert "xml.etree.ElementTree" in modules
 
 
 @pytest.mark.process

@@ -64,6 +64,19 @@ def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) 
     assert shape(tmp_path / "j.sqlite") == (SCHEMA_VERSION, COLUMNS)
 
 
+def test_a_new_journal_is_made_in_two_writes_the_switch_to_wal_then_its_mark_and_tables_together(
+        tmp_path: Path) -> None:
+    # A write before the switch to WAL goes through a rollback journal of its own, at four disk syncs;
+    # the header's file change counter (bytes 24-27) counts the writes the file took.
+    Journal(tmp_path / "j.sqlite").close()
+    header = (tmp_path / "j.sqlite").read_bytes()[:100]
+    assert int.from_bytes(header[24:28], "big") == 2
+    db = sqlite3.connect(tmp_path / "j.sqlite")
+    assert db.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    db.close()
+
+
 def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
@@ -76,6 +89,9 @@ def test_a_journal_made_before_the_store_and_the_timeline_is_brought_up_to_date(
     assert row is not None
     assert (row.id, row.store) == ("T", None)
     assert shape(path) == (SCHEMA_VERSION, COLUMNS)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    db.close()
 
 
 def test_a_journal_that_added_its_columns_before_it_recorded_a_version_opens_as_it_is(tmp_path: Path) -> None:

@@ -6,18 +6,21 @@ problems is valid.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
 from pooler.errors import Problem
-from pooler.report.junit import xml_text
 
 Results = Sequence[tuple[str, Sequence[Problem]]]
 
 
 def junit_xml(results: Results) -> str:
     """One testsuite "pooler check", one testcase per file, a <failure> per problem."""
+    # Imported here: only --junit writes XML.
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+    from pooler.report.junit import xml_text  # noqa: PLC0415
+
     failures = sum(len(problems) for _, problems in results)
     failed_files = sum(1 for _, problems in results if problems)
     # Only what Jenkins' JUnit schema (its xUnit plugin's junit-10.xsd) takes: the count of

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from pooler.cli.commands import COMMANDS
@@ -123,9 +124,42 @@ def main(
     stderr: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
+    """The command ``argv`` names; without ``argv``, the process's own command line (the ``pooler``
+    script, ``python -m pooler``), whose process is pooler's alone until it ends."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["store"], ["mcp"], ["lsp"]):
+        if argv is None:
+            # Servers: they run for long, and collect as any program does (``pooler.__main__.run``
+            # started them with the collector off).
+            gc.enable()
         return _own_parser(args, stderr or sys.stderr)
+    if argv is not None:
+        return command(args, stdout=stdout, stderr=stderr, environ=environ)
+    # The objects a start makes (modules, classes, the parser) live as long as the process: the
+    # collector would scan them some 80 times while the command's modules load, and twice more as
+    # the process ends, for nothing.  Not collected while the command starts, kept out of every
+    # later collection (frozen), and out of the last ones with whatever the command made.
+    gc.disable()
+    try:
+        return command(args, stdout=stdout, stderr=stderr, environ=environ, started=_started)
+    finally:
+        gc.freeze()
+
+
+def _started() -> None:
+    gc.freeze()
+    gc.enable()
+
+
+def command(
+    args: list[str],
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+    started: Callable[[], None] = lambda: None,
+) -> int:
+    """The command ``args`` names (``started`` is called once its command line is parsed)."""
     ctx = Context(stdout=stdout or sys.stdout, stderr=stderr or sys.stderr,
                   environ=os.environ if environ is None else environ)
     first = next((a for a in args if not a.startswith("-")), None)
@@ -133,6 +167,7 @@ def main(
     ns: argparse.Namespace | None = None
     try:
         ns = build_parser(first if first in COMMANDS else NO_COMMAND).parse_args(args)
+        started()
         mask_journal(getattr(ns, "journal", None), ctx)
         status = int(ns.handler(ns, ctx))
     except PoolerError as error:

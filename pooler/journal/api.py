@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from pooler.journal.dburl import JOURNAL_ENV
 from pooler.journal.documents import Answer, Entry
 from pooler.journal.records import FlowDoc, PlanCounts, TaskRow, default_journal_path
-
-#: The environment variable that names the journal when ``--journal`` is not given.
-JOURNAL_ENV = "POOLER_JOURNAL"
 
 
 class TaskView(Protocol):

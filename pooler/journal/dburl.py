@@ -19,6 +19,9 @@ from urllib.parse import unquote
 
 from pooler.redact import MASK, Redactor
 
+#: The environment variable that names the journal when ``--journal`` is not given (here, beside
+#: the masking of its passwords, which every command does before it loads any journal).
+JOURNAL_ENV = "POOLER_JOURNAL"
 #: The schemes of a PostgreSQL URI, as libpq reads them.
 SCHEMES = ("postgresql://", "postgres://")
 #: The shortest piece of a password split at an unescaped ``@`` that is masked on its own.

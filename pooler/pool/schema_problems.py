@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,7 +35,9 @@ _KINDS = {
 @functools.cache
 def pool_schema() -> dict[str, Any]:
     """The pool file's schema: the wheel's copy when installed, else the repository's."""
-    packaged = resources.files("pooler") / "data" / "pool.schema.json"
+    # Beside the package, as the journal's SQL is read: importlib.resources would load zipfile,
+    # tempfile and shutil for a file that is never in a zip.
+    packaged = Path(__file__).resolve().parents[1] / "data" / "pool.schema.json"
     if packaged.is_file():
         text = packaged.read_text(encoding="utf-8")
     else:

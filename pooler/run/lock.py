@@ -60,8 +60,9 @@ class PoolLock:
             raise
         started = datetime.now().astimezone().isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
+        # Not synced to disk: a second run reads the holder from the page cache, and after a crash of
+        # the machine no run holds the lock, whatever the file still says.
         os.pwrite(fd, f"pid {os.getpid()}\nstarted {started}\n".encode(), 0)
-        os.fsync(fd)
         self._fd = fd
 
     def release(self) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -130,6 +129,8 @@ def compare_counts(path: str, plan: Plan, args: argparse.Namespace, ctx: Context
     if not any(step.compare is not None for step in plan.pool.steps):
         return []
     # Imported here: a check that reads no store's rows loads neither the client nor a journal.
+    import tempfile  # noqa: PLC0415
+
     from pooler.journal.opening import open_journal  # noqa: PLC0415
     from pooler.run.compare import compare_steps  # noqa: PLC0415
 

@@ -61,8 +61,7 @@ class Context:
 def mask_journal(given: str | None, ctx: Context) -> None:
     """The journal's passwords (``--journal``, else ``POOLER_JOURNAL``) join the redactor, so a
     message that quotes the URL, or libpq's text of a piece of it, shows ``***``."""
-    from pooler.journal.api import JOURNAL_ENV  # noqa: PLC0415
-    from pooler.journal.dburl import passwords  # noqa: PLC0415
+    from pooler.journal.dburl import JOURNAL_ENV, passwords  # noqa: PLC0415
 
     for secret in passwords(given or ctx.environ.get(JOURNAL_ENV)):
         ctx.redactor.add(secret)

@@ -8,11 +8,7 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from pooler.cli.commands.common import Context, make_client
-from pooler.cli.commands.store_rate import store_rate
-from pooler.cli.render import console_for
 from pooler.exits import ExitStatus
-from pooler.journal.api import journal_spec
-from pooler.journal.opening import open_journal
 from pooler.plural import plural
 from pooler.pool.breaker import DEFAULT_BREAKER, BreakerRule
 from pooler.pool.budget import planned_line
@@ -83,7 +79,10 @@ def read_compares(compiled: Plan, args: argparse.Namespace, ctx: Context) -> dic
     journal, as a run matches them); nothing is sent.  A pool without a compare reads nothing."""
     if not any(step.compare is not None for step in compiled.pool.steps):
         return {}
-    # Imported here: the client (urllib3) is loaded only by a dry run that reads the store.
+    # Imported here: the client (urllib3) and the journal are loaded only by a dry run that reads
+    # the store.
+    from pooler.journal.api import journal_spec  # noqa: PLC0415
+    from pooler.journal.opening import open_journal  # noqa: PLC0415
     from pooler.run.compare import compare_steps  # noqa: PLC0415
 
     assert compiled.variables is not None
@@ -128,6 +127,11 @@ COLUMNS = ("#", "name", "unit.command", "calls", "rows", "key", "waits for")
 
 def show_plan(compiled: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Print the plan (a table on a terminal, plain text otherwise, JSON with ``--json``); exit 0."""
+    # Imported here: pooler check tells compares and rates with this module's words, and needs
+    # neither the journal a store's rate is kept in nor the terminal's drawing.
+    from pooler.cli.commands.store_rate import store_rate  # noqa: PLC0415
+    from pooler.cli.render import console_for  # noqa: PLC0415
+
     plan = build_plan(compiled)
     compared = read_compares(compiled, args, ctx)
     if compared:

@@ -21,8 +21,7 @@ from pooler.client.answer_budget import share_malloc_arenas
 from pooler.client.http import ToolRunClient
 from pooler.errors import PoolerError, UsageError
 from pooler.exits import ExitStatus
-from pooler.journal.api import JOURNAL_ENV
-from pooler.journal.dburl import is_postgres
+from pooler.journal.dburl import JOURNAL_ENV, is_postgres
 from pooler.mcp.arguments import check_task
 from pooler.mcp.http import Listen, bind, endpoint, parse_listen
 from pooler.mcp.monitor import ToolWatch

@@ -28,10 +28,12 @@ _OLD_COLUMNS = frozenset({"tasks.pool_file", "tasks.runs", "calls.step_id", "cal
                           "calls.round"})
 
 
-def own_file(db: sqlite3.Connection, target: str) -> None:
+def own_file(db: sqlite3.Connection, target: str) -> bool:
     """Refuse a SQLite file that is not a pooler journal (WAL mode and pooler's tables would change
-    another program's database); mark a new or older journal as pooler's."""
-    # One read transaction: a pooler opening the same new file at once writes its id first.
+    another program's database); True when the file is a new or older journal that ``mark`` must
+    make pooler's."""
+    # One read transaction: a pooler opening the same new file at once marks it with its tables, in
+    # one write transaction, so this reads either an empty file or a marked journal.
     db.execute("BEGIN")
     try:
         app = int(db.execute("PRAGMA application_id").fetchone()[0])
@@ -43,13 +45,17 @@ def own_file(db: sqlite3.Connection, target: str) -> None:
     finally:
         db.execute("COMMIT")
     if app == APPLICATION_ID or (app == 0 and (not tables or ours)):
-        if app == 0:
-            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        return
+        return app == 0
     held = f"it holds the tables {', '.join(sorted(tables))}" if tables else \
         f"its application id is {app:#x}"
     raise JournalError(f"{target} is not a pooler journal ({held}) - pooler leaves it as it is; "
                        "give a file of pooler's own with --journal.")
+
+
+def mark(db: sqlite3.Connection) -> None:
+    """The file marked as pooler's, inside the caller's write transaction: in WAL mode and with the
+    tables, a write of its own in the rollback journal would cost four more disk syncs."""
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
 def wal(db: sqlite3.Connection, seconds: float) -> None:

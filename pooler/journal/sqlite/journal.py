@@ -21,7 +21,7 @@ from pooler.errors import JournalError
 from pooler.journal.connector import Guarded, Params, Row
 from pooler.journal.records import dumps
 from pooler.journal.schema import upgrade
-from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, own_file, wal
+from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, mark, own_file, wal
 
 
 def _deps(deps: Any) -> str:
@@ -70,12 +70,14 @@ class Journal(Guarded):
         except sqlite3.Error as exc:
             raise JournalError(unopened.format(exc)) from exc
         try:
-            own_file(self._db, target)
+            unmarked = own_file(self._db, target)
             wal(self._db, 30.0)
             self._db.execute("PRAGMA synchronous=NORMAL")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
             self._db.execute("BEGIN IMMEDIATE")
+            if unmarked:
+                mark(self._db)
             upgrade(Catalog(self._db), MIGRATIONS, target, "wrote it, or give another file with --journal.")
             self._db.execute("COMMIT")
         except (sqlite3.Error, JournalError) as exc:
