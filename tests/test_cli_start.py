@@ -31,7 +31,7 @@ with open(sys.argv[1], "w", encoding="utf-8") as report:
 #: What no command below loads: the terminal's drawing, the HTML report and its templates, the MCP
 #: server and its SDK, PostgreSQL's driver, the metrics file, the live view.
 NEVER = ("rich", "jinja2", "markupsafe", "pooler.report.html", "pooler.report.metrics", "pooler.mcp", "mcp",
-         "psycopg", "pooler.cli.live")
+         "psycopg", "pooler.cli.live", "requests")
 #: What a run that sends its calls does without: the dry run's and a plan file's pages.
 NOT_FOR_A_RUN = ("pooler.cli.commands.dry_run", "pooler.cli.commands.plan_show")
 #: What a run of a right JSON pool does without: the YAML parser reads YAML and tells where a
@@ -39,7 +39,7 @@ NOT_FOR_A_RUN = ("pooler.cli.commands.dry_run", "pooler.cli.commands.plan_show")
 #: percent, and uuid would load platform for a random name.
 NOT_FOR_JSON = ("yaml", "pooler.pool.positions", "pooler.pool.streamed", "difflib", "fractions", "uuid")
 #: The HTTP client, for the commands that call a store.
-HTTP = ("requests", "urllib3", "pooler.client.http")
+HTTP = ("urllib3", "pooler.client.http")
 #: The engine, which printing the version or the help needs none of.
 ENGINE = (*HTTP, "sqlite3", "pooler.run", "pooler.journal", "pooler.client", "pooler.pool.loader")
 
@@ -93,7 +93,7 @@ def test_a_run_of_a_one_step_json_pool_loads_no_yaml_rich_report_mcp_or_postgres
     assert status == 0
     assert [op["command"] for op in store.ops()] == ["CmdEcho"]
     # The probe itself: the run did load the engine it needs.
-    assert {"requests", "pooler.run.executor", "pooler.cli.commands.run"} <= set(modules)
+    assert {"urllib3", "pooler.run.executor", "pooler.cli.commands.run"} <= set(modules)
     assert loaded(modules, NEVER + NOT_FOR_A_RUN + NOT_FOR_JSON) == []
 
 
