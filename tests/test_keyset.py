@@ -20,10 +20,22 @@ def test_a_repeated_key_is_found_before_and_after_the_set_moves_to_sqlite() -> N
         for row in range(1, 1000):
             assert keys.add(f"k-{row}", Holder(1, row)) is None
         assert keys._memory == {}  # every key now lives in the temporary table
-        assert keys.add("k-0", Holder(2, None)) == Holder(1, 0)
-        assert keys.add("k-999", Holder(1, 1000)) == Holder(1, 999)
+        # Past the memory keys a repeat is told once the step's rows are read, with its first holder.
+        assert keys.repeats(1, 10) == []
+        assert keys.add("k-0", Holder(2, 3)) is None
+        assert keys.repeats(2, 10) == [(Holder(2, 3), Holder(1, 0))]
+        assert keys.add("k-999", Holder(1, 1000)) is None
+        assert keys.add("k-1000", Holder(1, 1001)) is None
+        assert keys.add("k-999", Holder(1, 1002)) is None
+        assert keys.repeats(1, 10) == [(Holder(1, 1000), Holder(1, 999)), (Holder(1, 1002), Holder(1, 999))]
         assert keys.add("fixed", Holder(3, None)) is None
-        assert keys.add("fixed", Holder(4, 7)) == Holder(3, None)
+        assert keys.add("fixed", Holder(4, 7)) is None
+        assert keys.repeats(4, 10) == [(Holder(4, 7), Holder(3, None))]
+        # Each repeat is told once, and no more of them than asked for.
+        assert keys.repeats(4, 10) == []
+        for row in range(5):
+            keys.add("k-1", Holder(5, row))
+        assert keys.repeats(5, 2) == [(Holder(5, 0), Holder(1, 1)), (Holder(5, 1), Holder(1, 1))]
 
 
 def test_keys_are_kept_as_digests_never_as_text() -> None:
@@ -43,7 +55,12 @@ def test_every_holder_comes_back_as_it_went_in_from_memory_and_from_sqlite() -> 
             for i, holder in enumerate(holders):
                 assert keys.add(f"key-{i}", holder) is None
             assert (keys._db is None) == (limit == 1000)
-            assert [keys.add(f"key-{i}", Holder(9, 9)) for i in range(len(holders))] == holders
+            again = [keys.add(f"key-{i}", Holder(9, 9 + i)) for i in range(len(holders))]
+            if limit == 1000:
+                assert again == holders
+            else:
+                assert again == [None] * len(holders)
+                assert keys.repeats(9, 10) == [(Holder(9, 9 + i), h) for i, h in enumerate(holders)]
 
 
 def test_a_file_past_the_memory_keys_names_each_repeated_key_at_its_row(tmp_path: Path) -> None:
