@@ -84,6 +84,8 @@ class Redactor:
         #: Whether every secret is written in JSON as it is (no quote, backslash or control
         #: character): then a value whose JSON text lacks every secret holds none in any string.
         self._plain = True
+        #: Whether every secret is ASCII: then JSON written ASCII-only holds it as itself too.
+        self._ascii = True
         for secret in secrets:
             self.add(secret)
 
@@ -96,6 +98,7 @@ class Redactor:
             self._secrets.append(text)
             self._secrets.sort(key=len, reverse=True)
             self._plain = self._plain and json.dumps(text, ensure_ascii=False)[1:-1] == text
+            self._ascii = self._ascii and text.isascii()
 
     def __bool__(self) -> bool:
         return bool(self._secrets)
@@ -139,6 +142,16 @@ class Redactor:
         if self._plain and isinstance(value, dict | list) and not self._in_json(value):
             return value
         return self._masked(value)
+
+    def in_json_text(self, text: str) -> bool:
+        """Whether the value whose JSON text (written ASCII-only or not) is ``text`` may hold a
+        secret, as ``value`` first asks, from the text the caller has made already: a plain ASCII
+        secret stands as itself in any JSON text; with any other, the value is looked at whole."""
+        if not self._secrets:
+            return False
+        if not (self._plain and self._ascii):
+            return True
+        return any(secret in text for secret in self._secrets)
 
     def _in_json(self, value: Any) -> bool:
         """Whether a secret may be in ``value``: one pass of the C encoder instead of a walk in Python.

@@ -3,6 +3,7 @@ temporary database, and a repeated key is still found, with the row that held it
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,22 @@ def test_a_repeated_key_is_found_before_and_after_the_set_moves_to_sqlite() -> N
         for row in range(1, 1000):
             assert keys.add(f"k-{row}", Holder(1, row)) is None
         assert keys._memory == {}  # every key now lives in the temporary table
-        assert keys.add("k-0", Holder(2, None)) == Holder(1, 0)
-        assert keys.add("k-999", Holder(1, 1000)) == Holder(1, 999)
+        # Past the memory keys a repeat is told once the step's rows are read, with its first holder.
+        assert keys.repeats(1, 10) == []
+        assert keys.add("k-0", Holder(2, 3)) is None
+        assert keys.repeats(2, 10) == [(Holder(2, 3), Holder(1, 0))]
+        assert keys.add("k-999", Holder(1, 1000)) is None
+        assert keys.add("k-1000", Holder(1, 1001)) is None
+        assert keys.add("k-999", Holder(1, 1002)) is None
+        assert keys.repeats(1, 10) == [(Holder(1, 1000), Holder(1, 999)), (Holder(1, 1002), Holder(1, 999))]
         assert keys.add("fixed", Holder(3, None)) is None
-        assert keys.add("fixed", Holder(4, 7)) == Holder(3, None)
+        assert keys.add("fixed", Holder(4, 7)) is None
+        assert keys.repeats(4, 10) == [(Holder(4, 7), Holder(3, None))]
+        # Each repeat is told once, and no more of them than asked for.
+        assert keys.repeats(4, 10) == []
+        for row in range(5):
+            keys.add("k-1", Holder(5, row))
+        assert keys.repeats(5, 2) == [(Holder(5, 0), Holder(1, 1)), (Holder(5, 1), Holder(1, 1))]
 
 
 def test_keys_are_kept_as_digests_never_as_text() -> None:
@@ -43,7 +56,12 @@ def test_every_holder_comes_back_as_it_went_in_from_memory_and_from_sqlite() -> 
             for i, holder in enumerate(holders):
                 assert keys.add(f"key-{i}", holder) is None
             assert (keys._db is None) == (limit == 1000)
-            assert [keys.add(f"key-{i}", Holder(9, 9)) for i in range(len(holders))] == holders
+            again = [keys.add(f"key-{i}", Holder(9, 9 + i)) for i in range(len(holders))]
+            if limit == 1000:
+                assert again == holders
+            else:
+                assert again == [None] * len(holders)
+                assert keys.repeats(9, 10) == [(Holder(9, 9 + i), h) for i, h in enumerate(holders)]
 
 
 def test_a_file_past_the_memory_keys_names_each_repeated_key_at_its_row(tmp_path: Path) -> None:
@@ -65,3 +83,42 @@ def test_a_file_past_the_memory_keys_names_each_repeated_key_at_its_row(tmp_path
     assert [p.message for p in refused.value.problems()] == [
         f"rows 4 and {MEMORY_KEYS + 101} of {data} give one key [k-r3] - {fix}",
         f"rows {again + 1} and {again + 101} of {data} give one key [k-r{again}] - {fix}"]
+
+
+def test_repeats_past_the_memory_keys_are_told_in_row_order_across_chunks_steps_and_unfilled_keys(
+        tmp_path: Path) -> None:
+    # Chunks of 2 past the memory keys: a chunk's first row again, later a row whose key cannot be
+    # filled between two repeats; then a step over another file repeating the first step's keys
+    # (one past the memory keys, one within them) and a literal key.
+    rows = 2 * MEMORY_KEYS + 1000
+    refs: list[str | None] = [f"r{i}" for i in range(rows)]
+    late = 2 * MEMORY_KEYS + 100
+    refs[late] = "r4"
+    refs[late + 50] = None
+    refs[late + 100] = f"r{late - 2}"
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"ref": r} if r else {"n": 1}) + "\n" for r in refs),
+                                      encoding="utf-8")
+    other = [f"s{i}" for i in range(6)]
+    other[1], other[2], other[4] = f"r{late + 200}", "r10", "fixed"
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"ref": r}) + "\n" for r in other), encoding="utf-8")
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "pool:\n"
+        "  - {unit: U, command: C, key: 'k-${row.ref}', chunk_row: {n: '${row.n}'}, params: {},\n"
+        "     for_each: {file: a.jsonl, chunk: 2, field: rows}}\n"
+        "  - {unit: U, command: C, key: 'k-fixed', params: {}}\n"
+        "  - {unit: U, command: C, key: 'k-${row.ref}', params: {}, for_each: {file: b.jsonl}}\n",
+        encoding="utf-8")
+    with pytest.raises(CheckFailed) as refused:
+        compile_pool(load_pool(pool, partial=True), inputs=Inputs())
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    fix = ("keys must be unique: the second call would be skipped as done. Put the field that tells the "
+           "rows apart in the key.")
+    assert [p.message for p in refused.value.problems() if p.path and p.path.endswith("key")] == [
+        f"the chunks from rows 5 and {late + 1} of {a} give one key [k-r4] - {fix}",
+        f"row {late + 51} of {a}: ${{row.ref}}: row has no field [ref] - its fields: n.",
+        f"the chunks from rows {late - 1} and {late + 101} of {a} give one key [k-r{late - 2}] - {fix}",
+        f"row 2 of {b} gives the key [k-r{late + 200}], which row {late + 201} of step 1 gives too - {fix}",
+        f"row 3 of {b} gives the key [k-r10], which row 11 of step 1 gives too - {fix}",
+        (f"row 5 of {b} gives the key [k-fixed], which step 2 carries too - keys must be unique in a pool: "
+         "a keyed call runs at most once per task.")]

@@ -27,6 +27,20 @@ def test_a_value_without_secrets_comes_back_as_the_same_object() -> None:
     assert Redactor().value(ANSWER) is ANSWER
 
 
+def test_a_values_json_text_tells_whether_it_may_hold_a_secret_and_any_other_secret_sends_it_the_slow_way(
+        ) -> None:
+    row = {"name": "Grüße hush-hush", "n": 5}
+    for text in (json.dumps(row), json.dumps(row, ensure_ascii=False)):
+        assert Redactor(["hush-hush"]).in_json_text(text)
+        assert not Redactor(["other"]).in_json_text(text)
+        assert not Redactor().in_json_text(text)
+        # A secret JSON writes otherwise than as itself (not ASCII, or with a quote) is not looked
+        # for in the text: the value is looked at whole.
+        assert Redactor(["other", "Grüße"]).in_json_text(text)
+        assert Redactor(['say "x"']).in_json_text(text)
+    assert Redactor(["Grüße"]).value(row) == {"name": "*** hush-hush", "n": 5}
+
+
 def test_a_secret_gives_a_masked_copy_sharing_what_did_not_change() -> None:
     redactor = Redactor(["hush-hush"])
     value = {"a": {"keep": [1, 2]}, "b": ["x", "key hush-hush", {"hush-hush": "y"}], "c": 3}

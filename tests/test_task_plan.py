@@ -316,6 +316,19 @@ def test_a_step_whose_rows_hold_a_secret_is_refused_before_anything_is_sent_and_
     assert echoed(store) == []
 
 
+def test_a_row_after_the_sample_that_holds_a_secret_is_refused_before_anything_is_sent(
+        where: str, store: Store, tmp_path: Path) -> None:
+    # The rows after a sample are planned too (beyond it): the same refusal, naming the row.
+    pool = setup(tmp_path, PER_ROW, refs(5))
+    write_goods(tmp_path / "goods.csv", refs(5), {"R03": store.token})
+    first = run(store, where, tmp_path, pool, "--sample", "1", "--task", "T")
+    assert first.returncode == 2
+    assert SECRET_ROW.format(row=4, step=1) in first.stderr
+    assert first.stderr.endswith("pooler: refused before the first step; nothing was sent.\n")
+    assert store.token not in first.stderr
+    assert echoed(store) == []
+
+
 def test_runs_and_show_count_a_tasks_plan_in_calls_as_its_run_does(
         where: str, store: Store, tmp_path: Path) -> None:
     # A call, a step over 12 rows, 12 rows in chunks of 5, and a step over the chunks' table:

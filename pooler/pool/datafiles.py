@@ -187,7 +187,8 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     each = step.for_each
     assert each is not None
     problems: list[str] = []
-    key_problems: list[str] = []
+    #: Each with the row it names: a repeat the key set tells after the last row goes in its place.
+    key_problems: list[tuple[int, str]] = []
     # The fields each ${row.a.b} needs, split once: a row is checked by plain lookups.
     # A chunk's key and probe take its first row; its shape (chunk_row) takes every row.
     needed = [name.split(".")[1:] for where, name in row_names(step)
@@ -219,7 +220,7 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
             if fill_key is not None:
                 scope["row"] = group[0]
                 rendered, told = _key_problem(step, data, fill_key, scope, keys=keys, first_row=first_row)
-                key_problems.extend(told)
+                key_problems.extend((first_row, message) for message in told)
             if sink is not None:
                 for offset, row in enumerate(group):
                     sink.row(step, first_row + offset, row, None if offset else rendered)
@@ -228,9 +229,12 @@ def read_whole(step: Step, data: DataFile, values: Mapping[str, Any], keys: KeyS
     else:
         if sink is not None:
             sink.done(step, count)
+    if fill_key is not None:
+        repeats = _repeats(step, data, fill_key, dict(values), sample=sample, keys=keys)
+        key_problems = sorted([*key_problems, *repeats], key=itemgetter(0))
     data.rows = count
     return [*(step.problem(message, "for_each", "file") for message in problems[:MAX_ROW_PROBLEMS + 1]),
-            *(step.problem(message, "key") for message in key_problems[:MAX_ROW_PROBLEMS]),
+            *(step.problem(message, "key") for _, message in key_problems[:MAX_ROW_PROBLEMS]),
             *(typed.told() if typed is not None else ())]
 
 
@@ -275,16 +279,48 @@ def _key_problem(step: Step, data: DataFile, fill: Callable[[Mapping[str, Any]],
     earlier = keys.add(key, Holder(step.num, first_row))
     if earlier is None:
         return key, []
+    return key, [_repeat(step, data, key, first_row, earlier)]
+
+
+def _repeats(step: Step, data: DataFile, fill: Callable[[Mapping[str, Any]], str], scope: dict[str, Any],
+             *, sample: int | None, keys: KeySet) -> list[tuple[int, str]]:
+    """The rows of ``step`` whose key the key set found given before only once they were all
+    read (past its memory keys), told as ``_key_problem`` tells one.  It keeps digests, not keys:
+    the file is read again up to the last of them (only when there is one) for their keys' text."""
+    found = keys.repeats(step.num, MAX_ROW_PROBLEMS)
+    if not found:
+        return []
+    each = step.for_each
+    assert each is not None
+    wanted = {holder.row for holder, _ in found}
+    last = max(row for row in wanted if row is not None)
+    texts: dict[int, str] = {}
+    source: Iterator[dict[str, Any]] = map(itemgetter(1), data.numbered())
+    if sample is not None:
+        source = islice(source, sample)
+    first_row = 0
+    for group in chunks(source, each.chunk) if each.chunk else zip(source):
+        if first_row in wanted:
+            scope["row"] = group[0]
+            texts[first_row] = fill(scope)
+        first_row += len(group)
+        if first_row > last:
+            break
+    return [(holder.row, _repeat(step, data, texts[holder.row], holder.row, earlier))
+            for holder, earlier in found if holder.row is not None and holder.row in texts]
+
+
+def _repeat(step: Step, data: DataFile, key: str, first_row: int, earlier: Holder) -> str:
+    """What is wrong with the call from row ``first_row``: its key was given first by ``earlier``."""
     chunked = step.for_each is not None and step.for_each.chunk is not None
     what, both = ("the chunk from row", "the chunks from rows") if chunked else ("row", "rows")
     fix = ("keys must be unique: the second call would be skipped as done. Put the field that tells the "
            "rows apart in the key.")
     if earlier.row is None:
-        return key, [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which step "
-                      f"{earlier.step} carries too - keys must be unique in a pool: a keyed call runs at "
-                      "most once per task.")]
+        return (f"{what} {first_row + 1} of {data.path} gives the key [{key}], which step "
+                f"{earlier.step} carries too - keys must be unique in a pool: a keyed call runs at "
+                "most once per task.")
     if earlier.step == step.num:
-        return key, [(f"{both} {earlier.row + 1} and {first_row + 1} of {data.path} give one key "
-                      f"[{key}] - {fix}")]
-    return key, [(f"{what} {first_row + 1} of {data.path} gives the key [{key}], which {what} "
-                  f"{earlier.row + 1} of step {earlier.step} gives too - {fix}")]
+        return f"{both} {earlier.row + 1} and {first_row + 1} of {data.path} give one key [{key}] - {fix}"
+    return (f"{what} {first_row + 1} of {data.path} gives the key [{key}], which {what} "
+            f"{earlier.row + 1} of step {earlier.step} gives too - {fix}")

@@ -22,7 +22,7 @@ from pooler.pool.model import Pool, Step
 from pooler.pool.paramplan import ParamsPlan, plan_params
 from pooler.pool.references import parse_ref
 from pooler.pool.rows import chunks, row_encoder
-from pooler.pool.variables import render_key
+from pooler.pool.variables import key_filler, render_key
 from pooler.redact import Redactor
 from pooler.run.callplan import StepPlan, serial_value
 from pooler.run.compare import Classified
@@ -135,8 +135,9 @@ class Planner:
                     first += len(part)
                     idx += 1
                 continue
+            one = self.caller(step, state)
             for row in rows:
-                yield self.call(step, idx, (first, None, 1), row, state=state)
+                yield one(idx, first, row, None)
                 first += 1
                 idx += 1
 
@@ -222,40 +223,52 @@ class Planner:
         or beyond the sample."""
         plan = self.plans[step.num]
         first, last, size = rows
+        text = None if data is None else self._dumps(data)
         if data is not None:
-            self._no_secret(step, first, data)
+            self._no_secret(step, first, data, text)
         serial = self._serial(plan, data, last is not None) if self.serialize_on else None
         key_text, planned = self._key(plan, rows, data, key)
         if step.num in self.serial_by_reference:
             planned = None
-        return (self.task, step.num, idx, "call", first, last, size,
-                None if data is None else self._dumps(data), self._deps(step.num), serial,
+        return (self.task, step.num, idx, "call", first, last, size, text, self._deps(step.num), serial,
                 key_text, planned, str(state))
 
-    def caller(self, step: Step) -> Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]]:
+    def caller(self, step: Step, state: str = WorkState.READY
+               ) -> Callable[[int, int, dict[str, Any], str | None], tuple[Any, ...]]:
         """``call`` for the rows of a step over a file, a call a row, with what is the same for
         every row looked up once; it takes the call's ``idx``, the row's number, the row and its
-        key as the check filled it."""
+        key as the check filled it (None: filled here, by the check's own filler)."""
         if self.serialize_on is not None or self.redactor is None or not isinstance(step.key, str):
-            return lambda idx, index, row, key: self.call(step, idx, (index, None, 1), row, key)
-        task, num, deps, ready = self.task, step.num, self._deps(step.num), str(WorkState.READY)
-        dumps, mask = self._dumps, self.redactor.text
+            return lambda idx, index, row, key: self.call(step, idx, (index, None, 1), row, key, state=state)
+        task, num, deps, state = self.task, step.num, self._deps(step.num), str(state)
+        dumps, mask, redactor = self._dumps, self.redactor.text, self.redactor
+        fill, scope = key_filler(step.key), dict(self.variables)
 
         def one(idx: int, index: int, row: dict[str, Any], key: str | None) -> tuple[Any, ...]:
+            text = dumps(row)
+            if redactor.in_json_text(text):
+                self._no_secret(step, index, row)
             if key is None:
-                return self.call(step, idx, (index, None, 1), row)
-            self._no_secret(step, index, row)
+                scope["row"] = row
+                try:
+                    key = fill(scope)
+                except PoolerError:
+                    # As ``_key`` leaves it: the runner makes the key, and tells what is wrong.
+                    return (task, num, idx, "call", index, None, 1, text, deps, None, None, None, state)
             # As ``call`` makes it: no serial, the key masked and known.
-            return (task, num, idx, "call", index, None, 1, dumps(row), deps, None, mask(key), True, ready)
+            return (task, num, idx, "call", index, None, 1, text, deps, None, mask(key), True, state)
 
         return one
 
-    def _no_secret(self, step: Step, first: int | None, data: Any) -> None:
+    def _no_secret(self, step: Step, first: int | None, data: Any, text: str | None = None) -> None:
         """Refuse a row that holds a secret's value (the token, a secret variable): the plan keeps
         its rows in the journal, which never holds a secret, and a masked row would send ``***``
         to the store.  So on every journal, SQLite too: a later run (or a runner on another host)
-        sends the rows the plan holds, never a file read again."""
-        if self.redactor and self.redactor.value(data) is not data:
+        sends the rows the plan holds, never a file read again.  ``text``: the row's JSON, made
+        already (a row whose text holds no secret is not looked at again)."""
+        if not self.redactor or (text is not None and not self.redactor.in_json_text(text)):
+            return
+        if self.redactor.value(data) is not data:
             fe = step.for_each
             source = fe.file if fe is not None and fe.file else "the rows"
             raise JournalError(

@@ -16,7 +16,7 @@ from pooler.journal.postgres.schema import SQL, check_version, connect
 #: The types of the columns a COPY writes, told to it once (without them every value of every row
 #: is looked at for its type), by statement.  A work row's data and deps come as their COPY text
 #: (JSON, ``{1,2}``), made once by the planner.
-COPY_TYPES = {"copy_work": ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text",
+COPY_TYPES = {"insert_work": ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text",
                             "text", "bool", "text")}
 
 

@@ -23,26 +23,8 @@ from pooler.journal.records import dumps
 from pooler.journal.schema import upgrade
 from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, mark, own_file, wal
 
-
-def _deps(deps: Any) -> str:
-    """The step numbers a call waits for as a JSON array: the planner gives PostgreSQL's array
-    text (``{1,2}``)."""
-    if isinstance(deps, str):
-        inner = deps.strip().removeprefix("{").removesuffix("}").strip()
-        return f"[{inner}]" if inner else "[]"
-    return json.dumps([int(d) for d in deps or ()])
-
-
-def work_values(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    task, num, idx, kind, first, last, size, data, deps, serial, key, planned, state = row
-    if data is not None and not isinstance(data, str):
-        data = dumps(data)
-    return (task, num, idx, kind, first, last, size, data, _deps(deps), serial, key,
-            None if planned is None else int(bool(planned)), str(state))
-
-
-#: How a bulk write makes its rows' values SQLite's, by statement.
-BULK_VALUES: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {"insert_work": work_values}
+#: Rows a bulk write hands SQLite in one executemany.
+BULK_BATCH = 5000
 
 #: The queries of more than one statement (SQLite has no statement that writes two tables, as a
 #: PostgreSQL CTE does), by name: their statements, run in turn in one transaction.  A query is its
@@ -186,18 +168,20 @@ class Journal(Guarded):
 
     @contextmanager
     def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
-        """Rows written a batch of executemany at a time (a work row's values made SQLite's)."""
-        adapt = BULK_VALUES.get(name, tuple)
+        """Rows written a batch of executemany at a time, each as it is given (a statement makes
+        the values SQLite's where they differ: ``insert_work``)."""
+        sql = SQL[name]
         batch: list[tuple[Any, ...]] = []
+        keep = batch.append
 
         def write(row: tuple[Any, ...]) -> None:
-            batch.append(adapt(row))
-            if len(batch) >= 2000:
+            keep(row)
+            if len(batch) >= BULK_BATCH:
                 flush()
 
         def flush() -> None:
             with self.guard():
-                self._db.executemany(SQL[name], batch)
+                self._db.executemany(sql, batch)
             batch.clear()
 
         yield write

@@ -92,9 +92,11 @@ SELECT shared FROM tasks WHERE id = :task;
 UPDATE tasks SET shared = :doc WHERE id = :task;
 
 -- name: insert_work
+-- The planner's values as PostgreSQL's COPY takes them: deps as an array's text (`{1,2}`), kept
+-- here as a JSON array; made SQLite's in the statement, not by Python a row.
 INSERT INTO work (task, num, idx, kind, row_first, row_last, size, data, deps, serial, key_text, key_planned,
                   state)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[' || trim(?, '{}') || ']', ?, ?, ?, ?);
 
 -- name: planned_steps
 -- What the plan holds of each step: its rows, the idx its next call takes, whether the placeholder
