@@ -19,6 +19,16 @@ from pooler.journal.postgres.schema import SQL, check_version, connect
 COPY_TYPES = {"copy_work": ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text",
                             "text", "bool", "text")}
 
+#: How the journal's session plans its statements, set once a connection.  psycopg prepares a
+#: statement run a few times; the server then plans it once (a generic plan) only when it judges
+#: that plan as cheap as one made for each run's values.  A claim's ``LIMIT %(take)s`` fails that
+#: judgement every time (a generic plan counts on a tenth of the task's rows, a claim takes one), so
+#: a sequential call's claim was planned again on every call, half a millisecond of the server's
+#: time: the plans are the same, each statement reaching the work rows by the task's index.  With
+#: JIT, a generic plan of a task of a million rows would cost enough to be compiled on every run.
+SESSION = ("SELECT set_config('plan_cache_mode', 'force_generic_plan', false), "
+           "set_config('jit', 'off', false)")
+
 
 class PgConnector(Guarded):
     """One connection to the journal at ``url``, its schema version checked; safe to share by
@@ -35,6 +45,7 @@ class PgConnector(Guarded):
         from psycopg.types.json import Json  # noqa: PLC0415
 
         self.error, self._rows, self._json = psycopg.Error, dict_row, Json
+        self._tuples = psycopg.pq.ExecStatus.TUPLES_OK
         self._depth = 0
         #: What a transaction has still to send before its first statement (its BEGIN, the task's
         #: lock), sent with that statement in one round trip (psycopg's pipeline mode): a call's
@@ -43,8 +54,9 @@ class PgConnector(Guarded):
         #: Whether the transaction committed with its last statement (``finish``).
         self._finished = False
         try:
-            if check:
-                with self.guard():
+            with self.guard():
+                self.conn.execute(SESSION)
+                if check:
                     check_version(self.conn, url)
         except BaseException:
             self.conn.close()
@@ -89,13 +101,17 @@ class PgConnector(Guarded):
             else:
                 yield cur.execute(SQL[name], params or {})
 
-    @staticmethod
-    def _fetched(cur: Any) -> list[Any]:
-        return list(cur.fetchall()) if cur.description is not None else []
+    def _gave_rows(self, cur: Any) -> bool:
+        # Not ``description``: it makes an object a column, each time it is read.
+        result = cur.pgresult
+        return result is not None and result.status == self._tuples
+
+    def _fetched(self, cur: Any) -> list[Any]:
+        return list(cur.fetchall()) if self._gave_rows(cur) else []
 
     def one(self, name: str, params: Params | None = None) -> Row | None:
         with self._cursor(name, params) as cur:
-            found: Row | None = cur.fetchone() if cur.description is not None else None
+            found: Row | None = cur.fetchone() if self._gave_rows(cur) else None
             return found
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
