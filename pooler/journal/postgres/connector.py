@@ -46,6 +46,10 @@ class PgConnector(Guarded):
 
         self.error, self._rows, self._json = psycopg.Error, dict_row, Json
         self._tuples = psycopg.pq.ExecStatus.TUPLES_OK
+        #: The cursors statements run on, made once and used again (a batch uses one a statement);
+        #: the plain one runs what gives no rows (BEGIN, the task's lock, COMMIT).
+        self._cursors: list[Any] = []
+        self._plain = self.conn.cursor()
         self._depth = 0
         #: What a transaction has still to send before its first statement (its BEGIN, the task's
         #: lock), sent with that statement in one round trip (psycopg's pipeline mode): a call's
@@ -85,16 +89,23 @@ class PgConnector(Guarded):
         pending, self._pending = self._pending, []
         with self.conn.pipeline():
             for text, args in pending:
-                self.conn.execute(text, args)
+                self._plain.execute(text, args)
             for cur, sql, params in statements:
                 cur.execute(sql, params or {})
             if commit:
-                self.conn.execute("COMMIT")
+                self._plain.execute("COMMIT")
         self._finished = commit
+
+    def _reused(self, n: int) -> list[Any]:
+        """``n`` cursors for statements whose rows are read before the next statement runs."""
+        while len(self._cursors) < n:
+            self._cursors.append(self.conn.cursor(row_factory=self._rows))
+        return self._cursors[:n]
 
     @contextmanager
     def _cursor(self, name: str, params: Params | None, *, commit: bool = False) -> Iterator[Any]:
-        with self.guard(), self.conn.cursor(row_factory=self._rows) as cur:
+        with self.guard():
+            (cur,) = self._reused(1)
             if self._pending or self._finished or commit:
                 self._send([(cur, SQL[name], params)], commit=commit)
                 yield cur
@@ -122,14 +133,10 @@ class PgConnector(Guarded):
         """Each query's rows, the queries (and what the transaction has pending) sent in one
         round trip (psycopg's pipeline mode)."""
         with self.guard():
-            cursors = [self.conn.cursor(row_factory=self._rows) for _ in queries]
-            try:
-                self._send([(cur, SQL[name], params)
-                            for cur, (name, params) in zip(cursors, queries, strict=True)])
-                return [self._fetched(cur) for cur in cursors]
-            finally:
-                for cur in cursors:
-                    cur.close()
+            cursors = self._reused(len(queries))
+            self._send([(cur, SQL[name], params)
+                        for cur, (name, params) in zip(cursors, queries, strict=True)])
+            return [self._fetched(cur) for cur in cursors]
 
     def finish(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the statement that ends the transaction, its COMMIT sent with it (one
@@ -190,7 +197,7 @@ class PgConnector(Guarded):
                 with self.guard():
                     yield self
                     if not self._pending and not self._finished:
-                        self.conn.execute("COMMIT")
+                        self._plain.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise
