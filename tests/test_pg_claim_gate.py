@@ -1,7 +1,8 @@
 """The claim that also gates, on a real PostgreSQL: a call handed out moves to sent (its step id and
 fencing epoch) in the round trip that claims it and records the call before it, only under a live
 lease and an unhalted task, within the cap, the fair share and serialize_on order; a runner whose
-key material differs gates it again; a sequential keyed task costs one transaction a call."""
+key material differs gates it again; a sequential keyed task costs one transaction a call, its
+statements each planned once."""
 
 from __future__ import annotations
 
@@ -185,6 +186,26 @@ def test_a_sequential_keyed_task_costs_the_journal_one_transaction_a_call(
     epochs = [r[3] for r in rows]
     assert epochs == sorted(epochs)
     assert len(set(epochs)) == calls
+
+
+def test_a_sequential_calls_statements_are_planned_once_not_again_for_every_call(journal: PgJournal) -> None:
+    calls = 12
+    plan(journal, [(1, i, None, f"k{i}") for i in range(calls)])
+    lease, work = runner(journal)
+    (row,) = claim(work, 1, 1)
+    for i in range(1, calls):
+        ok, (row,) = work.done_and_claim(row, "completed", {"status": "completed"}, None, doubt=None, limit=1,
+                                         cap=1, gate_run=RUN)
+        assert (ok, row.idx, row.epoch is not None) == (True, i, True)
+    # psycopg prepares a statement on its fifth run; the server planned each of them once, for
+    # every later run alike, the claim of the next call (its LIMIT a parameter) too.
+    prepared = journal.query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+    assert [text for text, _, custom in prepared if custom] == []
+    claims = [generic for text, generic, _ in prepared if "LEFT JOIN" in text and "LIMIT" in text]
+    assert claims == [calls - 1 - 4]
+    # A generic plan of a big task would cost enough to be compiled on every run.
+    assert journal.query("SHOW jit") == [("off",)]
+    lease.close()
 
 
 def test_a_runner_whose_variables_make_other_keys_sends_and_records_its_own(

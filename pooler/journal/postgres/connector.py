@@ -19,6 +19,16 @@ from pooler.journal.postgres.schema import SQL, check_version, connect
 COPY_TYPES = {"insert_work": ("text", "int4", "int4", "text", "int4", "int4", "int4", "text", "text", "text",
                             "text", "bool", "text")}
 
+#: How the journal's session plans its statements, set once a connection.  psycopg prepares a
+#: statement run a few times; the server then plans it once (a generic plan) only when it judges
+#: that plan as cheap as one made for each run's values.  A claim's ``LIMIT %(take)s`` fails that
+#: judgement every time (a generic plan counts on a tenth of the task's rows, a claim takes one), so
+#: a sequential call's claim was planned again on every call, half a millisecond of the server's
+#: time: the plans are the same, each statement reaching the work rows by the task's index.  With
+#: JIT, a generic plan of a task of a million rows would cost enough to be compiled on every run.
+SESSION = ("SELECT set_config('plan_cache_mode', 'force_generic_plan', false), "
+           "set_config('jit', 'off', false)")
+
 
 class PgConnector(Guarded):
     """One connection to the journal at ``url``, its schema version checked; safe to share by
@@ -35,6 +45,11 @@ class PgConnector(Guarded):
         from psycopg.types.json import Json  # noqa: PLC0415
 
         self.error, self._rows, self._json = psycopg.Error, dict_row, Json
+        self._tuples = psycopg.pq.ExecStatus.TUPLES_OK
+        #: The cursors statements run on, made once and used again (a batch uses one a statement);
+        #: the plain one runs what gives no rows (BEGIN, the task's lock, COMMIT).
+        self._cursors: list[Any] = []
+        self._plain = self.conn.cursor()
         self._depth = 0
         #: What a transaction has still to send before its first statement (its BEGIN, the task's
         #: lock), sent with that statement in one round trip (psycopg's pipeline mode): a call's
@@ -43,8 +58,9 @@ class PgConnector(Guarded):
         #: Whether the transaction committed with its last statement (``finish``).
         self._finished = False
         try:
-            if check:
-                with self.guard():
+            with self.guard():
+                self.conn.execute(SESSION)
+                if check:
                     check_version(self.conn, url)
         except BaseException:
             self.conn.close()
@@ -73,29 +89,40 @@ class PgConnector(Guarded):
         pending, self._pending = self._pending, []
         with self.conn.pipeline():
             for text, args in pending:
-                self.conn.execute(text, args)
+                self._plain.execute(text, args)
             for cur, sql, params in statements:
                 cur.execute(sql, params or {})
             if commit:
-                self.conn.execute("COMMIT")
+                self._plain.execute("COMMIT")
         self._finished = commit
+
+    def _reused(self, n: int) -> list[Any]:
+        """``n`` cursors for statements whose rows are read before the next statement runs."""
+        while len(self._cursors) < n:
+            self._cursors.append(self.conn.cursor(row_factory=self._rows))
+        return self._cursors[:n]
 
     @contextmanager
     def _cursor(self, name: str, params: Params | None, *, commit: bool = False) -> Iterator[Any]:
-        with self.guard(), self.conn.cursor(row_factory=self._rows) as cur:
+        with self.guard():
+            (cur,) = self._reused(1)
             if self._pending or self._finished or commit:
                 self._send([(cur, SQL[name], params)], commit=commit)
                 yield cur
             else:
                 yield cur.execute(SQL[name], params or {})
 
-    @staticmethod
-    def _fetched(cur: Any) -> list[Any]:
-        return list(cur.fetchall()) if cur.description is not None else []
+    def _gave_rows(self, cur: Any) -> bool:
+        # Not ``description``: it makes an object a column, each time it is read.
+        result = cur.pgresult
+        return result is not None and result.status == self._tuples
+
+    def _fetched(self, cur: Any) -> list[Any]:
+        return list(cur.fetchall()) if self._gave_rows(cur) else []
 
     def one(self, name: str, params: Params | None = None) -> Row | None:
         with self._cursor(name, params) as cur:
-            found: Row | None = cur.fetchone() if cur.description is not None else None
+            found: Row | None = cur.fetchone() if self._gave_rows(cur) else None
             return found
 
     def all(self, name: str, params: Params | None = None) -> list[Row]:
@@ -106,14 +133,10 @@ class PgConnector(Guarded):
         """Each query's rows, the queries (and what the transaction has pending) sent in one
         round trip (psycopg's pipeline mode)."""
         with self.guard():
-            cursors = [self.conn.cursor(row_factory=self._rows) for _ in queries]
-            try:
-                self._send([(cur, SQL[name], params)
-                            for cur, (name, params) in zip(cursors, queries, strict=True)])
-                return [self._fetched(cur) for cur in cursors]
-            finally:
-                for cur in cursors:
-                    cur.close()
+            cursors = self._reused(len(queries))
+            self._send([(cur, SQL[name], params)
+                        for cur, (name, params) in zip(cursors, queries, strict=True)])
+            return [self._fetched(cur) for cur in cursors]
 
     def finish(self, name: str, params: Params | None = None) -> list[Row]:
         """Every row of the statement that ends the transaction, its COMMIT sent with it (one
@@ -174,7 +197,7 @@ class PgConnector(Guarded):
                 with self.guard():
                     yield self
                     if not self._pending and not self._finished:
-                        self.conn.execute("COMMIT")
+                        self._plain.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise
