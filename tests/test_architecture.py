@@ -59,6 +59,14 @@ def test_every_module_is_small(module: str) -> None:
     assert lines <= MAX_LINES, f"pooler/{module} has {lines} lines; split it by job"
 
 
+def test_the_journal_backends_hold_their_connection_migrations_and_sql_in_at_most_700_lines() -> None:
+    # The journal's logic is written once in pooler/journal/; a backend is its connection, its
+    # migrations, its queries and what its dialect needs.
+    backends = [p for name in ("sqlite", "postgres") for p in (PACKAGE / "journal" / name).glob("*.py")]
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in backends)
+    assert lines <= 700, f"the journal backends hold {lines} lines of Python; move what is not the database's"
+
+
 def test_the_layout_names_every_package() -> None:
     table = set(re.findall(r"^\| `pooler/(\w+)/` \|", DOC.read_text(encoding="utf-8"), re.M))
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}

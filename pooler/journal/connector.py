@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pooler.errors import JournalError
 
@@ -152,3 +152,83 @@ class _Guard:
         owner._lock.release()
         if exc is not None and isinstance(exc, owner.error):
             raise owner.failed(exc) from None
+
+
+_Begun = TypeVar("_Begun", bound="Begins")
+
+
+class Begins(Protocol):
+    """A connector whose driver begins and ends a transaction by statement (SQLite)."""
+
+    @property
+    def error(self) -> type[Exception]: ...
+
+    @property
+    def _lock(self) -> threading.RLock: ...
+
+    def guard(self) -> _Guard: ...
+
+    def failed(self, exc: Exception) -> JournalError: ...
+
+    def active(self) -> bool:
+        """Whether a transaction is open on the connection."""
+
+    def begin(self) -> None: ...
+
+    def end(self, commit: bool) -> None:
+        """COMMIT, or ROLLBACK."""
+
+
+class Transaction(Generic[_Begun]):
+    """``transaction()`` of such a connector: a plain context manager (a call's transaction goes
+    through one), giving the connector; one begun inside another by the same thread is that one."""
+
+    __slots__ = ("_db", "_nested")
+
+    def __init__(self, db: _Begun) -> None:
+        self._db = db
+        self._nested = False
+
+    def __enter__(self) -> _Begun:
+        db = self._db
+        db.guard().__enter__()
+        try:
+            # A connection closed meanwhile (a lease's last renewal as its run ends) fails here as
+            # the journal does, not with the driver's own error.
+            self._nested = db.active()
+            if not self._nested:
+                db.begin()
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        return db
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self._end(exc)
+
+    def _end(self, exc: BaseException | None) -> None:
+        """Commit (or, on the caller's error or the journal's, roll back) a transaction this one
+        began, and let the connection go; the driver's error told as the journal's."""
+        db = self._db
+        try:
+            if not self._nested and db.active():
+                if exc is None:
+                    try:
+                        db.end(commit=True)
+                    except BaseException:
+                        if db.active():
+                            db.end(commit=False)
+                        raise
+                else:
+                    # The journal's error, or the caller's block's (a data file broken while its
+                    # plan was written).
+                    db.end(commit=False)
+        except db.error as failure:
+            db._lock.release()
+            raise db.failed(failure) from None
+        except BaseException:
+            db._lock.release()
+            raise
+        db._lock.release()
+        if exc is not None and isinstance(exc, db.error):
+            raise db.failed(exc) from None

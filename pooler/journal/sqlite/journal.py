@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pooler.errors import JournalError
-from pooler.journal.connector import Guarded, Params, Row
+from pooler.journal.connector import Guarded, Params, Row, Transaction
 from pooler.journal.records import dumps
 from pooler.journal.schema import upgrade
 from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, mark, own_file, wal
@@ -107,16 +107,21 @@ class Journal(Guarded):
         with self._lock:
             self._db.close()
 
-    def _tx(self) -> _Transaction:
-        return _Transaction(self)
-
-    def _in_transaction(self) -> bool:
-        with self.guard():
-            return self._db.in_transaction
-
-    def transaction(self) -> _Transaction:
+    def transaction(self) -> Transaction[Journal]:
         """One write transaction (``BEGIN IMMEDIATE``: the file's one writer until it ends)."""
-        return _Transaction(self)
+        return Transaction(self)
+
+    # What ``Transaction`` asks: SQLite begins and ends a transaction by statement.
+
+    def active(self) -> bool:
+        return self._db.in_transaction
+
+    def begin(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        self._still_there()
+
+    def end(self, commit: bool) -> None:
+        self._db.execute("COMMIT" if commit else "ROLLBACK")
 
     def lock(self, task: str) -> None:
         """A write transaction holds the whole file: the task's lock is held already."""
@@ -141,7 +146,7 @@ class Journal(Guarded):
     def all(self, name: str, params: Params | None = None) -> list[Row]:
         if name in STEPS:
             # The rows of the last of its statements, all of them in one transaction.
-            with self._tx():
+            with self.transaction():
                 return self._cursor(name, params).fetchall()
         with self.guard():
             return self._cursor(name, params).fetchall()
@@ -152,19 +157,17 @@ class Journal(Guarded):
             yield from self._cursor(name, params)
 
     def execute(self, name: str, params: Params | None = None) -> int:
-        with self._lock:
-            if not self._in_transaction():
+        with self.guard():
+            if not self._db.in_transaction:
                 self._still_there()
             if name not in STEPS:
-                with self.guard():
-                    return int(self._db.execute(SQL[name], params or {}).rowcount)
-            with self._tx():
-                db = self._db
-                changed = 0
-                for sql in STEPS[name]:
-                    changed = int(db.execute(sql, params or {}).rowcount)
-                # The count of the last: the statements before it are what it is conditioned on.
-                return changed
+                return int(self._db.execute(SQL[name], params or {}).rowcount)
+        with self.transaction():
+            changed = 0
+            for sql in STEPS[name]:
+                changed = int(self._db.execute(sql, params or {}).rowcount)
+            # The count of the last: the statements before it are what it is conditioned on.
+            return changed
 
     @contextmanager
     def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
@@ -205,60 +208,3 @@ class Journal(Guarded):
         """How messages name this journal: its path, or ``:memory:``."""
         return str(self.path or ":memory:")
 
-
-class _Transaction:
-    """``Journal.transaction``: a plain context manager (a call's transaction goes through one),
-    giving the journal; one begun inside another by the same thread is that one."""
-
-    __slots__ = ("_journal", "_nested")
-
-    def __init__(self, journal: Journal) -> None:
-        self._journal = journal
-        self._nested = False
-
-    def __enter__(self) -> Journal:
-        journal = self._journal
-        guard = journal.guard()
-        guard.__enter__()
-        try:
-            # A journal closed meanwhile (a lease's last renewal as its run ends) fails here as a
-            # journal does, not with sqlite3's own error.
-            self._nested = journal._db.in_transaction
-            if not self._nested:
-                journal._db.execute("BEGIN IMMEDIATE")
-                journal._still_there()
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        return journal
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        self._end(exc)
-
-    def _end(self, exc: BaseException | None) -> None:
-        """Commit (or, on the caller's error or the journal's, roll back) a transaction this one
-        began, and let the connection go; the driver's error told as the journal's."""
-        journal = self._journal
-        db = journal._db
-        try:
-            if not self._nested and db.in_transaction:
-                if exc is None:
-                    try:
-                        db.execute("COMMIT")
-                    except BaseException:
-                        if db.in_transaction:
-                            db.execute("ROLLBACK")
-                        raise
-                else:
-                    # The journal's error, or the caller's block's (a data file broken while its
-                    # plan was written).
-                    db.execute("ROLLBACK")
-        except journal.error as failure:
-            journal._lock.release()
-            raise journal.failed(failure) from None
-        except BaseException:
-            journal._lock.release()
-            raise
-        journal._lock.release()
-        if exc is not None and isinstance(exc, journal.error):
-            raise journal.failed(exc) from None
