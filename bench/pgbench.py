@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import ROOT, BenchError, Work, pooler_cmd
+from common import PYTHON, ROOT, BenchError, Work, pooler_cmd
 
 sys.path.insert(0, str(ROOT / "tests"))
 from pg_server import PgServer, start_server
@@ -21,10 +21,13 @@ def server() -> PgServer:
         raise BenchError(f"no PostgreSQL to measure with: {exc}") from exc
 
 
-def database(found: PgServer, w: Work, label: str = "db") -> str:
-    """A new database made a journal by ``pooler journal upgrade``: its URL."""
+def database(found: PgServer, w: Work, label: str = "db", tree: Path | None = None) -> str:
+    """A new database made a journal by ``pooler journal upgrade``: its URL.  With ``tree`` (an
+    earlier tree's folder), that tree's pooler makes it, at that tree's schema version."""
     url = found.new_database(f"bench_{w.fresh(label).name.replace('-', '_')}")
-    done = subprocess.run([*pooler_cmd(), "journal", "upgrade", "--journal", url], env=w.env,
+    env = w.env if tree is None else {**w.env, "PYTHONPATH": str(tree)}
+    command = pooler_cmd() if tree is None else [PYTHON, "-m", "pooler"]
+    done = subprocess.run([*command, "journal", "upgrade", "--journal", url], env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BenchError(f"pooler journal upgrade failed: {done.stderr}")

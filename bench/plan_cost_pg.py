@@ -59,8 +59,8 @@ def case(settings: Settings) -> tuple[list[Row], list[str]]:
 
             def earlier() -> Sample:
                 assert before_tree is not None
-                url = pgbench.database(server, w, "before")
                 tree = Path(before_tree).absolute()
+                url = pgbench.database(server, w, "before", tree)
                 # This tree's script, that tree's package: the same work measured on both.
                 argv = [str(BENCH / "plan_full.py"), str(pool), url]
                 code = (f"import runpy, sys; sys.path.insert(0, {str(tree)!r}); sys.argv = {argv!r}; "
