@@ -25,9 +25,9 @@ def database(found: PgServer, w: Work, label: str = "db", tree: Path | None = No
     """A new database made a journal by ``pooler journal upgrade``: its URL.  With ``tree`` (an
     earlier tree's folder), that tree's pooler makes it, at that tree's schema version."""
     url = found.new_database(f"bench_{w.fresh(label).name.replace('-', '_')}")
-    env = w.env if tree is None else {**w.env, "PYTHONPATH": str(tree)}
+    # ``python -m`` puts its working folder first on the path: the earlier tree's, there.
     command = pooler_cmd() if tree is None else [PYTHON, "-m", "pooler"]
-    done = subprocess.run([*command, "journal", "upgrade", "--journal", url], env=env,
+    done = subprocess.run([*command, "journal", "upgrade", "--journal", url], env=w.env, cwd=tree,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BenchError(f"pooler journal upgrade failed: {done.stderr}")

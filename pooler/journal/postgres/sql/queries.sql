@@ -499,8 +499,11 @@ FROM work WHERE task = %(task)s AND state IN ('claimed', 'sent');
 SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted, w.key_text, w.step_id, w.key_planned
 FROM work w WHERE w.task = %(task)s AND w.state = 'ready'
   AND (w.deps = '{}' OR NOT EXISTS (SELECT 1 FROM unnest(w.deps) AS dep(num)
-       CROSS JOIN LATERAL (SELECT 1 FROM work d WHERE d.task = w.task AND d.num = dep.num AND d.state <> 'beyond'
-                           AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) LIMIT 1) d))
+       CROSS JOIN LATERAL ((SELECT 1 FROM work d WHERE d.task = w.task AND d.state IN ('ready', 'claimed', 'sent', 'doubt')
+                            AND d.num = dep.num LIMIT 1)
+                           UNION ALL
+                           (SELECT 1 FROM work d WHERE d.task = w.task AND d.num = dep.num AND d.state = 'done'
+                            AND d.status NOT IN ('completed', 'skipped') LIMIT 1)) d))
   AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task
        AND s.serial = w.serial AND ((s.num, s.idx) < (w.num, w.idx) AND s.state NOT IN ('done', 'beyond')
                                     OR s.state IN ('claimed', 'sent'))))
@@ -539,8 +542,11 @@ CROSS JOIN LATERAL (SELECT x.* FROM work x WHERE x.task = %(task)s AND x.state =
                                                       OR s.state IN ('claimed', 'sent'))))
                     ORDER BY x.idx LIMIT 1) w
 WHERE h.deps = '{}' OR NOT EXISTS (SELECT 1 FROM unnest(h.deps) AS dep(num)
-       CROSS JOIN LATERAL (SELECT 1 FROM work d WHERE d.task = %(task)s AND d.num = dep.num AND d.state <> 'beyond'
-                           AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')) LIMIT 1) d)
+       CROSS JOIN LATERAL ((SELECT 1 FROM work d WHERE d.task = %(task)s AND d.state IN ('ready', 'claimed', 'sent', 'doubt')
+                            AND d.num = dep.num LIMIT 1)
+                           UNION ALL
+                           (SELECT 1 FROM work d WHERE d.task = %(task)s AND d.num = dep.num AND d.state = 'done'
+                            AND d.status NOT IN ('completed', 'skipped') LIMIT 1)) d)
 ORDER BY (SELECT count(*) FROM work b WHERE b.task = %(task)s AND b.num = steps.num
           AND b.state IN ('claimed', 'sent')), steps.num
 LIMIT %(take)s;
