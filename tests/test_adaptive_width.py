@@ -82,6 +82,28 @@ def test_answers_of_calls_started_before_a_cut_cut_nothing_more() -> None:
     assert (flow.width, flow.learnt) == (width, rate)
 
 
+def test_busy_answers_of_calls_sent_during_the_pause_the_store_asked_for_cut_nothing_more() -> None:
+    flow, now = clocked()
+    for _ in range(100):
+        now[0] += 0.02
+        flow.attempted(ms=10, since=now[0] - 0.01)
+    now[0] += 0.01
+    flow.attempted(ms=1, busy=True, retry_after=1.0, since=now[0] - 0.001)
+    width, rate = flow.width, flow.learnt
+    # A loaded runner heard the pause late: calls it sent after the cut, within the pause, were
+    # answered busy (the store's bucket still empty). They teach nothing the pause did not.
+    for _ in range(3):
+        now[0] += 0.1
+        flow.attempted(ms=1, busy=True, retry_after=1.0, since=now[0] - 0.001)
+    assert (flow.width, flow.learnt) == (width, rate)
+    # A call sent once the pause is over and answered busy cuts again.
+    now[0] += 1.2
+    flow.attempted(ms=1, busy=True, since=now[0] - 0.001)
+    assert rate is not None
+    assert flow.learnt is not None
+    assert flow.learnt < rate
+
+
 def test_a_learnt_rate_runs_no_further_ahead_than_twice_what_the_store_carries() -> None:
     flow, now = clocked()
     flow.attempted(ms=1, busy=True, since=now[0])

@@ -27,9 +27,11 @@ are using, and a store that goes away costs one clear stop, not thousands of fai
   work and with this machine's own load (a client on a busy host sees every answer late); a rule
   that cut when answers came slower than twice the quickest recent one held a 20 ms store at half
   its limit.  Latency is used only together with busy answers, to size the width a cut leaves.
-  The answers of calls started before the last cut are cut for once: they say nothing new.  It
-  never passes ``max_concurrency`` nor a configured ``rate`` (the journal's bucket still holds
-  every call).
+  The answers of calls started before the last cut are cut for once, and so are the busy answers
+  of calls sent while the task was asked to pause (a runner on a busy machine hears a pause late):
+  they say nothing new, and cut deeper for each they would hold a loaded client far under the
+  store's limit.  It never passes ``max_concurrency`` nor a configured ``rate`` (the journal's
+  bucket still holds every call).
 - **The breaker** (``breaker``, pool/breaker.py) counts the requests in a row that never reached
   the store or got a gateway's answer; at ``after`` it trips, and the runner stops starting calls
   and tries the store (runner.py).
@@ -242,6 +244,7 @@ class Flow:
         told: list[tuple[str, str]] = []
         now = self._clock()
         self.reached = self.reached or not gateway
+        paused_until = self._paused_until
         if busy:
             self.busy += 1
             if retry_after is not None and now + retry_after > self._paused_until:
@@ -262,8 +265,8 @@ class Flow:
         if self.adaptive:
             if not busy and not gateway:
                 self._took.append(ms / 1000)
-            began = now - ms / 1000
-            told += self._adapt(busy=busy, gateway=gateway, began=began if since is None else since)
+            began = now - ms / 1000 if since is None else since
+            told += self._adapt(busy=busy, gateway=gateway, began=began, paused_until=paused_until)
         return told
 
     def _count_down(self, down: bool) -> list[tuple[str, str]]:
@@ -274,10 +277,15 @@ class Flow:
         self.trips += 1
         return [("breaker open", OPEN.format(self.down_row, self.breaker.wait))]
 
-    def _adapt(self, *, busy: bool, gateway: bool, began: float) -> list[tuple[str, str]]:
+    def _adapt(self, *, busy: bool, gateway: bool, began: float,
+               paused_until: float) -> list[tuple[str, str]]:
         if busy or gateway:
             if began < self._cut_at:
                 return []  # started before the last cut: the cut has answered it already
+            if busy and began < paused_until:
+                # Sent while the task was asked to pause (a runner hears a pause at its next call,
+                # later on a busy machine): its busy answer is the one the pause answers.
+                return []
             return [("cut", self._cut(busy=busy))]
         self._clean += 1
         if self._clean >= self.width:
