@@ -55,9 +55,10 @@ def test_the_schema_version_is_the_number_of_the_last_migration() -> None:
                      "0010_flows.sql", "0011_a_step_waits_only_for_the_steps_it_refers_to.sql",
                      "0012_store_rate_buckets.sql", "0013_compare_rows.sql",
                      "0014_the_claim_written_once.sql",
-                     "0015_a_claim_reads_only_the_steps_it_weighs.sql"]
-    assert SCHEMA_VERSION == 15
-    assert [m.number for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+                     "0015_a_claim_reads_only_the_steps_it_weighs.sql",
+                     "0016_a_claim_seeks_the_first_ready_call.sql"]
+    assert SCHEMA_VERSION == 16
+    assert [m.number for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
     assert MIGRATIONS[13].dropped == ("pooler_claim", "pooler_claim_gate", "pooler_done", "pooler_run_again",
                                       "pooler_share")
     assert promised(MIGRATIONS) == ["pooler_entry_with"]
@@ -83,7 +84,7 @@ def test_a_journal_of_version_1_without_the_claim_functions_is_refused_before_an
         store: Store, pg_url: str, tmp_path: Path) -> None:
     old_journal(pg_url)
     code, document, stderr = run(store, pg_url, tmp_path)
-    told = (f"the journal {pg_url} has schema version 1, this pooler needs 15 - upgrade it with: "
+    told = (f"the journal {pg_url} has schema version 1, this pooler needs 16 - upgrade it with: "
             + UPGRADE.format(url=pg_url))
     assert code == 2
     assert [p["message"] for p in document["problems"]] == [told]
@@ -94,7 +95,7 @@ def test_a_journal_of_version_1_without_the_claim_functions_is_refused_before_an
     assert store.ops() == []
 
     upgraded = pooler("journal", "upgrade", "--journal", pg_url)
-    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 1 to 15\n"
+    assert upgraded.stdout == f"upgraded the journal {pg_url} from schema version 1 to 16\n"
     with connect(pg_url) as conn:
         assert absent(conn) == set()
     code, answer, _ = run(store, pg_url, tmp_path)
@@ -112,12 +113,12 @@ def test_a_journal_that_lacks_a_function_its_version_promises_is_refused_and_upg
     code, document, _ = run(store, pg_url, tmp_path)
     assert code == 2
     assert [p["message"] for p in document["problems"]] == [
-        f"the journal {pg_url} has schema version 15 but lacks pooler_entry_with() - upgrade it with: "
+        f"the journal {pg_url} has schema version 16 but lacks pooler_entry_with() - upgrade it with: "
         + UPGRADE.format(url=pg_url)]
     assert query(pg_url, "SELECT count(*) FROM tasks") == [(0,)]
 
     repaired = pooler("journal", "upgrade", "--journal", pg_url)
-    assert repaired.stdout == (f"repaired the journal {pg_url} at schema version 15: made "
+    assert repaired.stdout == (f"repaired the journal {pg_url} at schema version 16: made "
                                "pooler_entry_with() again\n")
     # The migrations after the one that made it ran again too: what a later one drops stays dropped.
     with connect(pg_url) as conn:
@@ -131,7 +132,7 @@ def test_a_journal_that_lacks_a_table_is_refused_by_runs_and_show_too(pg_url: st
     upgrade(pg_url)
     with connect(pg_url) as conn:
         conn.execute("DROP TABLE table_rows")
-    told = (f"pooler: the journal {pg_url} has schema version 15 but lacks table_rows - upgrade it with: "
+    told = (f"pooler: the journal {pg_url} has schema version 16 but lacks table_rows - upgrade it with: "
             + UPGRADE.format(url=pg_url) + "\n")
     for args in (["runs"], ["show", "t-1"], ["gather", "t-1", "--out", "/nonexistent/x"]):
         proc = pooler(*args, "--journal", pg_url)
