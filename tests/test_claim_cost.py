@@ -88,7 +88,8 @@ def test_a_tidy_and_a_parallel_claim_read_no_more_of_twelve_thousand_calls_than_
 #: A sequential claim (its call and what it weighs, one statement) and a claim of the first calls
 #: in file order.
 TASK = "20261206-120001-3fa2c1"
-CLAIMS: dict[str, dict[str, Any]] = {"claim_next": {"runner": "r", "now": 0.0, "take": 1}, "claimable": {"take": 16}}
+CLAIMS: dict[str, dict[str, Any]] = {"claim_next": {"runner": "r", "now": 0.0, "take": 1},
+                                     "claimable": {"take": 16}}
 
 
 @pytest.mark.parametrize("name", list(CLAIMS))

@@ -122,6 +122,28 @@ def test_no_proxy_naming_the_stores_network_bypasses_the_proxy(
         assert client.tool_run(TEST, "CmdEcho", {"n": 1}).data["detail"] == {"n": 1}
 
 
+@pytest.mark.parametrize("named", ["127.0.0.1:{port}", "LOCALHOST:{port}", ".localhost", "*"])
+def test_no_proxy_naming_the_stores_host_and_port_or_its_domain_bypasses_the_proxy(
+        store: Store, monkeypatch: pytest.MonkeyPatch, named: str) -> None:
+    port = store.url.rstrip("/").rsplit(":", 1)[1]
+    url = store.url.replace("127.0.0.1", "localhost") if "localhost" in named.lower() else store.url
+    monkeypatch.setenv("HTTP_PROXY", dead_proxy())
+    monkeypatch.setenv("no_proxy", named.format(port=port))
+    with ToolRunClient(url, store.token) as client:
+        assert client.tool_run(TEST, "CmdEcho", {"n": 1}).data["detail"] == {"n": 1}
+
+
+@pytest.mark.parametrize("named", ["127.0.0.1:1", "host.localhost", "calhost"])
+def test_no_proxy_naming_another_port_or_a_name_the_store_is_not_under_leaves_the_proxy_in_use(
+        store: Store, monkeypatch: pytest.MonkeyPatch, named: str) -> None:
+    url = store.url if named[0].isdigit() else store.url.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("HTTP_PROXY", dead_proxy())
+    monkeypatch.setenv("no_proxy", named)
+    with ToolRunClient(url, store.token) as client, pytest.raises(StoreError) as caught:
+        client.tool_run(TEST, "CmdEcho", {"n": 1})
+    assert caught.value.message.endswith(": the proxy refused the connection")
+
+
 def test_no_proxy_naming_other_hosts_leaves_the_proxy_in_use(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTP_PROXY", dead_proxy())

@@ -115,27 +115,18 @@ def environment_proxy(url: str) -> str | None:
 
 
 def _bypassed(host: str, port: int | None) -> bool:
-    """Whether ``no_proxy`` names the host: an address, a network (10.0.0.0/8), a domain and the
-    names under it, with or without the port."""
-    named = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
-    entries = [entry for entry in named.replace(" ", "").split(",") if entry]
+    """Whether ``no_proxy`` names the host: a network (10.0.0.0/8) holding its address, as requests
+    reads it; else as the standard library matches names (an address, a domain and the names
+    under it, with or without the port, any case, ``*`` for every host)."""
     address = _ipv4(host)
     if address is not None:
-        for entry in entries:
-            if "/" in entry:
-                network = _network(entry)
-                if network is not None and address in network:
-                    return True
-            elif entry == host:
-                return True
-    else:
-        with_port = f"{host}:{port}" if port else host
-        for entry in entries:
-            name = entry.lstrip(".")
-            if name in (host, with_port) or host.endswith(f".{name}") or with_port.endswith(f".{name}"):
+        named = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
+        for entry in named.replace(" ", "").split(","):
+            network = _network(entry) if "/" in entry else None
+            if network is not None and address in network:
                 return True
     try:
-        return bool(urllib.request.proxy_bypass(host))
+        return bool(urllib.request.proxy_bypass(f"{host}:{port}" if port else host))
     except (TypeError, socket.gaierror):
         return False
 
