@@ -27,6 +27,18 @@ class CallStatus(_Word):
     IN_DOUBT = "in_doubt"
 
 
+class InDoubtAction(_Word):
+    """What was done with a call found in doubt (the answer's ``in_doubt`` list, and the journal's
+    ``doubt`` column): counted done without its answer (``--in-doubt skip``), the pool stopped at
+    it (``--in-doubt stop``), sent again under its key (``retry``), or its key asked of the store
+    first (a probe)."""
+
+    SKIPPED = "skipped"
+    STOPPED = "stopped"
+    RETRIED = "retried"
+    PROBED = "probed"
+
+
 class StepStatus(_Word):
     """The status of a step's entry, and of the answer itself, is a call's (``CallStatus``) or this
     one: some of its calls landed and the others did not (or were never sent)."""

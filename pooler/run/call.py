@@ -39,7 +39,7 @@ from pooler.run.identity import chunk_key, idempotency_header, job_call, step_id
 from pooler.run.pacing import MIN_PAUSE
 from pooler.run.probing import SETTLE, Verdict, probe_params, send_probe, settled_text, weigh
 from pooler.run.tables import RowsTooDeepError, TableWriter
-from pooler.statuses import CallStatus
+from pooler.statuses import CallStatus, InDoubtAction
 
 #: Without a ``retry`` of its own, a call that surely never reached the store is tried 3 times.
 DEFAULT_RETRY = Retry(attempts=3, backoff_ms=200, on_in_doubt=False)
@@ -139,7 +139,7 @@ class CallRunner:
             if verdict.said == NOT_LANDED:
                 return self._not_landed(ready, verdict)
             outcome = self._settled(ready, verdict, None)
-            self.reporter.call_ended(step, CallEnd(ready.number, "probed", 0), outcome.entry)
+            self.reporter.call_ended(step, CallEnd(ready.number, InDoubtAction.PROBED, 0), outcome.entry)
             return outcome
         outcome = self._once(ready)
         if not probing or outcome.status != CallStatus.IN_DOUBT:
@@ -172,14 +172,15 @@ class CallRunner:
                          f"({verdict.message}).", step_id=step_id)
         entry["probe"] = NOT_LANDED
         return Outcome(call, CallStatus.FAILED, self.redactor.value(dict(entry)), step_id=step_id,
-                       in_doubt="probed" if ready.doubted else None, doubted=ready.doubted, send_again=True)
+                       in_doubt=InDoubtAction.PROBED if ready.doubted else None, doubted=ready.doubted,
+                       send_again=True)
 
     def _settled(self, ready: Prepared, verdict: Verdict, outcome: Outcome | None) -> Outcome:
         """The call as its probe left it: landed (completed, with the detail the probe named), or
         still in doubt."""
         call = ready.call
         step_id = ready.doubted or ready.ids.step_id
-        found_before = "probed" if ready.doubted else None
+        found_before = InDoubtAction.PROBED if ready.doubted else None
         if verdict.said == LANDED:
             entry: dict[str, Any] = {**call.head(), "status": CallStatus.COMPLETED, "key": ready.key,
                                      "step_id": step_id, "result": True,
@@ -220,7 +221,7 @@ class CallRunner:
             entry = self.redactor.value({**entry, "result": False, "message": message})
             self.reporter.call_ended(step, CallEnd(ready.number, kind.name, ready.attempts), entry)
             return Outcome(call, status, entry, step_id=ready.ids.step_id,
-                           in_doubt="retried" if ready.doubted else None, doubted=ready.doubted,
+                           in_doubt=InDoubtAction.RETRIED if ready.doubted else None, doubted=ready.doubted,
                            unsent=kind is kinds.NOT_SENT and not ready.maybe_ran)
         data = reply.data
         status = reply.kind.status
@@ -256,8 +257,8 @@ class CallRunner:
         self.reporter.call_ended(step, CallEnd(ready.number, kind.name, ready.attempts), entry)
         detail = data.get("detail")
         return Outcome(call, status, entry, detail, step_id=ready.ids.step_id,
-                       in_doubt="retried" if ready.doubted or retried else None, doubted=ready.doubted,
-                       busy=kind is kinds.BUSY, next_round=ready.next_round)
+                       in_doubt=InDoubtAction.RETRIED if ready.doubted or retried else None,
+                       doubted=ready.doubted, busy=kind is kinds.BUSY, next_round=ready.next_round)
 
     def _send(self, ready: Prepared) -> tuple[Reply, bool]:
         """The reply, and whether a try whose answer was lost was tried again."""

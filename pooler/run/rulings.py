@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pooler.journal.documents import Entry
 from pooler.pool.model import Step
 from pooler.run.entries import counted_done, not_sent
-from pooler.statuses import CallStatus
+from pooler.statuses import CallStatus, InDoubtAction
 
 #: How a ruling names a sender other than an earlier run of the task.
 BY_EXPIRED_RUNNER = " by a runner whose lease expired"
@@ -26,8 +26,8 @@ class InDoubtRuling:
 
     status: CallStatus
     entry: Entry
-    #: What the answer's ``in_doubt`` list says was done: ``skipped``, ``stopped``, or None.
-    action: str | None
+    #: What the answer's ``in_doubt`` list says was done: skipped, stopped, or None.
+    action: InDoubtAction | None
     #: The pool stops at this call (``--in-doubt stop``).
     halt: bool
 
@@ -42,7 +42,7 @@ def rule_in_doubt(head: Entry, step: Step, key: str | None, step_id: str | None,
     if policy == "skip":
         entry = counted_done(head, key, step_id, f"counted done without its answer: the call {step_id} "
                              f"was sent{sender} and its answer never came back (--in-doubt skip).")
-        return InDoubtRuling(CallStatus.SKIPPED, entry, "skipped", halt=False)
+        return InDoubtRuling(CallStatus.SKIPPED, entry, InDoubtAction.SKIPPED, halt=False)
     named = f" ({step.name})" if step.name else ""
     message = (f"Step {step.num}{named} was sent as {step_id}{sender} and its answer never came back: "
                "it may or may not have been carried out. Check the store, then run the task again "
@@ -50,7 +50,8 @@ def rule_in_doubt(head: Entry, step: Step, key: str | None, step_id: str | None,
                "same Idempotency-Key).")
     stopped = policy == "stop"
     entry = not_sent(head, CallStatus.IN_DOUBT, key, message, step_id=step_id)
-    return InDoubtRuling(CallStatus.IN_DOUBT, entry, "stopped" if stopped else None, halt=stopped)
+    return InDoubtRuling(CallStatus.IN_DOUBT, entry, InDoubtAction.STOPPED if stopped else None,
+                         halt=stopped)
 
 
 def table_to_read(step: Step, source: str, written: Sequence[str]) -> tuple[str | None, str | None]:
