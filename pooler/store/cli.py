@@ -68,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--latency-ms", type=int, default=0, metavar="N",
                        help="every tool_run (and tool_list) takes N ms more; a call over "
                             "--rate-limit is answered at once")
+    serve.add_argument("--reply-delay-ms", type=int, default=0, metavar="N",
+                       help="answer every tool_run N ms after carrying it out (what it did is recorded "
+                            "first): a reply that comes late, to try what a client does with a call whose "
+                            "answer it never heard")
     serve.add_argument("--rate-limit", default=None, metavar="N[,M@S...]",
                        help="carry out at most N calls a second (a token bucket of N): a call over it is "
                             "answered 429 with Retry-After, the seconds until the next is taken; "
@@ -120,8 +124,9 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     serves it (``serve_forever``) and closes both the server and the engine.
     """
     args = _parser().parse_args(["serve", *argv])
-    if min(args.latency_ms, args.slow_ms, args.order_ms, args.max_file_kb or 0) < 0:
-        raise UsageError("--latency-ms, --slow-ms, --order-ms and --max-file-kb take a number of 0 or more")
+    if min(args.latency_ms, args.reply_delay_ms, args.slow_ms, args.order_ms, args.max_file_kb or 0) < 0:
+        raise UsageError("--latency-ms, --reply-delay-ms, --slow-ms, --order-ms and --max-file-kb take a "
+                         "number of 0 or more")
     schedule = _rate_limit(args.rate_limit, args.crowd_ms)
     if args.max_connections < 1 or not args.idle_timeout > 0:
         raise UsageError("--max-connections takes a number of 1 or more, --idle-timeout more than 0 "
@@ -136,7 +141,7 @@ def open_store(argv: list[str], log: Callable[[str], None] | None = None) -> Ser
     config = StoreConfig(db=args.db, root=args.root, tokens=tokens,
                          read_tokens=tuple(args.read_token), registry_dirs=tuple(args.registry),
                          latency_ms=args.latency_ms, order_ms=args.order_ms, max_file_kb=args.max_file_kb,
-                         idempotency=not args.no_idempotency)
+                         idempotency=not args.no_idempotency, reply_delay_ms=args.reply_delay_ms)
     engine = Engine(config)
     try:
         server = StoreServer((args.host, args.port), engine, faults, log=log or _log,

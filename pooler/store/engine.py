@@ -45,6 +45,8 @@ class StoreConfig:
     order_ms: int = 100
     max_file_kb: int | None = None
     idempotency: bool = True
+    #: How long a call's answer waits once the call is carried out (and recorded).
+    reply_delay_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class _Call:
     #: The hold on the call's Idempotency-Key, and whether its answer is kept already.
     claim: Claim | None = None
     kept: bool = False
+    #: Whether it was carried out and recorded in ``ops`` (what ``reply_delay_ms`` holds back).
+    recorded: bool = False
 
 
 class Engine:
@@ -147,7 +151,7 @@ class Engine:
         key = idempotency_key if self.config.idempotency else None
         call = _Call(token, t0, key, traceparent if _valid_traceparent(traceparent) else None)
         if key is None:
-            return self._run(call, granted, request, parts)
+            return self._replied(call, self._run(call, granted, request, parts))
         with self.idempotency.claim(token, key) as claim:
             if claim.stored is not None:
                 return Answer(claim.stored.status, claim.stored.content_type, claim.stored.body)
@@ -155,7 +159,13 @@ class Engine:
             answer = self._run(call, granted, request, parts)
             if answer.ran and not call.kept:
                 claim.keep(Stored(answer.status, answer.content_type, answer.body))
-            return answer
+        return self._replied(call, answer)
+
+    def _replied(self, call: _Call, answer: Answer) -> Answer:
+        """The answer of a call carried out, once ``reply_delay_ms`` has passed (its key kept)."""
+        if call.recorded and self.config.reply_delay_ms > 0:
+            time.sleep(self.config.reply_delay_ms / 1000)
+        return answer
 
     def _latency(self) -> None:
         if self.config.latency_ms > 0:
@@ -245,6 +255,7 @@ class Engine:
             # the two would run a repeat of the key again, the call's record already there.
             with transaction(conn):
                 self._record(conn, tool, command, fields, call)
+                call.recorded = True
                 if call.claim is not None and answer.ran:
                     call.claim.keep(Stored(answer.status, answer.content_type, answer.body), conn)
                     call.kept = True

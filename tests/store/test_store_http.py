@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 from helpers import STORE_TOKEN, Store, start_store
-from storekit import TEST, add_goods, data, unique, upload
+from storekit import TEST, add_goods, data, unique, upload, wait_for
 
 from pooler.store.cli import main as store_main
 
@@ -210,6 +211,25 @@ def test_latency_is_added_to_every_call(store_factory: Any) -> None:
     assert doc["unit_ms"] < 150
     refused = store.call(TEST, "CmdNope").json()
     assert refused["ms"] >= 150
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_a_reply_delay_answers_a_call_only_after_it_is_carried_out_and_recorded(
+        store_factory: Any, keyed: bool) -> None:
+    store = store_factory("--reply-delay-ms", "3000")
+    headers = {**HEADERS, **({"Idempotency-Key": unique("late")} if keyed else {})}
+    body = {"unit": TEST, "command": "CmdEcho", "params": {"n": 7}}
+    answered: list[Any] = []
+    caller = threading.Thread(target=lambda: answered.append(
+        requests.post(f"{store.url}/tool_run", json=body, headers=headers, timeout=30)))
+    caller.start()
+    # Carried out and in the ops (CmdOps itself carries nothing out, and is answered at once) while
+    # its answer is still held back.
+    wait_for(lambda: any(op["params"] == {"n": 7} for op in store.ops()))
+    assert caller.is_alive()
+    assert answered == []
+    caller.join()
+    assert answered[0].json()["data"]["detail"] == {"n": 7}
 
 
 @pytest.mark.process
