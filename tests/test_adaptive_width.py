@@ -27,6 +27,13 @@ def clocked(cap: int = 16) -> tuple[Flow, list[float]]:
     return flow, now
 
 
+def clean(flow: Flow, now: list[float], answers: int, *, every: float = 0.02, ms: float = 10) -> None:
+    """``answers`` clean answers, one each ``every`` seconds, each ``ms`` long."""
+    for _ in range(answers):
+        now[0] += every
+        flow.attempted(ms=ms, since=now[0] - ms / 1000)
+
+
 def test_latency_that_rises_while_every_answer_is_clean_never_cuts_the_width() -> None:
     flow, now = clocked()
     widths = []
@@ -43,9 +50,7 @@ def test_latency_that_rises_while_every_answer_is_clean_never_cuts_the_width() -
 
 def test_a_busy_answer_cuts_the_width_and_sets_the_rate_under_what_the_store_carried() -> None:
     flow, now = clocked()
-    for _ in range(200):
-        now[0] += 0.02
-        flow.attempted(ms=10, since=now[0] - 0.01)
+    clean(flow, now, 200)
     assert flow.width == 16
     now[0] += 0.02
     flow.attempted(ms=1, busy=True, retry_after=0.03, since=now[0] - 0.001)
@@ -58,9 +63,7 @@ def test_a_busy_answer_cuts_the_width_and_sets_the_rate_under_what_the_store_car
 
 def test_a_cut_leaves_the_width_that_carries_the_learnt_rate_at_the_recent_latency() -> None:
     flow, now = clocked()
-    for _ in range(300):
-        now[0] += 1 / 40
-        flow.attempted(ms=200, since=now[0] - 0.2)
+    clean(flow, now, 300, every=1 / 40, ms=200)
     assert flow.width == 16
     for _ in range(3):
         now[0] += 0.05
@@ -72,9 +75,7 @@ def test_a_cut_leaves_the_width_that_carries_the_learnt_rate_at_the_recent_laten
 
 def test_answers_of_calls_started_before_a_cut_cut_nothing_more() -> None:
     flow, now = clocked()
-    for _ in range(100):
-        now[0] += 0.02
-        flow.attempted(ms=10, since=now[0] - 0.01)
+    clean(flow, now, 100)
     now[0] += 0.01
     flow.attempted(ms=1, busy=True, since=now[0] - 0.001)
     width, rate = flow.width, flow.learnt
@@ -84,9 +85,7 @@ def test_answers_of_calls_started_before_a_cut_cut_nothing_more() -> None:
 
 def test_busy_answers_of_calls_sent_during_the_pause_the_store_asked_for_cut_nothing_more() -> None:
     flow, now = clocked()
-    for _ in range(100):
-        now[0] += 0.02
-        flow.attempted(ms=10, since=now[0] - 0.01)
+    clean(flow, now, 100)
     now[0] += 0.01
     flow.attempted(ms=1, busy=True, retry_after=1.0, since=now[0] - 0.001)
     width, rate = flow.width, flow.learnt
