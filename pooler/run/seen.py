@@ -20,7 +20,10 @@ class SeenKeys:
     """Keys added; ``maybe(key)`` is False for a key surely never added."""
 
     def __init__(self, bits: int = BITS) -> None:
-        self._bits = bytearray(bits // 8)
+        # Zeroed at the first key, not as every run starts (some milliseconds): a run without
+        # keys never needs it.
+        self._bits = bytearray()
+        self._size = bits // 8
         self._mask = bits - 1
         self.added = 0
 
@@ -31,6 +34,8 @@ class SeenKeys:
         return [(first + i * second) & self._mask for i in range(HASHES)]
 
     def add(self, key: str) -> None:
+        if not self._bits:
+            self._bits = bytearray(self._size)
         for spot in self._spots(key):
             self._bits[spot >> 3] |= 1 << (spot & 7)
         self.added += 1

@@ -55,6 +55,8 @@ class Journal(Guarded):
             unmarked = own_file(self._db, target)
             wal(self._db, 30.0)
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # Checkpointed every 10,000 frames, not 1,000: a call's commit rewrites the same pages.
+            self._db.execute("PRAGMA wal_autocheckpoint=10000")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
             self._db.execute("BEGIN IMMEDIATE")
@@ -72,17 +74,15 @@ class Journal(Guarded):
         #: The file the connection has open (device, inode), by its absolute path (the working folder
         #: may change): a journal deleted or replaced under the run is told at its next write, not
         #: written on into a file no one can open again.
-        self._where = self.path.absolute() if self.path is not None else None
+        self._where = str(self.path.absolute()) if self.path is not None else None
         self._file = self._identity()
 
     def _identity(self) -> tuple[int, int] | None:
-        if self._where is None:
-            return None
-        try:
-            found = self._where.stat()
+        try:  # as every transaction begins: the text's stat, no Path's
+            found = None if self._where is None else os.stat(self._where)  # noqa: PTH116
         except OSError:
             return None
-        return found.st_dev, found.st_ino
+        return None if found is None else (found.st_dev, found.st_ino)
 
     def _still_there(self) -> None:
         """Raise ``JournalError`` when the journal's path no longer names the file it opened."""
