@@ -45,18 +45,6 @@ def test_file_and_folder_are_owner_only_and_in_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_the_commits_of_a_thousand_calls_stay_in_the_wal_until_ten_thousand_pages(tmp_path: Path) -> None:
-    # SQLite copies the WAL into the file every 1,000 pages by default: each call's commit would
-    # pay for a checkpoint every hundred calls or so.
-    path = tmp_path / "j.sqlite"
-    with Journal(path) as db:
-        for _ in range(1_500):
-            db.query("UPDATE work_epoch SET value = value + 1")  # a commit of one page
-        with sqlite3.connect(path) as other:
-            _, frames, _ = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    assert frames >= 1_500
-
-
 def test_default_path_follows_xdg_state_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     assert default_journal_path() == tmp_path / "xdg" / "pooler" / "journal.sqlite"

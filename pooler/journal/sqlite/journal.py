@@ -55,8 +55,6 @@ class Journal(Guarded):
             unmarked = own_file(self._db, target)
             wal(self._db, 30.0)
             self._db.execute("PRAGMA synchronous=NORMAL")
-            # Checkpointed every 10,000 frames, not 1,000: a call's commit rewrites the same pages.
-            self._db.execute("PRAGMA wal_autocheckpoint=10000")
             # In one write transaction: processes opening a new or older journal at the same moment
             # take turns, so a column is never added twice ("duplicate column name").
             self._db.execute("BEGIN IMMEDIATE")
