@@ -16,15 +16,16 @@ ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = sorted(p.parent.parent for p in (ROOT / "pooler" / "journal").glob("*/sql/queries.sql"))
 
 
-#: How the code asks for a named query: through a connector (``db.one("name", ...)``), or by its
-#: text (``SQL["name"]``).
-ASKED = re.compile(r'\.(?:one|all|stream|execute|bulk|finish)\(\s*"([a-z]\w*)"|\bSQL\["(\w+)"\]')
+#: How the code asks for a named query: through a connector (``db.one("name", ...)``, or in a
+#: batch: ``db.batch([..., ("name", ...)])``), or by its text (``SQL["name"]``).
+ASKED = re.compile(r'\.(?:one|all|stream|execute|bulk|finish)\(\s*"([a-z]\w*)"|\bSQL\["(\w+)"\]'
+                   r'|\.batch\(\[[^\]]*?\(\s*"([a-z]\w*)"')
 
 
 def asked_for() -> set[str]:
     found: set[str] = set()
     for path in (ROOT / "pooler").rglob("*.py"):
-        found.update(a or b for a, b in ASKED.findall(path.read_text(encoding="utf-8")))
+        found.update(a or b or c for a, b, c in ASKED.findall(path.read_text(encoding="utf-8")))
     # The statements run by a list of names: a run again's, a redrive's, a prune's.
     return found | set(AGAIN) | set(REDRIVE) | {f"prune_{table}" for table in OF_A_TASK}
 
@@ -35,7 +36,7 @@ def one_implementation() -> set[str]:
     found: set[str] = set(AGAIN) | set(REDRIVE)
     for path in (ROOT / "pooler" / "journal").glob("*.py"):
         if path.name != "prune.py":  # pruning is a SQLite file's
-            found.update(a or b for a, b in ASKED.findall(path.read_text(encoding="utf-8")))
+            found.update(a or b or c for a, b, c in ASKED.findall(path.read_text(encoding="utf-8")))
     return found
 
 

@@ -84,6 +84,8 @@ class Work:
         self.task = task
         self.runner = runner
         self._call = {"task": task, "runner": runner}
+        #: Whether every step of the task is one call (asked once: see ``_one_call_a_step``).
+        self._one_call: bool | None = None
 
     def _at(self, row: WorkRow) -> dict[str, Any]:
         return {"task": self.task, "runner": self.runner, "num": row.num, "idx": row.idx}
@@ -103,49 +105,43 @@ class Work:
                 found = db.one("task_halted", self._call)
                 if found is not None and found["halted"] is None:
                     self._settle_blocked(db, on_blocked)
-            return self._claim(db, limit, cap, gate_run) or []
+            return self._claim(db, limit, cap, gate_run)[1]
 
     def _claim(self, db: Connector, limit: int, cap: int, run: int | None, *,
-               before: tuple[str, dict[str, Any]] | None = None) -> list[WorkRow] | None:
-        """The calls claimed; with ``before`` (a statement that gives a row when it did its work),
-        that statement first, with the claim's reads (one round trip on PostgreSQL): None, and
-        nothing claimed, when it gave no row."""
+               before: Sequence[tuple[str, dict[str, Any]]] = ()) -> tuple[list[bool], list[WorkRow]]:
+        """The calls claimed; with ``before`` (statements that each give a row when they did their
+        work), those statements first, with the claim's reads (one round trip on PostgreSQL):
+        whether each gave a row, and nothing claimed unless every one did."""
         now = time.time()
         weigh = {**self._call, "now": now}
         first: list[Row] | None = None
         if cap == 1:
             # One call at a time goes in file order: the first that may go is read with what the
             # claim weighs (one statement, not two), and taken only when the weighing lets it.
-            read = {**weigh, "take": 1}
-            if before is None:
-                found = db.all("claim_next", read)
-            else:
-                done, found = db.batch([before, ("claim_next", read)])
-                if not done:
-                    return None
+            *done, found = db.batch([*before, ("claim_next", {**weigh, "take": 1})])
             state = found[0] if found else None
             first = [state] if state is not None and state["num"] is not None else []
         else:
-            if before is not None and not db.all(*before):
-                return None
+            done = [db.all(*statement) for statement in before]
             state = db.one("claim_state", weigh)
-        if state is None or not state["there"] or state["halted"] is not None:
-            return []
+        recorded = [bool(rows) for rows in done]
+        if not all(recorded) or state is None or not state["there"] or state["halted"] is not None:
+            return recorded, []
         busy = int(state["busy"])
         if cap - busy <= 0:
-            return []
+            return recorded, []
         if int(state["runners"]) > 1:
             # Held to its share only while the cap is shared: a runner alone takes the whole cap.
             live = [r for r in runners(db, self.task) if r.id == self.runner or r.alive]
             limit = min(limit, fair_share(live, self.runner, cap) - int(state["mine"]))
             if limit <= 0:
-                return []
+                return recorded, []
         take = min(limit, cap - busy)
         # The first call of each step that may go (fewest in flight first), then the rest in file
         # order; one call at a time (cap 1) goes in file order: no step has a call in flight.
         if first is not None:
             heads = first[:take]
-        elif cap > 1:
+        elif cap > 1 and not self._one_call_a_step(db):
             heads = db.all("claimable_heads",
                            {"task": self.task, "take": take, "window": take + HEADS_WINDOW})
         else:
@@ -156,7 +152,7 @@ class Work:
                     if (r["num"], r["idx"]) not in held]
             heads = [*heads, *rest[:take - len(heads)]]
         if not heads:
-            return []
+            return recorded, []
         gate = run is not None and bool(state["leased"])
         epoch = int(state["epoch"] or 0)
         rows: list[WorkRow] = []
@@ -179,7 +175,17 @@ class Work:
         for row, call in zip(rows, calls, strict=True):
             if call["sent"]:
                 row.epoch = int(taken[(row.num, row.idx)])
-        return rows
+        return recorded, rows
+
+    def _one_call_a_step(self, db: Connector) -> bool:
+        """Whether every step of the task is one call, none planned as it runs: then the first
+        calls that may go in file order are each its step's first, and a claim takes them without
+        weighing the steps (``claimable_heads``).  A plan's steps never gain calls but by a row
+        planned as it runs (``expand``), so it is asked once."""
+        if self._one_call is None:
+            found = db.one("one_call_a_step", {"task": self.task})
+            self._one_call = found is not None and bool(found["one"])
+        return self._one_call
 
     def _reclaim(self, db: Connector, on_doubt: DoubtPolicy) -> None:
         """The calls of runners that are gone: unsent ones back to ready, sent ones ruled in doubt;
@@ -276,20 +282,19 @@ class Work:
         """The outcome recorded while the call is this runner's, and its record in the history."""
         return bool(db.all("done_call", self._outcome(db, row, status, entry, detail, doubt=doubt)))
 
-    def done_and_claim(self, row: WorkRow, status: str, entry: Entry, detail: Any, *,
-                       doubt: str | None, limit: int, cap: int,
-                       gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
-        """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
+    def done_and_claim(self, outcomes: Sequence[Done], *, limit: int, cap: int,
+                       gate_run: int | None = None) -> tuple[list[bool], list[WorkRow]]:
+        """Calls' outcomes (no tables, no halt) recorded and the next calls claimed (with
         ``gate_run``, and moved to sent as ``claim`` does), in one transaction under the task's
-        lock: whether the outcome was recorded, and the calls claimed (none when it was not: the
-        call is no longer this runner's)."""
+        lock: whether each outcome was recorded, and the calls claimed (none unless every one was:
+        a call not recorded is no longer this runner's)."""
         with self.db.transaction() as db:
             db.lock(self.task)
-            # The outcome goes with the claim's reads: when it was not recorded they read for
+            # The outcomes go with the claim's reads: when one was not recorded they read for
             # nothing, and nothing is taken.
-            outcome = self._outcome(db, row, status, entry, detail, doubt=doubt)
-            taken = self._claim(db, limit, cap, gate_run, before=("done_call", outcome))
-            return (False, []) if taken is None else (True, taken)
+            return self._claim(db, limit, cap, gate_run, before=[
+                ("done_call", self._outcome(db, d.row, d.status, d.entry, d.detail, doubt=d.doubt))
+                for d in outcomes])
 
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""

@@ -185,18 +185,18 @@ class Runner:
             self._flush()
             return self.work.claim(free, self.cap, self.unsent.on_doubt, self.unsent.on_blocked, tidy=tidy,
                                    gate_run=self.calls.run)
-        *earlier, (row, outcome) = self._pending
-        self._pending = []
-        self._record_all(earlier)
-        detail = outcome.kept_detail(self.config.redactor)
+        pending, self._pending = self._pending, []
+        masking = self.config.redactor
         try:
-            recorded, rows = self.work.done_and_claim(row, outcome.status, outcome.entry, detail,
-                                                      doubt=outcome.in_doubt, limit=free, cap=self.cap,
-                                                      gate_run=self.calls.run)
+            recorded, rows = self.work.done_and_claim(
+                [Done(row, o.status, o.entry, o.kept_detail(masking), o.in_doubt) for row, o in pending],
+                limit=free, cap=self.cap, gate_run=self.calls.run)
         except JournalError:
-            self.unrecorded.add(row, outcome)
+            for row, outcome in pending:
+                self.unrecorded.add(row, outcome)
             raise
-        self._recorded(row, outcome, recorded)
+        for (row, outcome), ok in zip(pending, recorded, strict=True):
+            self._recorded(row, outcome, ok)
         return rows
 
     def _flush(self) -> None:

@@ -480,6 +480,11 @@ WHERE task = %(task)s AND state = 'done' AND status = 'completed' AND key_text I
 UPDATE work SET state = 'doubt', runner = NULL, doubt = NULL
 WHERE task = %(task)s AND state = 'done' AND status = 'in_doubt';
 
+-- name: one_call_a_step
+-- Whether every step of the task is one call, none planned as it runs (claims.py): read up to the
+-- first row of another kind or second call of a step (a step over rows has one at its second row).
+SELECT NOT EXISTS (SELECT 1 FROM work WHERE task = %(task)s AND (idx > 0 OR kind <> 'call')) AS one;
+
 -- name: claim_state
 -- What a claim weighs, in one statement, under the task's lock: whether the task is there and why
 -- it halted (its row read FOR SHARE: a halt waits for the calls this claim moves to sent, or is seen

@@ -210,6 +210,11 @@ WHERE id = :task;
 -- name: task_halted
 SELECT halted FROM tasks WHERE id = :task;
 
+-- name: one_call_a_step
+-- Whether every step of the task is one call, none planned as it runs (claims.py): read up to the
+-- first row of another kind or second call of a step (a step over rows has one at its second row).
+SELECT NOT EXISTS (SELECT 1 FROM work WHERE task = :task AND (idx > 0 OR kind <> 'call')) AS one;
+
 -- name: claim_state
 -- What a claim weighs, in one statement: whether the task is there and why it halted, the calls
 -- claimed or in flight across every runner and those of this runner, whether its lease is alive,
