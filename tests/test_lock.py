@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -40,6 +41,30 @@ def test_second_lock_on_the_same_pool_is_refused_with_the_holder(tmp_path: Path)
     again.release()
     again.release()  # twice is harmless
     assert not again.held
+
+
+def test_a_run_refused_as_the_holder_takes_the_lock_waits_for_the_holders_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The holder between its flock and its write: the refused run reads an empty file, and tells
+    # the holder once its line is there, not "pid unknown".
+    pool = tmp_path / "p.yaml"
+    pool.write_text("pool: []\n")
+    path = lock_path(pool, tmp_path / "locks")
+    path.parent.mkdir(parents=True)
+    held = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    waits: list[float] = []
+
+    def holder_writes(seconds: float) -> None:
+        waits.append(seconds)
+        os.pwrite(held, b"pid 4242\nstarted 2026-12-06T18:00:00+00:00\n", 0)
+
+    monkeypatch.setattr("pooler.run.lock.time.sleep", holder_writes)
+    with pytest.raises(LockedError) as caught:
+        PoolLock(pool, tmp_path / "locks").acquire()
+    assert "(pid 4242, started 2026-12-06T18:00:00+00:00)" in caught.value.message
+    assert len(waits) == 1
+    os.close(held)
 
 
 def test_locks_of_two_pools_do_not_meet(tmp_path: Path) -> None:

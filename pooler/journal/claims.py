@@ -115,12 +115,13 @@ class Work:
         now = time.time()
         weigh = {**self._call, "now": now}
         first: list[Row] | None = None
-        if cap == 1:
-            # One call at a time goes in file order: the first that may go is read with what the
-            # claim weighs (one statement, not two), and taken only when the weighing lets it.
-            *done, found = db.batch([*before, ("claim_next", {**weigh, "take": 1})])
+        if cap == 1 or self._one_call_a_step(db):
+            # One call at a time, or steps of one call each, go in file order: the first calls
+            # that may go are read with what the claim weighs (one statement, not two), and taken
+            # only as the weighing lets them.
+            *done, found = db.batch([*before, ("claim_next", {**weigh, "take": min(limit, cap)})])
             state = found[0] if found else None
-            first = [state] if state is not None and state["num"] is not None else []
+            first = [r for r in found if r["num"] is not None]
         else:
             done = [db.all(*statement) for statement in before]
             state = db.one("claim_state", weigh)
@@ -138,19 +139,17 @@ class Work:
                 return recorded, []
         take = min(limit, cap - busy)
         # The first call of each step that may go (fewest in flight first), then the rest in file
-        # order; one call at a time (cap 1) goes in file order: no step has a call in flight.
+        # order; read already in file order when no step has more than one call to weigh.
         if first is not None:
             heads = first[:take]
-        elif cap > 1 and not self._one_call_a_step(db):
+        else:
             heads = db.all("claimable_heads",
                            {"task": self.task, "take": take, "window": take + HEADS_WINDOW})
-        else:
-            heads = []
-        if first is None and len(heads) < take:
-            held = {(r["num"], r["idx"]) for r in heads}
-            rest = [r for r in db.all("claimable", {"task": self.task, "take": take + len(heads)})
-                    if (r["num"], r["idx"]) not in held]
-            heads = [*heads, *rest[:take - len(heads)]]
+            if len(heads) < take:
+                held = {(r["num"], r["idx"]) for r in heads}
+                rest = [r for r in db.all("claimable", {"task": self.task, "take": take + len(heads)})
+                        if (r["num"], r["idx"]) not in held]
+                heads = [*heads, *rest[:take - len(heads)]]
         if not heads:
             return recorded, []
         gate = run is not None and bool(state["leased"])

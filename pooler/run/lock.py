@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,9 @@ from types import TracebackType
 
 from pooler.errors import LockedError
 from pooler.folders import state_dir
+
+#: How long a run refused the lock waits for the holder's line (written as the lock is taken).
+HOLDER_WAIT = 1.0
 
 
 def lock_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -48,6 +52,9 @@ class PoolLock:
         """Take the lock at once, or raise ``LockedError`` naming the run that holds it."""
         # Owner-only: the folder and file reveal which pools run on this machine and when.
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Made before the lock is taken: a run refused meanwhile reads the holder's line at once.
+        started = datetime.now().astimezone().isoformat(timespec="seconds")
+        line = f"pid {os.getpid()}\nstarted {started}\n".encode()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -58,11 +65,10 @@ class PoolLock:
         except BaseException:
             os.close(fd)
             raise
-        started = datetime.now().astimezone().isoformat(timespec="seconds")
-        os.ftruncate(fd, 0)
         # Not synced to disk: a second run reads the holder from the page cache, and after a crash of
         # the machine no run holds the lock, whatever the file still says.
-        os.pwrite(fd, f"pid {os.getpid()}\nstarted {started}\n".encode(), 0)
+        os.pwrite(fd, line, 0)
+        os.ftruncate(fd, len(line))
         self._fd = fd
 
     def release(self) -> None:
@@ -107,11 +113,17 @@ class OutLock(PoolLock):
 
 
 def _read_holder(fd: int) -> str:
-    """``pid N, started T`` from the lock file, as far as the holder has written it."""
-    try:
-        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-    except OSError:
-        text = ""
+    """``pid N, started T`` from the lock file, as far as the holder has written it: a holder that
+    has just taken the lock writes its line within microseconds, so it is waited for a moment."""
+    deadline = time.monotonic() + HOLDER_WAIT
+    while True:
+        try:
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        if "started " in text or time.monotonic() >= deadline:
+            break
+        time.sleep(0.005)
     fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
     pid = fields.get("pid", "unknown")
     started = fields.get("started", "unknown")

@@ -10,7 +10,7 @@ import functools
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, cast
 
@@ -29,6 +29,7 @@ from pooler.run.events import Reporter, notice
 from pooler.run.expansion import expand
 from pooler.run.flow import STILL_BUSY, STORE_DOWN, Flow
 from pooler.run.gated import GatedClient, KeepingWriter
+from pooler.run.inflight import InFlight
 from pooler.run.pacing import Pacer, Start, Unstarted
 from pooler.run.probing import gate_again
 from pooler.run.progress import Progress
@@ -86,7 +87,7 @@ class Runner:
         self.began = began
         self.progress = Progress(journal, self.task, self.plans, reporter)
         self._pool = ThreadPoolExecutor(self.width, "pooler-call")
-        self._inflight: dict[Future[Any], tuple[WorkRow, Prepared]] = {}
+        self._inflight = InFlight()
         self._number = 0
         self._details: dict[int, Any] = {}
         self._empty = True
@@ -295,7 +296,7 @@ class Runner:
             future.set_result(self._send(got, epoch, start))
         else:
             future = self._pool.submit(self._send, got, epoch, start)
-        self._inflight[future] = (row, got)
+        self._inflight.add(future, row, got)
         self.serial.started(future, value)
 
     def _unstarted(self, row: WorkRow, got: Prepared) -> None:
@@ -344,9 +345,7 @@ class Runner:
 
     def _collect(self, *, block: bool, until_empty: bool = False) -> None:
         while self._inflight:
-            done, _ = wait(list(self._inflight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
-            for future in done:
-                row, got = self._inflight.pop(future)
+            for future, row, got in self._inflight.ended(block=block):
                 value = self.serial.ended(future)
                 outcome, kept, left = future.result()
                 if outcome is not None and outcome.unsent and self.flow.holds_back():
