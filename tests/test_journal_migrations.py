@@ -55,8 +55,9 @@ def test_the_sqlite_journals_version_is_the_number_of_its_last_migration() -> No
                                             "0004_run_again.sql", "0005_task_plan.sql", "0006_work.sql",
                                             "0007_rate_buckets.sql", "0008_flows.sql", "0009_plans.sql",
                                             "0010_store_rate_buckets.sql", "0011_compare_rows.sql",
-                                            "0012_epoch_kept.sql", "0013_failed_calls_found_by_a_seek.sql"]
-    assert SCHEMA_VERSION == 13
+                                            "0012_epoch_kept.sql", "0013_failed_calls_found_by_a_seek.sql",
+                                            "0014_a_call_done_writes_one_index_less.sql"]
+    assert SCHEMA_VERSION == 14
 
 
 def test_a_new_journal_records_its_version_and_has_every_column(tmp_path: Path) -> None:

@@ -47,3 +47,13 @@ def test_every_word_a_query_gives_a_state_or_a_status_is_in_the_vocabulary() -> 
 def test_a_word_out_of_the_vocabulary_is_found() -> None:
     text = "UPDATE work SET state = CASE WHEN x THEN 'sent' ELSE 'claimd' END WHERE s.state IN ('redy')"
     assert words(text, "state") - VOCABULARY["state"] == {"claimd", "redy"}
+
+
+def test_a_step_referred_to_is_open_in_every_state_but_done_and_beyond_its_sample() -> None:
+    # The claims' check lists the open states (SQLite's work_open is read a state at a time): a
+    # state added to the vocabulary and missing here would let a step run before the one it refers to.
+    text = (JOURNAL / "sqlite" / "sql" / "queries.sql").read_text(encoding="utf-8")
+    lists = re.findall(r"d\.state IN \(([^)]*)\)\s+AND d\.state <> 'done' AND d\.num = j\.value", text)
+    assert len(lists) == 2
+    for listed in lists:
+        assert set(re.findall(r"'(\w+)'", listed)) == set(WorkState) - {WorkState.DONE, WorkState.BEYOND}

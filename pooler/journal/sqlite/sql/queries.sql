@@ -228,13 +228,17 @@ FROM work WHERE task = :task AND state IN ('claimed', 'sent') AND state <> 'done
 
 -- name: claimable
 -- The first ready calls in file order whose steps referred to have completed and whose
--- serialize_on value has no earlier call not done; and whether the plan holds each one's key.
+-- serialize_on value has no earlier call not done; and whether the plan holds each one's key.  A
+-- step referred to has not completed while a call of it is open (any state but done and beyond
+-- its sample: work_open) or ended without completing (work_failed): a seek into each.
 SELECT w.num, w.idx, w.kind, w.row_first, w.row_last, w.size, w.data, w.deps, w.serial, w.round, w.doubted,
        w.key_text, w.step_id, w.key_planned
 FROM work w WHERE w.task = :task AND w.state = 'ready' AND w.state <> 'done'
-  AND (w.deps = '[]' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = w.task
-       AND d.num IN (SELECT value FROM json_each(w.deps)) AND d.state <> 'beyond'
-       AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped'))))
+  AND (w.deps = '[]' OR NOT EXISTS (SELECT 1 FROM json_each(w.deps) j
+       WHERE EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.state IN ('ready', 'claimed', 'sent', 'doubt')
+                     AND d.state <> 'done' AND d.num = j.value)
+          OR EXISTS (SELECT 1 FROM work d WHERE d.task = w.task AND d.state = 'done'
+                     AND d.status NOT IN ('completed', 'skipped') AND d.num = j.value)))
   AND (w.serial IS NULL OR NOT EXISTS (SELECT 1 FROM work s WHERE s.task = w.task AND s.serial = w.serial
        AND ((s.num, s.idx) < (w.num, w.idx) AND s.state NOT IN ('done', 'beyond')
             OR s.state IN ('claimed', 'sent'))))
@@ -272,9 +276,11 @@ FROM heads JOIN work w ON w.task = :task AND w.state = 'ready' AND w.state <> 'd
                     AND s.serial = x.serial AND ((s.num, s.idx) < (x.num, x.idx) AND s.state NOT IN ('done', 'beyond')
                                                  OR s.state IN ('claimed', 'sent'))))
                ORDER BY x.idx LIMIT 1)
-WHERE heads.deps = '[]' OR NOT EXISTS (SELECT 1 FROM work d WHERE d.task = :task
-      AND d.num IN (SELECT value FROM json_each(heads.deps)) AND d.state <> 'beyond'
-      AND (d.state <> 'done' OR d.status NOT IN ('completed', 'skipped')))
+WHERE heads.deps = '[]' OR NOT EXISTS (SELECT 1 FROM json_each(heads.deps) j
+      WHERE EXISTS (SELECT 1 FROM work d WHERE d.task = :task AND d.state IN ('ready', 'claimed', 'sent', 'doubt')
+                    AND d.state <> 'done' AND d.num = j.value)
+         OR EXISTS (SELECT 1 FROM work d WHERE d.task = :task AND d.state = 'done'
+                    AND d.status NOT IN ('completed', 'skipped') AND d.num = j.value))
 ORDER BY (SELECT count(*) FROM work b WHERE b.task = :task AND b.num = w.num AND b.state IN ('claimed', 'sent')
           AND b.state <> 'done'), w.num
 LIMIT :take;
