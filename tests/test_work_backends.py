@@ -860,7 +860,7 @@ def test_outcomes_recorded_with_a_claim_claim_only_once_every_one_was_recorded(b
     def done(idx: int) -> Done:
         return Done(row_of(1, idx), "completed", {"num": 1, "status": "completed"}, {"n": idx}, None)
 
-    # Two outcomes and the next call, in one transaction.
+    # Two outcomes recorded, and the next call claimed.
     ok, rows = a.done_and_claim([done(0), done(1)], limit=1, cap=4)
     assert (ok, [(r.num, r.idx) for r in rows]) == ([True, True], [(1, 3)])
     # Runner b's call among them is refused alone, and nothing more is claimed.

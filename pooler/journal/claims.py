@@ -284,16 +284,23 @@ class Work:
     def done_and_claim(self, outcomes: Sequence[Done], *, limit: int, cap: int,
                        gate_run: int | None = None) -> tuple[list[bool], list[WorkRow]]:
         """Calls' outcomes (no tables, no halt) recorded and the next calls claimed (with
-        ``gate_run``, and moved to sent as ``claim`` does), in one transaction under the task's
-        lock: whether each outcome was recorded, and the calls claimed (none unless every one was:
-        a call not recorded is no longer this runner's)."""
+        ``gate_run``, and moved to sent as ``claim`` does): whether each outcome was recorded, and
+        the calls claimed (none unless every one was: a call not recorded is no longer this
+        runner's).  The last goes with the claim, in one transaction under the task's lock."""
+        *earlier, last = outcomes
+        # Those before it in a transaction of their own, as ``done_all`` records them: a
+        # transaction that takes the task's lock takes it before it writes a row (as a runner
+        # joining the task does), or two of them could each wait for the other.
+        recorded = self.done_all(earlier) if earlier else []
+        if not all(recorded):
+            return [*recorded, *self.done_all([last])], []
         with self.db.transaction() as db:
             db.lock(self.task)
-            # The outcomes go with the claim's reads: when one was not recorded they read for
+            # The outcome goes with the claim's reads: when it was not recorded they read for
             # nothing, and nothing is taken.
-            return self._claim(db, limit, cap, gate_run, before=[
-                ("done_call", self._outcome(db, d.row, d.status, d.entry, d.detail, doubt=d.doubt))
-                for d in outcomes])
+            done, rows = self._claim(db, limit, cap, gate_run, before=[("done_call", self._outcome(
+                db, last.row, last.status, last.entry, last.detail, doubt=last.doubt))])
+            return [*recorded, *done], rows
 
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""
