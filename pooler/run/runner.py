@@ -186,18 +186,19 @@ class Runner:
             self._flush()
             return self.work.claim(free, self.cap, self.unsent.on_doubt, self.unsent.on_blocked, tidy=tidy,
                                    gate_run=self.calls.run)
-        pending, self._pending = self._pending, []
-        masking = self.config.redactor
+        *earlier, (row, outcome) = self._pending
+        self._pending = []
+        # Those before the last in a transaction of their own (a journal that fails tells which
+        # were recorded); the last with the claim.
+        self._record_all(earlier)
         try:
-            recorded, rows = self.work.done_and_claim(
-                [Done(row, o.status, o.entry, o.kept_detail(masking), o.in_doubt) for row, o in pending],
-                limit=free, cap=self.cap, gate_run=self.calls.run)
+            (recorded,), rows = self.work.done_and_claim(
+                [Done(row, outcome.status, outcome.entry, outcome.kept_detail(self.config.redactor),
+                      outcome.in_doubt)], limit=free, cap=self.cap, gate_run=self.calls.run)
         except JournalError:
-            for row, outcome in pending:
-                self.unrecorded.add(row, outcome)
+            self.unrecorded.add(row, outcome)
             raise
-        for (row, outcome), ok in zip(pending, recorded, strict=True):
-            self._recorded(row, outcome, ok)
+        self._recorded(row, outcome, recorded)
         return rows
 
     def _flush(self) -> None:
