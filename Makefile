@@ -7,13 +7,16 @@ STAMP  := $(VENV)/.installed
 # cache every test worker rewrites every module again (seconds of CPU each run).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo docs test test-fast test-slow test-lowest test-python venv-lowest venv-python lint fuzz bench clean
+.PHONY: demo docs venv test test-fast test-slow test-lowest test-python venv-lowest venv-python lint fuzz bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The venv alone: CI makes it before the runs that share it start side by side.
+venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m pooler.demo
@@ -63,8 +66,9 @@ $(LOWEST)/.installed: pyproject.toml .ci/lowest.txt
 
 venv-lowest: $(LOWEST)/.installed
 
+# Two workers: its MCP and journal tests wait on servers more than they compute.
 test-lowest: $(LOWEST)/.installed
-	$(LOWEST)/bin/pytest -q $(LOWEST_TESTS)
+	$(LOWEST)/bin/pytest -q -n 2 $(LOWEST_TESTS)
 
 # The suite on another CPython pooler claims, in a venv of its own beside .venv: every test that needs
 # no service (PostgreSQL, a browser), e.g. `make test-python PY=python3.10`; MARKS narrows it further.

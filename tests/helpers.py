@@ -27,6 +27,9 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 #: The token of every store the tests start without a token option of their own.
 STORE_TOKEN = "test-store-token-4f1c9a"
+#: How often a server on a thread of the tests looks whether it was asked to stop: its
+#: ``shutdown()`` waits up to this long, once a test, thousands of times a suite.
+SHUTDOWN_POLL = 0.01
 
 
 @dataclass
@@ -106,7 +109,7 @@ def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None
     argv, db, root, token = _store_args(tmp, args, db, root)
     log: list[str] = []
     served = open_store(argv, log=log.append)
-    thread = threading.Thread(target=served.server.serve_forever, kwargs={"poll_interval": 0.05},
+    thread = threading.Thread(target=served.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
                               daemon=True, name=f"store {served.server.url}")
     thread.start()
     return Store(url=served.server.url, proc=None, db=db, root=root, token=token, args=list(args),
@@ -186,7 +189,8 @@ def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A stand-in store of fixed behaviour on 127.0.0.1, for answers the reference store never gives."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
+                              daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -104,16 +104,27 @@ def freeze(proc: subprocess.Popen[str], url: str, holds: Callable[[], bool] = la
     until it woke, and no other runner could join the task or take its calls back meanwhile: where
     a process freezes is up to the machine's scheduler, so the test picks the moment instead."""
     end = time.monotonic() + timeout
+    states: list[str] = []
+
+    def idle_states() -> list[str]:
+        return [str(s) for (s,) in query(url, "SELECT state FROM pg_stat_activity WHERE client_port = "
+                                              "ANY(%s)", (_client_ports(proc.pid),))]
+
     while True:
         wait_for(holds, timeout=max(0.0, end - time.monotonic()), running=(proc,))
+        # Stopped only at a moment it was seen outside every transaction: on a loaded machine a
+        # runner of a busy task may spend most of its time inside one, and a stop at a random
+        # moment would rarely find it out.
+        states = idle_states()
+        if not all(s == "idle" for s in states):
+            if time.monotonic() > end:
+                raise AssertionError(f"the runner was never outside a transaction: {states}")
+            continue
         proc.send_signal(signal.SIGSTOP)
-        ports = _client_ports(proc.pid)
         # A statement the server was running when the runner stopped ends on its own: then the
         # connection is idle, or idle inside its transaction.
-        states: list[str] = []
         while True:
-            states = [str(s) for (s,) in query(url, "SELECT state FROM pg_stat_activity WHERE client_port = "
-                                                    "ANY(%s)", (ports,))]
+            states = idle_states()
             if "active" not in states or time.monotonic() > end:
                 break
             time.sleep(0.02)
@@ -121,7 +132,7 @@ def freeze(proc: subprocess.Popen[str], url: str, holds: Callable[[], bool] = la
             return
         proc.send_signal(signal.SIGCONT)
         if time.monotonic() > end:
-            raise AssertionError("the runner was never outside a transaction when stopped")
+            raise AssertionError(f"the runner was never outside a transaction when stopped: {states}")
 
 
 def max_overlap(intervals: list[tuple[Any, Any]]) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import Store
+from helpers import SHUTDOWN_POLL, Store
 from mcpkit import NODE_DIR, REQUIRE_INSPECTOR, http_server
 
 pytestmark = pytest.mark.process
@@ -102,7 +102,8 @@ def token_proxy(upstream: type[Upstream]) -> Iterator[str]:
 
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     proxy.daemon_threads = True
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
+                              daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{proxy.server_address[1]}"

@@ -20,6 +20,9 @@ from taskskit import call_tool, rpc
 pytestmark = pytest.mark.process
 
 ROWS = 1000
+#: The rows of the slow pool: 20 ms a call, one at a time, so a task of them runs for some 5 s,
+#: long enough to be killed or cancelled on its way at any load.
+SLOW_ROWS = 250
 #: Two steps over the same 1,000 rows, each a call a row under a key.
 TWO_STEPS = """\
 mode: parallel
@@ -44,7 +47,7 @@ pool:
   - name: slow
     unit: MELBIS_AGENT_TEST
     command: CmdSleep
-    for_each: {file: goods.csv}
+    for_each: {file: slow.csv}
     key: "slow-${row.sku}"
     params: {ms: 20}
 """
@@ -56,6 +59,8 @@ def out(tmp_path: Path) -> Path:
     (path / "pools").mkdir(parents=True)
     (path / "pools" / "goods.csv").write_text("sku\n" + "".join(f"S-{n}\n" for n in range(ROWS)),
                                               encoding="utf-8")
+    (path / "pools" / "slow.csv").write_text("sku\n" + "".join(f"S-{n}\n" for n in range(SLOW_ROWS)),
+                                             encoding="utf-8")
     (path / "pools" / "two.yaml").write_text(TWO_STEPS, encoding="utf-8")
     (path / "pools" / "slow.yaml").write_text(SLOW, encoding="utf-8")
     return path
@@ -179,10 +184,10 @@ def test_a_server_killed_and_started_again_answers_for_the_task_and_takes_it_up(
             settle(again, task_id, key, "retry")
         final = poll(again, task_id, done)[-1]
     assert final["status"] == "completed"
-    assert final["counts"]["completed"] + final["counts"]["skipped"] == ROWS
+    assert final["counts"]["completed"] + final["counts"]["skipped"] == SLOW_ROWS
     assert final["result"]["structuredContent"]["result"] is True
     keys = keys_at_store(store, "CmdSleep")
-    assert len(keys) == ROWS
+    assert len(keys) == SLOW_ROWS
     assert set(keys.values()) == {1}
 
 
@@ -207,7 +212,7 @@ def test_tasks_cancel_halts_the_task_and_leaves_the_unsent_calls_not_run(store: 
     counts = later["counts"]
     assert counts["not_run"] > 0
     assert counts["in_doubt"] == 0
-    assert counts["completed"] + counts["not_run"] == ROWS
+    assert counts["completed"] + counts["not_run"] == SLOW_ROWS
     assert "result" not in later
     # Nothing was sent after the cancel: every call the store got is recorded completed.
     assert sent == counts["completed"]
@@ -398,8 +403,8 @@ def test_tasks_update_takes_up_a_task_whose_runner_died_and_it_completes_with_ea
             assert taken["status"] == "working"
         final = poll(again, task_id, done)[-1]
     assert final["status"] == "completed"
-    assert final["counts"]["completed"] == ROWS
+    assert final["counts"]["completed"] == SLOW_ROWS
     assert final["result"]["structuredContent"]["result"] is True
     keys = keys_at_store(store, "CmdSleep")
-    assert len(keys) == ROWS
+    assert len(keys) == SLOW_ROWS
     assert set(keys.values()) == {1}
