@@ -122,10 +122,12 @@ def freeze(proc: subprocess.Popen[str], url: str, holds: Callable[[], bool] = la
             continue
         proc.send_signal(signal.SIGSTOP)
         # A statement the server was running when the runner stopped ends on its own: then the
-        # connection is idle, or idle inside its transaction.
+        # connection is idle, or idle inside its transaction. One stays active when the runner
+        # stopped between the statements of a pipeline and the end of it: tried again.
+        settle = min(end, time.monotonic() + 2.0)
         while True:
             states = idle_states()
-            if "active" not in states or time.monotonic() > end:
+            if "active" not in states or time.monotonic() > settle:
                 break
             time.sleep(0.02)
         if states and all(s == "idle" for s in states) and holds():
