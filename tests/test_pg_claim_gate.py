@@ -194,9 +194,9 @@ def test_a_sequential_calls_statements_are_planned_once_not_again_for_every_call
     lease, work = runner(journal)
     (row,) = claim(work, 1, 1)
     for i in range(1, calls):
-        ok, (row,) = work.done_and_claim([Done(row, "completed", {"status": "completed"}, None, None)],
+        ok, (row,) = work.done_and_claim(Done(row, "completed", {"status": "completed"}, None, None),
                                          limit=1, cap=1, gate_run=RUN)
-        assert (ok, row.idx, row.epoch is not None) == ([True], i, True)
+        assert (ok, row.idx, row.epoch is not None) == (True, i, True)
     # psycopg prepares a statement on its fifth run; the server planned each of them once, for
     # every later run alike, the claim of the next call (its LIMIT a parameter) too.
     prepared = journal.query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")

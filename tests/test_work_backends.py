@@ -438,9 +438,9 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     la, a = runner(backend)
     (first,) = gated(a, 1)
     landed = {"num": 1, "status": "completed"}
-    ok, (second,) = a.done_and_claim([Done(first, "completed", landed, None, None)], limit=1, cap=1,
+    ok, (second,) = a.done_and_claim(Done(first, "completed", landed, None, None), limit=1, cap=1,
                                      gate_run=RUN)
-    assert ok == [True]
+    assert ok is True
     assert (second.idx, second.step_id) == (1, "t-1-1-1")
     assert second.epoch is not None
     assert second.epoch > (first.epoch or 0)
@@ -453,9 +453,9 @@ def test_an_outcome_is_recorded_with_the_next_claim_only_by_the_runner_holding_t
     (taken,) = b.claim(1, 1, lambda row, expired: None, blocked, gate_run=RUN)
     assert taken.epoch is not None
     assert taken.epoch > second.epoch
-    ok, rows = a.done_and_claim([Done(second, "completed", {"num": 1, "status": "completed"}, None, None)],
+    ok, rows = a.done_and_claim(Done(second, "completed", {"num": 1, "status": "completed"}, None, None),
                                 limit=1, cap=1, gate_run=RUN)
-    assert (ok, rows) == ([False], [])
+    assert (ok, rows) == (False, [])
     assert backend.sql("SELECT state, runner, status, doubted FROM work WHERE task = 't' AND idx = 1") == [
         ("sent", lb.id, None, "t-1-1-1")]
     # The call after it is still ready for a runner that holds its lease.
@@ -470,16 +470,16 @@ def test_a_sequential_outcome_claims_the_next_step_once_it_completed_and_the_las
     lease, work = runner(backend)
     (first,) = work.claim(1, 1, never, blocked)
     entry = {"num": 1, "status": "completed", "detail": {"n": 1}}
-    ok, (second,) = work.done_and_claim([Done(first, "completed", entry, {"n": 1}, None)], limit=1, cap=1)
+    ok, (second,) = work.done_and_claim(Done(first, "completed", entry, {"n": 1}, None), limit=1, cap=1)
     # No key: the next call is claimed, not moved to sent, and has no epoch of its own.
-    assert ok == [True]
+    assert ok is True
     assert (second.num, second.idx, second.epoch) == (2, 0, None)
     assert backend.states() == [(1, 0, "done", None, None), (2, 0, "claimed", None, None),
                                 (3, 0, "ready", None, None)]
     # A failure: the step that refers to it is not claimed, and the outcome is still recorded.
-    ok, rows = work.done_and_claim([Done(second, "failed", {"num": 2, "status": "failed"}, None, None)],
+    ok, rows = work.done_and_claim(Done(second, "failed", {"num": 2, "status": "failed"}, None, None),
                                    limit=1, cap=1)
-    assert (ok, rows) == ([True], [])
+    assert (ok, rows) == (True, [])
     assert backend.sql("SELECT num, status FROM calls WHERE task = 't' ORDER BY num") == [
         (1, "completed"), (2, "failed")]
     assert work.details([1]) == {1: {"n": 1}}
@@ -535,11 +535,11 @@ def test_a_sequential_call_costs_six_statements_on_sqlite_and_two_round_trips_on
         trace = sent.open("w")
         journal.pg.conn.pgconn.trace(trace.fileno())
         journal.pg.conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-    ok, (second,) = work.done_and_claim([Done(first, "completed", {"num": 1, "status": "completed"}, None,
-                                              None)], limit=1, cap=1)
-    ok_too, (third,) = work.done_and_claim([Done(second, "completed", {"num": 2, "status": "completed"}, None,
-                                                 None)], limit=1, cap=1, gate_run=RUN)
-    assert (ok, ok_too, second.num, third.num, third.epoch is not None) == ([True], [True], 2, 3, True)
+    ok, (second,) = work.done_and_claim(Done(first, "completed", {"num": 1, "status": "completed"}, None,
+                                             None), limit=1, cap=1)
+    ok_too, (third,) = work.done_and_claim(Done(second, "completed", {"num": 2, "status": "completed"}, None,
+                                                None), limit=1, cap=1, gate_run=RUN)
+    assert (ok, ok_too, second.num, third.num, third.epoch is not None) == (True, True, 2, 3, True)
     # The outcome and its history record, what the claim weighs with the next call, the take.
     if backend.kind == "sqlite":
         journal.journal._db = counted.db
@@ -860,12 +860,15 @@ def test_outcomes_recorded_with_a_claim_claim_only_once_every_one_was_recorded(b
     def done(idx: int) -> Done:
         return Done(row_of(1, idx), "completed", {"num": 1, "status": "completed"}, {"n": idx}, None)
 
-    # Two outcomes recorded, and the next call claimed.
-    ok, rows = a.done_and_claim([done(0), done(1)], limit=1, cap=4)
-    assert (ok, [(r.num, r.idx) for r in rows]) == ([True, True], [(1, 3)])
+    # Two outcomes that came back together, as the runner records them: those before the last on
+    # their own, the last with the next call's claim.
+    before = a.done_all([done(0)])
+    last, rows = a.done_and_claim(done(1), limit=1, cap=4)
+    assert ([*before, last], [(r.num, r.idx) for r in rows]) == ([True, True], [(1, 3)])
     # Runner b's call among them is refused alone, and nothing more is claimed.
-    ok, rows = a.done_and_claim([done(3), done(2)], limit=1, cap=4)
-    assert (ok, rows) == ([True, False], [])
+    before = a.done_all([done(3)])
+    last, rows = a.done_and_claim(done(2), limit=1, cap=4)
+    assert ([*before, last], rows) == ([True, False], [])
     assert backend.sql("SELECT idx, state, status FROM work WHERE task = 't' ORDER BY idx") == [
         (0, "done", "completed"), (1, "done", "completed"), (2, "claimed", None), (3, "done", "completed"),
         (4, "ready", None)]

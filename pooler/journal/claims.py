@@ -281,26 +281,19 @@ class Work:
         """The outcome recorded while the call is this runner's, and its record in the history."""
         return bool(db.all("done_call", self._outcome(db, row, status, entry, detail, doubt=doubt)))
 
-    def done_and_claim(self, outcomes: Sequence[Done], *, limit: int, cap: int,
-                       gate_run: int | None = None) -> tuple[list[bool], list[WorkRow]]:
-        """Calls' outcomes (no tables, no halt) recorded and the next calls claimed (with
-        ``gate_run``, and moved to sent as ``claim`` does): whether each outcome was recorded, and
-        the calls claimed (none unless every one was: a call not recorded is no longer this
-        runner's).  The last goes with the claim, in one transaction under the task's lock."""
-        *earlier, last = outcomes
-        # Those before it in a transaction of their own, as ``done_all`` records them: a
-        # transaction that takes the task's lock takes it before it writes a row (as a runner
-        # joining the task does), or two of them could each wait for the other.
-        recorded = self.done_all(earlier) if earlier else []
-        if not all(recorded):
-            return [*recorded, *self.done_all([last])], []
+    def done_and_claim(self, outcome: Done, *, limit: int, cap: int,
+                       gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
+        """A call's outcome (no tables, no halt) recorded and the next calls claimed (with
+        ``gate_run``, and moved to sent as ``claim`` does), in one transaction under the task's
+        lock: whether the outcome was recorded, and the calls claimed (none unless it was: a call
+        not recorded is no longer this runner's)."""
         with self.db.transaction() as db:
             db.lock(self.task)
             # The outcome goes with the claim's reads: when it was not recorded they read for
             # nothing, and nothing is taken.
-            done, rows = self._claim(db, limit, cap, gate_run, before=[("done_call", self._outcome(
-                db, last.row, last.status, last.entry, last.detail, doubt=last.doubt))])
-            return [*recorded, *done], rows
+            (done,), rows = self._claim(db, limit, cap, gate_run, before=[("done_call", self._outcome(
+                db, outcome.row, outcome.status, outcome.entry, outcome.detail, doubt=outcome.doubt))])
+            return done, rows
 
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""

@@ -224,10 +224,10 @@ class WorkStore(Protocol):
     def held(self, bucket: str) -> float:
         """The seconds left of ``bucket``'s hold (0 when it holds nothing), read without a write."""
 
-    def done_and_claim(self, outcomes: Sequence[Done], *, limit: int, cap: int,
-                       gate_run: int | None = None) -> tuple[list[bool], list[WorkRow]]:
-        """Calls' outcomes recorded and the next calls claimed in one transaction (one round trip
-        for one call at a time): whether each outcome was recorded, and the calls claimed."""
+    def done_and_claim(self, outcome: Done, *, limit: int, cap: int,
+                       gate_run: int | None = None) -> tuple[bool, list[WorkRow]]:
+        """A call's outcome recorded and the next calls claimed in one transaction (one round trip
+        for one call at a time): whether the outcome was recorded, and the calls claimed."""
 
     def done_all(self, outcomes: Sequence[Done]) -> list[bool]:
         """Outcomes recorded in one transaction: whether each was (False: taken back)."""

@@ -192,9 +192,9 @@ class Runner:
         # were recorded); the last with the claim.
         self._record_all(earlier)
         try:
-            (recorded,), rows = self.work.done_and_claim(
-                [Done(row, outcome.status, outcome.entry, outcome.kept_detail(self.config.redactor),
-                      outcome.in_doubt)], limit=free, cap=self.cap, gate_run=self.calls.run)
+            recorded, rows = self.work.done_and_claim(
+                Done(row, outcome.status, outcome.entry, outcome.kept_detail(self.config.redactor),
+                     outcome.in_doubt), limit=free, cap=self.cap, gate_run=self.calls.run)
         except JournalError:
             self.unrecorded.add(row, outcome)
             raise
