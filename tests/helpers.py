@@ -10,6 +10,7 @@ import json
 import os
 import select
 import signal
+import socketserver
 import struct
 import subprocess
 import sys
@@ -30,6 +31,24 @@ STORE_TOKEN = "test-store-token-4f1c9a"
 #: How often a server on a thread of the tests looks whether it was asked to stop: its
 #: ``shutdown()`` waits up to this long, once a test, thousands of times a suite.
 SHUTDOWN_POLL = 0.01
+
+
+def serve_in_thread(server: socketserver.BaseServer, *, name: str | None = None) -> None:
+    """``server`` served on a daemon thread of the tests, looking every ``SHUTDOWN_POLL`` whether
+    it was asked to stop."""
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True,
+                     name=name).start()
+
+
+@contextlib.contextmanager
+def serving(server: socketserver.BaseServer) -> Iterator[None]:
+    """``server`` served on a thread of the tests while the block runs; then stopped and closed."""
+    serve_in_thread(server)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @dataclass
@@ -109,9 +128,7 @@ def start_store(tmp: Path, *args: str, db: Path | None = None, root: Path | None
     argv, db, root, token = _store_args(tmp, args, db, root)
     log: list[str] = []
     served = open_store(argv, log=log.append)
-    thread = threading.Thread(target=served.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
-                              daemon=True, name=f"store {served.server.url}")
-    thread.start()
+    serve_in_thread(served.server, name=f"store {served.server.url}")
     return Store(url=served.server.url, proc=None, db=db, root=root, token=token, args=list(args),
                  served=served, log=log)
 
@@ -189,14 +206,8 @@ def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A stand-in store of fixed behaviour on 127.0.0.1, for answers the reference store never gives."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
-                              daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def busy_pool(folder: Path, rows: int) -> Path:

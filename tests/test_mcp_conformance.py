@@ -13,7 +13,6 @@ import http.client
 import os
 import re
 import subprocess
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import SHUTDOWN_POLL, Store
+from helpers import Store, serving
 from mcpkit import NODE_DIR, REQUIRE_INSPECTOR, http_server
 
 pytestmark = pytest.mark.process
@@ -102,14 +101,8 @@ def token_proxy(upstream: type[Upstream]) -> Iterator[str]:
 
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     proxy.daemon_threads = True
-    thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
-                              daemon=True)
-    thread.start()
-    try:
+    with serving(proxy):
         yield f"http://127.0.0.1:{proxy.server_address[1]}"
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
 
 
 @pytest.fixture

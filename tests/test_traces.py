@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, SHUTDOWN_POLL, STORE_TOKEN, Store, answer_of, pooler
+from helpers import ROOT, STORE_TOKEN, Store, answer_of, pooler, serving
 from promcheck import metrics_files_pass_promtool  # noqa: F401 - autouse: each file passes promtool
 
 pb = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2",
@@ -112,15 +112,9 @@ def otlp_receiver() -> Iterator[Receiver]:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
-                              daemon=True)
-    thread.start()
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(server):
         yield receiver
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def traced_run(store: Store, tmp_path: Path, endpoint: str, *extra: str,
