@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.from_thread
@@ -49,6 +49,11 @@ from pooler.redact import Redactor
 from pooler.run.events import CallEnd, Reporter
 from pooler.run.storerate import StoreRate
 from pooler.version import __version__
+
+if TYPE_CHECKING:
+    # The SDK's own names for the two ends its transports hand to Server.run.
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("pooler.mcp")
 
@@ -307,9 +312,18 @@ def build_server(tools: PoolerTools, *, suite: bool = False) -> Server[Any]:
 
 
 async def serve(tools: PoolerTools, suite: bool = False) -> None:
-    server = build_server(tools, suite=suite)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        await serve_streams(tools, read, write, suite)
+
+
+async def serve_streams(tools: PoolerTools, read: ReadStream[SessionMessage | Exception],
+                        write: WriteStream[SessionMessage], suite: bool = False, *,
+                        raise_exceptions: bool = False) -> None:
+    """One client on one pair of streams, until it closes its side: stdio's, or the SDK's memory
+    streams of a test in the same process. ``raise_exceptions``: an exception of a handler ends the
+    server (and fails the test) instead of only becoming the client's error answer."""
+    server = build_server(tools, suite=suite)
+    await server.run(read, write, server.create_initialization_options(), raise_exceptions=raise_exceptions)
 
 
 async def serve_over_http(tools: PoolerTools, listen: Listen, sock: socket.socket, suite: bool = False

@@ -10,7 +10,10 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import anyio
 
@@ -70,42 +73,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
-    """Run the server until the client closes stdin; 2 when the store or a flag is wrong."""
+@dataclass
+class Serving:
+    """What ``pooler mcp``'s arguments make: its tools, where it listens (None: stdio), and whether
+    the conformance suite's tools are served beside them."""
+
+    tools: PoolerTools
+    listen: Listen | None
+    suite: bool
+
+
+def prepare(argv: list[str], *, stderr: TextIO, environ: Mapping[str, str]) -> Serving:
+    """``pooler mcp ARGV`` made into its tools, every refusal raised as a PoolerError; words for
+    people go to ``stderr``. ``main`` serves them; the tests serve them in their own process over
+    the SDK's memory streams, so what they try is what the command builds. The caller closes
+    ``tools``."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler mcp: %(message)s")
     # stdout is the protocol's wire: every word for people goes to stderr, which MCP clients log.
-    ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
+    ctx = Context(stdout=stderr, stderr=stderr, environ=environ)
     mask_journal(args.journal, ctx)
-    # tool_pool runs calls side by side, as ``pooler run`` does (see there).
-    share_malloc_arenas()
-    try:
-        if args.http_token_file is not None and args.http is None:
-            raise UsageError("--http-token-file goes with --http HOST:PORT - over stdio the client "
-                             "starts the server itself, and no token is asked for.")
-        if args.allow_origin and args.http is None:
-            raise UsageError("--allow-origin goes with --http HOST:PORT - over stdio no web page can reach "
-                             "the server.")
-        if not args.plan_ttl > 0:
-            raise UsageError(f"--plan-ttl takes a number of seconds above 0, not {args.plan_ttl:g}")
-        listen, warning = (parse_listen(args.http, args.http_token_file, args.allow_origin) if args.http
-                           else (None, None))
-        client: ToolRunClient = make_client(args, ctx)
-        limit = store_rate(args, ctx, args.journal or os.environ.get(JOURNAL_ENV) or "")
-        task = session_task()
-        if args.task is not None:
-            task = check_task(args.task, task)
-        tracing = start_tracing(args, ctx)
-    except PoolerError as exc:
-        sys.stderr.write(f"pooler mcp: {exc.render()}\n")
-        return ExitStatus.REFUSED
+    if args.http_token_file is not None and args.http is None:
+        raise UsageError("--http-token-file goes with --http HOST:PORT - over stdio the client "
+                         "starts the server itself, and no token is asked for.")
+    if args.allow_origin and args.http is None:
+        raise UsageError("--allow-origin goes with --http HOST:PORT - over stdio no web page can reach "
+                         "the server.")
+    if not args.plan_ttl > 0:
+        raise UsageError(f"--plan-ttl takes a number of seconds above 0, not {args.plan_ttl:g}")
+    listen, warning = (parse_listen(args.http, args.http_token_file, args.allow_origin) if args.http
+                       else (None, None))
+    client: ToolRunClient = make_client(args, ctx)
+    limit = store_rate(args, ctx, args.journal or environ.get(JOURNAL_ENV) or "")
+    task = session_task()
+    if args.task is not None:
+        task = check_task(args.task, task)
+    tracing = start_tracing(args, ctx)
     if warning:
-        sys.stderr.write(warning.replace("pooler:", "pooler mcp:", 1) + "\n")
-    spec = args.journal or os.environ.get(JOURNAL_ENV)
+        stderr.write(warning.replace("pooler:", "pooler mcp:", 1) + "\n")
+    spec = args.journal or environ.get(JOURNAL_ENV)
     if spec is not None and not is_postgres(spec):
-        sys.stderr.write("pooler mcp: --journal takes a PostgreSQL URL (postgresql://...); the SQLite "
-                         "journal lives in <out>/.pooler/journal.sqlite\n")
-        return ExitStatus.REFUSED
+        raise UsageError("--journal takes a PostgreSQL URL (postgresql://...); the SQLite journal lives in "
+                         "<out>/.pooler/journal.sqlite")
     if listen is not None:
         ctx.redactor.add(listen.token)
     if tracing is not None:
@@ -116,15 +124,28 @@ def main(argv: list[str]) -> int:
                           warn=ctx.note)
     tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
                         pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch, store_rate=limit)
+    return Serving(tools, listen, args.conformance_tools)
+
+
+def main(argv: list[str]) -> int:
+    """Run the server until the client closes stdin; 2 when the store or a flag is wrong."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler mcp: %(message)s")
+    # tool_pool runs calls side by side, as ``pooler run`` does (see there).
+    share_malloc_arenas()
     try:
-        if listen is None:
-            anyio.run(serve, tools, args.conformance_tools)
+        serving = prepare(argv, stderr=sys.stderr, environ=os.environ)
+    except PoolerError as exc:
+        sys.stderr.write(f"pooler mcp: {exc.render()}\n")
+        return ExitStatus.REFUSED
+    try:
+        if serving.listen is None:
+            anyio.run(serve, serving.tools, serving.suite)
         else:
-            return http_main(tools, listen, args.conformance_tools)
+            return http_main(serving.tools, serving.listen, serving.suite)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     finally:
-        tools.close()
+        serving.tools.close()
     return ExitStatus.OK
 
 
