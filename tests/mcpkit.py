@@ -1,5 +1,6 @@
-"""What every MCP test goes through: ``pooler mcp`` over stdio or streamable HTTP, spoken to by the
-official SDK client, with every structured answer checked against its tool's output schema.
+"""What every MCP test goes through: ``pooler mcp`` over stdio or streamable HTTP, or served in the
+test's own process (``connect_in_process``), spoken to by the official SDK client, with every
+structured answer checked against its tool's output schema.
 
 The SDK client checks only the answers not marked as errors; ``CheckedSession`` checks them all,
 with jsonschema, against the schemas the server declared in its tool list.
@@ -18,6 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 import pytest
 from helpers import ROOT, Store
 from jsonschema import Draft202012Validator
@@ -84,6 +87,11 @@ def token_file(store: Store, out: Path) -> Path:
     return path
 
 
+def stdio_args(store: Store, out: Path, extra: tuple[str, ...]) -> list[str]:
+    """The arguments of ``pooler mcp`` over stdio for ``store``, its store folder ``out``, and ``extra``."""
+    return ["--store", store.url, "--token-file", str(token_file(store, out)), "--out", str(out), *extra]
+
+
 @asynccontextmanager
 async def connect(store: Store, out: Path, *extra: str,
                   env: Mapping[str, str] | None = None) -> AsyncIterator[Any]:
@@ -93,12 +101,63 @@ async def connect(store: Store, out: Path, *extra: str,
 
     params = StdioServerParameters(
         command=sys.executable, cwd=ROOT, env=dict(env) if env is not None else None,
-        args=[*SERVER, "--store", store.url, "--token-file", str(token_file(store, out)), "--out", str(out),
-              *extra])
+        args=[*SERVER, *stdio_args(store, out, extra)])
     with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:
         async with stdio_client(params, errlog=err) as (read, write), checked_session(read, write) as session:
             await session.initialize()
             yield session
+
+
+#: Seconds the server in the test's process has to end once its client has closed its side (it ends
+#: at once: its pending handlers are cancelled, their threads left to finish).
+STOP_WITHIN = 30
+
+
+@asynccontextmanager
+async def connect_in_process(store: Store, out: Path, *extra: str) -> AsyncIterator[Any]:
+    """``pooler mcp`` as ``connect`` starts it, served in the test's own process: the tools the
+    command makes of the same arguments (``prepare``), on the stdio process's environment (the SDK's
+    default), served by the code that serves stdio, over the SDK's memory streams to the same
+    ``CheckedSession``. A process costs over a second of CPU (importing the SDK and pooler), so
+    this is for every test whose behaviour is not the process's own.
+
+    An exception of the server fails the test (its handlers' exceptions end it), and the tools are
+    closed, as the command closes them, once the server has ended."""
+    from mcp.client.stdio import get_default_environment  # noqa: PLC0415
+    from mcp.shared.memory import create_client_server_memory_streams  # noqa: PLC0415
+
+    from pooler.cli.commands.mcp_cmd import prepare  # noqa: PLC0415
+    from pooler.mcp.server import serve_streams  # noqa: PLC0415
+
+    with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:
+        serving = prepare(stdio_args(store, out, extra), stderr=err, environ=get_default_environment())
+        assert serving.listen is None, "connect_in_process serves as stdio does; start_http serves --http"
+        try:
+            async with create_client_server_memory_streams() as ((read, write), (server_read, server_write)):
+                ended = anyio.Event()
+
+                async def serve() -> None:
+                    try:
+                        await serve_streams(serving.tools, server_read, server_write, serving.suite,
+                                            raise_exceptions=True)
+                    finally:
+                        ended.set()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(serve)
+                    try:
+                        async with checked_session(read, write) as session:
+                            await session.initialize()
+                            yield session
+                    finally:
+                        # The end of the server's input, as closing a process's stdin is.
+                        await write.aclose()
+                        with anyio.fail_after(STOP_WITHIN):
+                            await ended.wait()
+        finally:
+            # Off the event loop: close waits for a pool still finishing, whose threads may need the
+            # loop (progress) until they see the session gone.
+            await anyio.to_thread.run_sync(serving.tools.close)
 
 
 @dataclass

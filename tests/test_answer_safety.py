@@ -25,7 +25,7 @@ from test_answer_kinds import GOOD, Scripted, goods, strict, write_pool
 from test_answer_kinds import run as run_task
 from test_faults_run import run_measured
 from test_mcp import answer_of as mcp_answer
-from test_mcp import connect
+from test_mcp import connect_in_process
 
 TEST = "MELBIS_AGENT_TEST"
 
@@ -177,14 +177,13 @@ def test_numbers_json_cannot_carry_are_strings_in_output_tables_and_journal(tmp_
     assert strict(shown.stdout)["steps"][0]["detail"] == ODD_DETAIL
 
 
-@pytest.mark.process
 def test_numbers_json_cannot_carry_are_strings_in_mcp_answers(tmp_path: Path) -> None:
     handler = type("Handler", (Scripted,), {"answers": [(200, {}, ODD)], "keys": [],
                                             "arrived": threading.Event()})
     found: dict[str, Any] = {}
 
     async def scenario() -> None:
-        async with connect(stand_in, tmp_path / "out") as session:
+        async with connect_in_process(stand_in, tmp_path / "out") as session:
             result = await session.call_tool("tool_run", {"unit": TEST, "command": "CmdEcho"})
             found["text"] = result.content[0].text  # type: ignore[union-attr]
             found["answer"] = mcp_answer(result)

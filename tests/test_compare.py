@@ -274,18 +274,17 @@ def test_replan_of_a_compared_step_is_refused_before_anything_is_sent(store: Sto
     assert imports(store) == []
 
 
-@pytest.mark.process
 def test_pool_run_over_mcp_tells_the_counts_in_a_dry_run_and_sends_only_what_changed(
         store: Store, tmp_path: Path) -> None:
     import anyio  # noqa: PLC0415
-    from mcpkit import answer_of, connect  # noqa: PLC0415
+    from mcpkit import answer_of, connect_in_process  # noqa: PLC0415
 
     stock(store, held=150, repriced=3)
     out = tmp_path / "out"
     feed_pool(out / "pools", rows=200)
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             file = "pools/pool.yaml"
             plan = answer_of(await session.call_tool("pool_run", {"file": file, "dry_run": True}))
             ran = answer_of(await session.call_tool("pool_run", {"file": file}))
@@ -533,11 +532,10 @@ def test_a_conflict_names_its_first_five_moved_rows_and_counts_the_rest() -> Non
         "apply with --refresh to send it as the store is now.")
 
 
-@pytest.mark.process
 def test_a_tool_pool_plan_of_a_compare_step_is_refused_and_points_at_pool_run(
         store: Store, tmp_path: Path) -> None:
     import anyio  # noqa: PLC0415
-    from mcpkit import answer_of, connect  # noqa: PLC0415
+    from mcpkit import answer_of, connect_in_process  # noqa: PLC0415
 
     out = tmp_path / "out"
     feed_pool(out, rows=20)
@@ -547,7 +545,7 @@ def test_a_tool_pool_plan_of_a_compare_step_is_refused_and_points_at_pool_run(
                         "match": {"sku": "sku"}, "fields": {"name": "name", "price": "price"}}}
 
     async def scenario() -> dict[str, Any]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             return answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": [step]}))
 
     refused = anyio.run(scenario)

@@ -1,4 +1,6 @@
-"""``pooler mcp`` driven by the MCP SDK's own client over stdio, against the real reference store.
+"""``pooler mcp`` driven by the MCP SDK's own client, against the real reference store: served in the
+test's process over the SDK's memory streams, and over stdio by a process of its own where the
+process is what a test is about (a plain round trip, a second process).
 
 Every call goes through ``mcpkit.CheckedSession``: each structured answer is validated against its
 tool's output schema.
@@ -16,15 +18,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 from helpers import ROOT, Store, start_store
-from mcpkit import SERVER, answer_of, check_answer, connect, text_of
+from mcpkit import SERVER, answer_of, check_answer, connect, connect_in_process, text_of
 
 if TYPE_CHECKING:
     from mcp.client import ClientSession
 
-# Every test here talks to `pooler mcp` as an MCP client does: a server process of its own.
-pytestmark = pytest.mark.process
-
-__all__ = ["answer_of", "connect", "text_of"]
+__all__ = ["answer_of", "connect", "connect_in_process", "text_of"]
 
 CURRENCY_POOL: dict[str, Any] = {"pool": [
     {"name": "cur", "unit": "MELBIS_AGENT_CURRENCY", "command": "CmdAdd",
@@ -64,7 +63,7 @@ def described(schema: Any, where: str = "") -> list[str]:
 
 def test_lists_four_tools_with_described_input_schemas(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             from mcp.shared.exceptions import MCPError  # noqa: PLC0415
 
@@ -110,7 +109,7 @@ def every_type(schema: Any, where: str = "") -> dict[str, Any]:
 
 def test_every_input_has_one_type_and_every_tool_an_output_schema(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             tools = (await session.list_tools()).tools
         for tool in tools:
             types_of = every_type(tool.input_schema, tool.name)
@@ -129,7 +128,7 @@ def test_every_input_has_one_type_and_every_tool_an_output_schema(store: Store, 
 
 def test_an_answer_outside_its_schema_is_caught_by_the_check(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             answer = answer_of(await session.call_tool("tool_run", {
                 "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}))
             schema = session.schemas["tool_run"]
@@ -142,7 +141,7 @@ def test_an_answer_outside_its_schema_is_caught_by_the_check(store: Store, out: 
 
 def test_tool_list_gives_the_stores_declarations(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             every = answer_of(await session.call_tool("tool_list", {}))
             one = answer_of(await session.call_tool("tool_list", {"unit": "MELBIS_AGENT_CURRENCY"}))
             wrong = await session.call_tool("tool_list", {"units": "X"})
@@ -158,6 +157,7 @@ def test_tool_list_gives_the_stores_declarations(store: Store, out: Path) -> Non
 
 # tool_run
 
+@pytest.mark.process
 def test_tool_run_writes_tables_and_jobs_in_the_seeds_shape(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as session:
@@ -199,7 +199,7 @@ def test_tool_run_attaches_files_from_a_files_source(store: Store, out: Path) ->
     (photos / "back.jpg").write_bytes(b"\xff\xd8back" * 50)
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             goods = answer_of(await session.call_tool("tool_run", {
                 "unit": "MELBIS_AGENT_STORE", "command": "CmdAdd",
                 "params": {"sku": "A-100", "name": "Kettle", "price": 12.5}}))
@@ -237,7 +237,7 @@ def test_files_named_in_calls_are_read_from_the_store_folder(store: Store, out: 
     (out / "data" / "echo.json").write_text('{"word": "from a file", "n": 2}', encoding="utf-8")
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             imported = answer_of(await session.call_tool("tool_run", {
                 "unit": "MELBIS_AGENT_IMPORT_GOODS", "command": "CmdAdd",
                 "params": {"goods": {"file": "data/goods.jsonl"}}}))
@@ -268,7 +268,7 @@ def test_tool_run_refusals_before_the_store(store: Store, out: Path) -> None:
     (out.parent / "outside.json").write_text('{"name": "x"}', encoding="utf-8")
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             async def refusal(arguments: dict[str, Any]) -> str:
                 return text_of(await session.call_tool("tool_run", arguments))
 
@@ -316,7 +316,7 @@ def test_tool_run_refusals_before_the_store(store: Store, out: Path) -> None:
 
 def test_tool_run_store_refusals_and_crashes(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             def test(command: str, unit: str = "MELBIS_AGENT_TEST") -> dict[str, Any]:
                 return {"unit": unit, "command": command}
 
@@ -343,7 +343,7 @@ def test_tool_run_store_refusals_and_crashes(store: Store, out: Path) -> None:
 
 def test_tool_pool_runs_the_seeds_currency_pool(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", CURRENCY_POOL)
         answer = answer_of(result)
         assert result.is_error is False
@@ -382,7 +382,7 @@ def test_a_pool_within_its_error_budget_goes_on_past_a_failure_and_says_so(store
     pool = {"tolerate": {"failed": "1"}, "pool": ONE_FAILS}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", pool)
         answer = answer_of(result)
         assert [s["status"] for s in answer["steps"]] == ["completed", "failed", "completed"]
@@ -400,7 +400,7 @@ def test_a_pool_takes_an_adaptive_width_and_a_breaker_and_tells_its_flow(store: 
             "pool": [echo] * 6}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", pool)
         answer = answer_of(result)
         assert answer["result"] is True
@@ -419,7 +419,7 @@ def test_a_pool_takes_its_patience_with_a_busy_store_and_refusals_that_mean_busy
             "pool": [{**echo, "key": f"e{n}", "params": {"n": n}} for n in range(10)]}
 
     async def scenario() -> None:
-        async with connect(limited, out) as session:
+        async with connect_in_process(limited, out) as session:
             planned = await session.call_tool("tool_pool", {**pool, "plan": True})
             result = await session.call_tool("tool_pool", pool)
         assert answer_of(planned)["result"] is True
@@ -437,7 +437,7 @@ def test_a_stopped_pool_is_marked_as_an_error(store: Store, out: Path) -> None:
     pool = {"pool": ONE_FAILS}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", pool)
             first_ops = [op["command"] for op in ops_of(store, "MELBIS_AGENT_TEST")]
             on = await session.call_tool("tool_pool", {**pool, "stop_on_error": False})
@@ -465,7 +465,7 @@ def test_more_than_200_steps_are_refused_before_anything_runs(store: Store, out:
     (out / "steps.json").write_text(json.dumps(steps), encoding="utf-8")
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             inline = text_of(await session.call_tool("tool_pool", {"pool": steps}))
             source = text_of(await session.call_tool("tool_pool", {"pool_source": "steps.json"}))
             exact = answer_of(await session.call_tool("tool_pool", {"pool": steps[:200]}))
@@ -483,7 +483,7 @@ def test_a_nested_pool_is_refused(store: Store, out: Path) -> None:
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             by_unit = text_of(await session.call_tool("tool_pool", {"pool": [
                 echo, {"unit": "tool_pool", "command": "run", "params": {"pool": [echo]}}]}))
             by_command = text_of(await session.call_tool("tool_pool", {"pool": [
@@ -501,7 +501,7 @@ def test_pool_refusals_keep_the_seeds_texts(store: Store, out: Path) -> None:
     step = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             async def refusal(arguments: dict[str, Any]) -> str:
                 return text_of(await session.call_tool("tool_pool", arguments))
 
@@ -566,7 +566,7 @@ async def session_task(session: ClientSession) -> str:
 
 def test_an_at_word_naming_no_earlier_step_goes_as_data(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", {"pool": [
                 {"name": "a", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho",
                  "params": {"mail": "@shop.example", "later": "@b.id", "self": "@a.id", "id": 7}},
@@ -591,7 +591,7 @@ def test_a_reference_that_nearly_names_a_step_goes_as_data_and_the_answer_asks_d
                        "@aa.id (step 1)? Write @@ab.id to send the text without this note."}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", {"pool": pool})
             planned = answer_of(await session.call_tool("tool_pool", {"pool": pool, "plan": True}))
         answer = answer_of(result)
@@ -612,7 +612,7 @@ def test_keys_make_a_second_identical_call_skip_what_landed(store: Store, out: P
     ]}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             first = answer_of(await session.call_tool("tool_pool", pool))
             second = answer_of(await session.call_tool("tool_pool", pool))
         assert [s["status"] for s in first["steps"]] == ["completed", "completed", "completed"]
@@ -634,7 +634,7 @@ def test_each_pool_replaces_the_step_tables_of_the_pool_before(store: Store, out
     table = {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": 1}}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             longer = answer_of(await session.call_tool("tool_pool", {"pool": [echo] * 4 + [table]}))
             shorter = answer_of(await session.call_tool("tool_pool", {"pool": [echo, table]}))
         # One session, one task for keys; still every call is a pool of its own.
@@ -650,7 +650,7 @@ def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: 
         return {"unit": "MELBIS_AGENT_TEST", "command": "CmdTable", "params": {"rows": n}, "into": "job"}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             first = answer_of(await session.call_tool("tool_run", rows(2)))
             pooled = answer_of(await session.call_tool("tool_pool", {"pool": [rows(3)]}))
             last = answer_of(await session.call_tool("tool_run", rows(1)))
@@ -661,6 +661,7 @@ def test_tool_run_and_tool_pool_count_one_jobs_rows_together(store: Store, out: 
     run(scenario)
 
 
+@pytest.mark.process
 def test_a_named_task_keeps_keys_across_server_processes(store: Store, out: Path) -> None:
     pool = {"task": "import-2026", "pool": [
         {"key": "k1", "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
@@ -698,7 +699,7 @@ def test_pool_source_is_read_from_the_store_folder_with_options(store: Store, ou
 
         arguments: dict[str, Any] = {"pool_source": "jobs/orders.json", "mode": "parallel",
                                      "max_concurrency": 4, "serialize_on": "contract"}
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             result = await session.call_tool("tool_pool", arguments, progress_callback=on_progress)
         answer = answer_of(result)
         assert result.is_error is False, answer
@@ -719,7 +720,7 @@ def test_a_cancelled_pool_starts_no_further_step(store: Store, out: Path) -> Non
             if progress >= 1:
                 first_done.set()
 
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             async with anyio.create_task_group() as group:
                 async def call() -> None:
                     await session.call_tool("tool_pool", {"pool": [sleep] * 6}, progress_callback=on_progress)
@@ -741,7 +742,7 @@ def test_the_token_never_reaches_the_agent(store_factory: Any, out: Path) -> Non
     store = store_factory("--token", "s3cret-token-4711")
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             echoed = await session.call_tool("tool_run", {
                 "unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"said": "s3cret-token-4711"}})
         answer = answer_of(echoed)
@@ -751,6 +752,7 @@ def test_the_token_never_reaches_the_agent(store_factory: Any, out: Path) -> Non
     run(scenario)
 
 
+@pytest.mark.process
 def test_without_a_store_the_server_does_not_start(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, *SERVER, "--out", str(tmp_path / "out")], cwd=ROOT, env=env,
@@ -765,7 +767,7 @@ def test_tool_pool_compiles_through_the_same_step_as_run(store: Store, out: Path
     echo = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             refused = await session.call_tool("tool_pool", {"pool": [{**echo, "into": "rates+eur"}]})
             assert refused.is_error is True
             assert "into is the bare name of a job - [rates+eur] holds '+'" in text_of(refused)

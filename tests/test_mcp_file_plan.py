@@ -13,13 +13,11 @@ from typing import Any
 import anyio
 import pytest
 from helpers import Store
-from mcpkit import answer_of, connect, http_server, text_of
+from mcpkit import answer_of, connect_in_process, http_server, text_of
 from sharedkit import journal_of
 from taskskit import call_tool
 from test_compare import JOURNALS, feed_pool, imports, sku, stock
 from test_mcp_tasks import confirm, done, poll, result_of
-
-pytestmark = pytest.mark.process
 
 
 def feed(out: Path, rows: int) -> Path:
@@ -46,7 +44,7 @@ def test_a_plan_of_a_compare_pool_counts_its_classes_and_its_commit_sends_only_n
     pool = feed(out, rows=12)
 
     async def scenario() -> tuple[dict[str, Any], list[str], dict[str, Any], dict[str, Any], list[str]]:
-        async with connect(store, out, *server_args(journal, request, tmp_path)) as session:
+        async with connect_in_process(store, out, *server_args(journal, request, tmp_path)) as session:
             planned = answer_of(await session.call_tool("pool_run", {"file": str(pool), "plan": True}))
             before = sent_skus(store)
             first = answer_of(await session.call_tool("pool_run", {"plan_id": planned["plan_id"]}))
@@ -84,7 +82,7 @@ def test_a_row_moved_in_the_store_since_the_plan_is_a_conflict_the_commit_lists_
     pool = feed(out, rows=12)
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with connect(store, out, *server_args(journal, request, tmp_path)) as session:
+        async with connect_in_process(store, out, *server_args(journal, request, tmp_path)) as session:
             planned = answer_of(await session.call_tool("pool_run", {"file": str(pool), "plan": True}))
             # Another writer reprices row 1 and adds row 10 after the plan.
             moved = store.call("MELBIS_AGENT_IMPORT_GOODS", "CmdAdd", {"goods": [
@@ -104,6 +102,7 @@ def test_a_row_moved_in_the_store_since_the_plan_is_a_conflict_the_commit_lists_
     assert [row["sku"] for chunk in imports(store)[1:] for row in chunk] == [sku(0), sku(11)]
 
 
+@pytest.mark.process
 def test_a_commit_refuses_a_plan_whose_feed_changed_and_pooler_apply_refuses_the_servers_plan(
         store: Store, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -111,7 +110,7 @@ def test_a_commit_refuses_a_plan_whose_feed_changed_and_pooler_apply_refuses_the
     pool = feed(out, rows=12)
 
     async def scenario() -> tuple[dict[str, Any], str, str]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             planned = answer_of(await session.call_tool("pool_run", {"file": str(pool), "plan": True}))
             feed_file = out / "pools" / "feed.csv"
             feed_file.write_text(feed_file.read_text() + "SKU-99999,Goods late,1.50\n")
@@ -133,6 +132,7 @@ def test_a_commit_refuses_a_plan_whose_feed_changed_and_pooler_apply_refuses_the
             f"pool_run {{\"plan_id\": \"{planned['plan_id']}\"}} - nothing was sent.") in applied.stderr
 
 
+@pytest.mark.process
 def test_the_commit_of_a_long_file_plan_asks_to_confirm_naming_its_classes(store: Store,
                                                                            tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -170,7 +170,7 @@ def test_a_plan_is_refused_for_a_task_that_ran_the_file_and_for_a_secret_given_i
                       "    command: CmdEcho\n    params: {code: '${code}'}\n", encoding="utf-8")
 
     async def scenario() -> tuple[dict[str, Any], str, str, dict[str, Any]]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             ran = answer_of(await session.call_tool("pool_run", {"file": str(pool), "task": "feed-1"}))
             again = text_of(await session.call_tool("pool_run", {"file": str(pool), "task": "feed-1",
                                                                   "plan": True}))
@@ -201,7 +201,7 @@ def test_either_tool_commits_either_tools_plan_through_the_one_commit_path(store
     steps = {"pool": [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
 
     async def scenario() -> list[dict[str, Any]]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             filed = answer_of(await session.call_tool("pool_run", {"file": str(pool), "plan": True}))
             listed = answer_of(await session.call_tool("tool_pool", {"plan": True, **steps}))
             return [answer_of(await session.call_tool(tool, {"plan_id": plan["plan_id"]}))

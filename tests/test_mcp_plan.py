@@ -1,5 +1,6 @@
 """Plan, commit once, find out: tool_pool's ``plan``, ``plan_id`` and ``task`` alone, driven by the
-official SDK client over stdio against the real reference store."""
+official SDK client against the real reference store: served in the test's process, and by server
+processes of their own where two servers share one journal."""
 
 from __future__ import annotations
 
@@ -12,12 +13,9 @@ from typing import Any
 import anyio
 import pytest
 from helpers import Store, pooler
-from mcpkit import answer_of, connect, text_of
+from mcpkit import answer_of, connect, connect_in_process, text_of
 
 from pooler.run.savedplan import read_calls, read_head
-
-# Every test here talks to `pooler mcp` as an MCP client does: a server process of its own.
-pytestmark = pytest.mark.process
 
 ECHO = {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho"}
 POOL = [
@@ -40,7 +38,7 @@ def ops_of(store: Store) -> list[dict[str, Any]]:
 
 def test_a_plan_is_checked_against_the_store_and_sends_nothing(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out, "--task", "agent") as session:
+        async with connect_in_process(store, out, "--task", "agent") as session:
             result = await session.call_tool("tool_pool", {"plan": True, "pool": POOL})
             planned = answer_of(result)
             assert result.is_error is False
@@ -85,7 +83,7 @@ def test_a_commit_runs_the_plan_once_and_a_second_commit_returns_its_answer(stor
     unkeyed = [{**ECHO, "params": {"n": n}} for n in range(3)]
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             planned = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": unkeyed}))
             assert ops_of(store) == []
             first = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
@@ -102,6 +100,7 @@ def test_a_commit_runs_the_plan_once_and_a_second_commit_returns_its_answer(stor
     anyio.run(scenario)
 
 
+@pytest.mark.process
 def test_a_plan_is_committed_once_whichever_server_process_commits_it(store: Store, out: Path) -> None:
     async def scenario() -> None:
         async with connect(store, out) as first_server:
@@ -117,7 +116,7 @@ def test_a_plan_is_committed_once_whichever_server_process_commits_it(store: Sto
 
 def test_an_expired_or_unknown_plan_is_refused_and_sends_nothing(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out, "--plan-ttl", "600") as session:
+        async with connect_in_process(store, out, "--plan-ttl", "600") as session:
             planned = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": POOL}))
             with sqlite3.connect(out / ".pooler" / "journal.sqlite") as db:
                 db.execute("UPDATE plans SET expires = 0 WHERE id = ?", (planned["plan_id"],))
@@ -140,7 +139,7 @@ def test_a_commit_refuses_when_a_file_the_plan_reads_changed_since(store: Store,
     pool = [{**ECHO, "params_source": "fields.json"}]
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             planned = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": pool}))
             (out / "fields.json").write_text('{"n": 2}', encoding="utf-8")
             changed = text_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
@@ -158,7 +157,7 @@ def test_a_commit_refuses_when_a_file_the_plan_reads_changed_since(store: Store,
 
 def test_every_answer_names_its_task_and_the_task_alone_tells_what_it_did(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             named = answer_of(await session.call_tool("tool_pool", {"task": "night-1", "pool": POOL}))
             session_pool = answer_of(await session.call_tool("tool_pool", {"pool": [ECHO]}))
             found = await session.call_tool("tool_pool", {"task": "night-1"})
@@ -173,6 +172,8 @@ def test_every_answer_names_its_task_and_the_task_alone_tells_what_it_did(store:
     anyio.run(scenario)
 
 
+# Two server processes on one journal: one runs the task, the other tells it from the journal.
+@pytest.mark.process
 def test_a_task_still_running_tells_its_calls_so_far(store: Store, out: Path) -> None:
     pool = [{**ECHO, "key": "e", "params": {"n": 1}},
             {"key": "s", "unit": "MELBIS_AGENT_TEST", "command": "CmdSleep", "params": {"ms": 1500}}]
@@ -214,7 +215,7 @@ def test_a_task_still_running_tells_its_calls_so_far(store: Store, out: Path) ->
 
 def test_a_pool_holding_the_servers_token_gets_no_plan(store: Store, out: Path) -> None:
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             kept = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": [ECHO]}))
             refused = text_of(await session.call_tool("tool_pool", {"plan": True, "pool": [
                 {**ECHO, "params": {"said": store.token}}]}))
@@ -233,7 +234,7 @@ def test_the_servers_plan_is_the_plan_pooler_plan_writes_with_the_same_digests(s
     pool = [{**ECHO, "params": {"rows": {"file": "rows.jsonl"}}}]
 
     async def scenario() -> None:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             planned = answer_of(await session.call_tool("tool_pool", {"plan": True, "pool": pool}))
             shown = pooler("show", planned["plan_file"], "--json")
             # The server's plan is committed by the server, whose journal keeps it once.

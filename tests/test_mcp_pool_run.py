@@ -1,5 +1,6 @@
 """``pool_run``: a pool file the server can read, run as ``pooler run`` runs it (steps over rows,
-chunks, keys, variables, samples, dry runs), through the SDK's own client over stdio."""
+chunks, keys, variables, samples, dry runs), through the SDK's own client, the server in the test's
+process."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from helpers import Store
-from mcpkit import answer_of, connect, text_of
-
-pytestmark = pytest.mark.process
+from mcpkit import answer_of, connect_in_process, text_of
 
 #: Two steps over the same 300 rows: one a call a row under a key, one in chunks of 50.
 ROWS_POOL = """\
@@ -51,7 +50,7 @@ def echoes(store: Store) -> list[dict[str, Any]]:
 
 def test_pool_run_runs_steps_over_rows_and_a_second_call_skips_what_landed(store: Store, out: Path) -> None:
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             first = answer_of(await session.call_tool("pool_run", {"file": "pools/rows.yaml",
                                                                    "vars": {"tag": "night"}}))
             looked = answer_of(await session.call_tool("tool_pool", {"task": first["task"]}))
@@ -79,7 +78,7 @@ def test_pool_run_runs_steps_over_rows_and_a_second_call_skips_what_landed(store
 
 def test_a_sample_runs_the_first_rows_and_a_dry_run_sends_nothing(store: Store, out: Path) -> None:
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             plan = answer_of(await session.call_tool("pool_run", {"file": str(out / "pools" / "rows.yaml"),
                                                                   "vars": {"tag": "x"}, "dry_run": True}))
             sampled = answer_of(await session.call_tool("pool_run", {"file": "pools/rows.yaml",
@@ -102,7 +101,7 @@ def test_pool_run_refuses_before_sending_with_the_reason(store: Store, out: Path
                                             encoding="utf-8")
 
     async def scenario() -> list[str]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             return [text_of(await session.call_tool("pool_run", arguments)) for arguments in (
                 {"file": "../elsewhere.yaml"},
                 {"file": "pools/rows.yaml"},
@@ -135,7 +134,7 @@ def test_pool_run_refuses_before_sending_with_the_reason(store: Store, out: Path
 
 def test_a_variable_the_pool_does_not_declare_is_named_as_an_argument(store: Store, out: Path) -> None:
     async def scenario() -> str:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             return text_of(await session.call_tool("pool_run", {"file": "pools/rows.yaml",
                                                                 "vars": {"tag": "x", "colour": "red"}}))
 
@@ -152,7 +151,7 @@ def test_a_client_with_a_progress_token_is_told_the_rows_done(store: Store, out:
         seen.append((progress, total, message))
 
     async def scenario() -> dict[str, Any]:
-        async with connect(store, out) as session:
+        async with connect_in_process(store, out) as session:
             arguments = {"file": "pools/rows.yaml", "vars": {"tag": "p"}}
             return answer_of(await session.call_tool("pool_run", arguments, progress_callback=on_progress))
 

@@ -7,14 +7,13 @@ from pathlib import Path
 import pytest
 from helpers import Store
 from sharedkit import query
-from test_mcp import answer_of, connect, ops_of, run
+from test_mcp import answer_of, connect_in_process, ops_of, run
 
 from pooler.journal.postgres.schema import upgrade
 
-pytestmark = [pytest.mark.postgres, pytest.mark.process]
+pytestmark = pytest.mark.postgres
 
 
-@pytest.mark.process
 def test_tool_pool_on_postgres_runs_a_pool_once_and_keeps_it_in_the_journal(store: Store, pg_url: str,
                                                                            tmp_path: Path) -> None:
     upgrade(pg_url)
@@ -25,7 +24,7 @@ def test_tool_pool_on_postgres_runs_a_pool_once_and_keeps_it_in_the_journal(stor
     ]}
 
     async def scenario() -> None:
-        async with connect(store, out, "--journal", pg_url, "--task", "agent") as session:
+        async with connect_in_process(store, out, "--journal", pg_url, "--task", "agent") as session:
             first = answer_of(await session.call_tool("tool_pool", pool))
             second = answer_of(await session.call_tool("tool_pool", pool))
         assert [s["status"] for s in first["steps"]] == ["completed", "completed"]
@@ -50,7 +49,7 @@ def test_a_plan_commits_once_on_postgres_too(store: Store, pg_url: str, tmp_path
     pool = {"pool": [{"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"n": 1}}]}
 
     async def scenario() -> None:
-        async with connect(store, out, "--journal", pg_url, "--task", "planner") as session:
+        async with connect_in_process(store, out, "--journal", pg_url, "--task", "planner") as session:
             planned = answer_of(await session.call_tool("tool_pool", {"plan": True, **pool}))
             first = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
             second = answer_of(await session.call_tool("tool_pool", {"plan_id": planned["plan_id"]}))
@@ -81,7 +80,7 @@ def test_a_key_one_pool_landed_is_skipped_by_another_pool_of_the_session_on_eith
     ]}
 
     async def scenario() -> None:
-        async with connect(store, out, *extra) as session:
+        async with connect_in_process(store, out, *extra) as session:
             one = answer_of(await session.call_tool("tool_pool", first))
             two = answer_of(await session.call_tool("tool_pool", second))
         assert [s["status"] for s in one["steps"]] == ["completed"]
@@ -93,6 +92,7 @@ def test_a_key_one_pool_landed_is_skipped_by_another_pool_of_the_session_on_eith
     run(scenario)
 
 
+@pytest.mark.process
 def test_a_second_server_on_the_postgres_journal_answers_for_a_task_the_first_runs(
         store: Store, pg_url: str, tmp_path: Path) -> None:
     from mcpkit import http_server  # noqa: PLC0415

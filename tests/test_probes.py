@@ -237,11 +237,10 @@ def test_check_tells_a_bad_probe_against_the_store_at_its_place_and_sends_nothin
     assert store.ops() == before
 
 
-@pytest.mark.process
 def test_tool_pool_takes_a_probe_and_settles_a_call_in_doubt_by_it(tmp_path: Path, request: Any) -> None:
     pytest.importorskip("mcp")
     import anyio  # noqa: PLC0415 - only with the MCP extra
-    from mcpkit import answer_of, connect  # noqa: PLC0415
+    from mcpkit import answer_of, connect_in_process  # noqa: PLC0415
 
     store = faulty_store(tmp_path, request, CmdAdd_KETTLE="reset")
     pool = {"pool": [
@@ -251,7 +250,7 @@ def test_tool_pool_takes_a_probe_and_settles_a_call_in_doubt_by_it(tmp_path: Pat
         {"unit": "MELBIS_AGENT_TEST", "command": "CmdEcho", "params": {"sku": "@add.sku"}}]}
 
     async def scenario() -> None:
-        async with connect(store, tmp_path / "out") as session:
+        async with connect_in_process(store, tmp_path / "out") as session:
             answer = answer_of(await session.call_tool("tool_pool", pool))
         assert (answer["result"], answer["probes"]) == (True, {"landed": 1, "not_landed": 0, "unsettled": 0})
         assert answer["steps"][0]["probe"] == "landed"
