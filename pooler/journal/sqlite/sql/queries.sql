@@ -347,11 +347,10 @@ WHERE task = :task AND num = :num AND idx = :idx;
 UPDATE work SET state = 'done', status = :status, entry = :entry, detail = :detail, doubt = :doubt, key_text = :key,
                 step_id = :step_id, done_ms = :now_ms, done_run = (SELECT runs FROM tasks WHERE id = work.task)
 WHERE task = :task AND num = :num AND idx = :idx AND runner = :runner AND state IN ('claimed', 'sent');
-INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result,
-                   detail, serial, sent_ms, done_ms)
+INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, result, detail, serial,
+                   sent_ms, done_ms)
 SELECT w.task, t.again, w.num, w.row_first, w.key_text, w.round, w.step_id, w.status,
-       coalesce(w.doubt = 'skipped', 0), NULL, NULL,
-       json_remove(w.entry, '$.detail'),
+       coalesce(w.doubt = 'skipped', 0), json_remove(w.entry, '$.detail'),
        CASE json_type(w.entry, '$.detail') WHEN 'object' THEN json_extract(w.entry, '$.detail')
             WHEN 'array' THEN json_extract(w.entry, '$.detail') WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
             WHEN 'null' THEN 'null' ELSE json_quote(json_extract(w.entry, '$.detail')) END,
@@ -365,11 +364,10 @@ RETURNING num;
 -- and its detail (masked with it) in a column of its own. The text stamps sent_at and done_at are
 -- an older journal's, which its report reads where the milliseconds are missing: a record has not
 -- written them since, as turning each time into local time took a fortieth of a sequential call.
-INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, sent_at, done_at, result,
-                   detail, serial, sent_ms, done_ms)
+INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, result, detail, serial,
+                   sent_ms, done_ms)
 SELECT w.task, t.again, w.num, w.row_first, w.key_text, w.round, w.step_id, w.status,
-       coalesce(w.doubt = 'skipped', 0), NULL, NULL,
-       json_remove(w.entry, '$.detail'),
+       coalesce(w.doubt = 'skipped', 0), json_remove(w.entry, '$.detail'),
        CASE json_type(w.entry, '$.detail') WHEN 'object' THEN json_extract(w.entry, '$.detail')
             WHEN 'array' THEN json_extract(w.entry, '$.detail') WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
             WHEN 'null' THEN 'null' ELSE json_quote(json_extract(w.entry, '$.detail')) END,
