@@ -23,6 +23,9 @@ ROWS = 1000
 #: The rows of the slow pool: 20 ms a call, one at a time, so a task of them runs for some 5 s,
 #: long enough to be killed or cancelled on its way at any load.
 SLOW_ROWS = 250
+#: The rows of the pool a test cancels: some 200 s of calls, so it is still on its way whenever the
+#: cancel comes, however long a second server takes to start on a busy machine; cancelled, it ends at once.
+LONG_ROWS = 10_000
 #: Two steps over the same 1,000 rows, each a call a row under a key.
 TWO_STEPS = """\
 mode: parallel
@@ -63,6 +66,9 @@ def out(tmp_path: Path) -> Path:
                                              encoding="utf-8")
     (path / "pools" / "two.yaml").write_text(TWO_STEPS, encoding="utf-8")
     (path / "pools" / "slow.yaml").write_text(SLOW, encoding="utf-8")
+    (path / "pools" / "long.csv").write_text("sku\n" + "".join(f"S-{n}\n" for n in range(LONG_ROWS)),
+                                             encoding="utf-8")
+    (path / "pools" / "long.yaml").write_text(SLOW.replace("slow.csv", "long.csv"), encoding="utf-8")
     return path
 
 
@@ -195,7 +201,7 @@ def test_a_server_killed_and_started_again_answers_for_the_task_and_takes_it_up(
 def test_tasks_cancel_halts_the_task_and_leaves_the_unsent_calls_not_run(store: Store, out: Path,
                                                                          where: str) -> None:
     with http_server(store, out) as server:
-        created = result_of(call_tool(server.url, server.token, "pool_run", {"file": "pools/slow.yaml"}))
+        created = result_of(call_tool(server.url, server.token, "pool_run", {"file": "pools/long.yaml"}))
         task_id = created["taskId"]
         poll(server, task_id, lambda t: t["counts"]["completed"] >= 5)
         if where == "the server that runs it":
@@ -212,7 +218,7 @@ def test_tasks_cancel_halts_the_task_and_leaves_the_unsent_calls_not_run(store: 
     counts = later["counts"]
     assert counts["not_run"] > 0
     assert counts["in_doubt"] == 0
-    assert counts["completed"] + counts["not_run"] == SLOW_ROWS
+    assert counts["completed"] + counts["not_run"] == LONG_ROWS
     assert "result" not in later
     # Nothing was sent after the cancel: every call the store got is recorded completed.
     assert sent == counts["completed"]
