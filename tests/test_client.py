@@ -489,3 +489,24 @@ def test_a_hook_that_raises_leaves_the_store_untouched_and_one_that_passes_lets_
     assert reply.result is True
     assert calls == [1]
     assert [op["params"] for op in store.ops()[count:]] == [{"a": 2}]
+
+
+def deadline_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "pooler-deadline"}
+
+
+def test_a_closed_client_ends_its_deadline_thread_and_one_used_again_starts_another(store: Store) -> None:
+    before = deadline_threads()
+    client = ToolRunClient(store.url, store.token)
+    assert client.tool_run(TEST, "CmdEcho", {"n": 1}).result is True
+    (watchdog,) = deadline_threads() - before
+    client.close()
+    watchdog.join(timeout=30)
+    assert not watchdog.is_alive()
+    # A call after the close watches its deadline again, on a thread of its own.
+    assert client.tool_run(TEST, "CmdEcho", {"n": 2}).result is True
+    (again,) = deadline_threads() - before
+    assert again is not watchdog
+    client.close()
+    again.join(timeout=30)
+    assert not again.is_alive()

@@ -47,6 +47,8 @@ class Watchdog:
         self._live = 0
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        #: Which thread is the watchdog's: one that sees another number was stopped, and ends.
+        self._generation = 0
 
     def start(self, seconds: float) -> Watch:
         """Watch the calling thread's next request: its whole answer is due ``seconds`` after the
@@ -54,7 +56,8 @@ class Watchdog:
         watch = Watch(seconds)
         with self._cond:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="pooler-deadline", daemon=True)
+                self._thread = threading.Thread(target=self._run, args=(self._generation,),
+                                                name="pooler-deadline", daemon=True)
                 self._thread.start()
             if len(self._heap) > 64 and len(self._heap) > 2 * self._live:
                 # Finished watches wait in the heap until their deadline: drop them now and then.
@@ -74,11 +77,21 @@ class Watchdog:
                 watch.done = True
                 self._live -= 1
 
-    def _run(self) -> None:
+    def stop(self) -> None:
+        """The thread ends (a client closed; a process that makes many clients keeps none of their
+        threads). A call started after this starts another."""
+        with self._cond:
+            self._generation += 1
+            self._thread = None
+            self._cond.notify_all()
+
+    def _run(self, generation: int) -> None:
         while True:
             with self._cond:
-                while not self._heap:
+                while not self._heap and generation == self._generation:
                     self._cond.wait()
+                if generation != self._generation:
+                    return
                 due, _, watch = self._heap[0]
                 if watch.done:
                     heapq.heappop(self._heap)

@@ -171,6 +171,7 @@ class ToolRunClient:
 
     def close(self) -> None:
         self._route.manager.clear()
+        self._watchdog.stop()
 
     @staticmethod
     def encode(unit: str, command: str, params: dict[str, Any] | None = None, *,
