@@ -114,12 +114,14 @@ STOP_WITHIN = 30
 
 
 @asynccontextmanager
-async def connect_in_process(store: Store, out: Path, *extra: str) -> AsyncIterator[Any]:
+async def connect_in_process(store: Store, out: Path, *extra: str,
+                             env: Mapping[str, str] | None = None) -> AsyncIterator[Any]:
     """``pooler mcp`` as ``connect`` starts it, served in the test's own process: the tools the
     command makes of the same arguments (``prepare``), on the stdio process's environment (the SDK's
     default), served by the code that serves stdio, over the SDK's memory streams to the same
     ``CheckedSession``. A process costs over a second of CPU (importing the SDK and pooler), so
-    this is for every test whose behaviour is not the process's own.
+    this is for every test whose behaviour is not the process's own. ``env``: the whole
+    environment the command is given, as ``connect``'s.
 
     An exception of the server fails the test (its handlers' exceptions end it), and the tools are
     closed, as the command closes them, once the server has ended."""
@@ -130,7 +132,8 @@ async def connect_in_process(store: Store, out: Path, *extra: str) -> AsyncItera
     from pooler.mcp.server import serve_streams  # noqa: PLC0415
 
     with (out.parent / "mcp-stderr.log").open("a", encoding="utf-8") as err:
-        serving = prepare(stdio_args(store, out, extra), stderr=err, environ=get_default_environment())
+        environ = get_default_environment() if env is None else env
+        serving = prepare(stdio_args(store, out, extra), stderr=err, environ=environ)
         assert serving.listen is None, "connect_in_process serves as stdio does; start_http serves --http"
         try:
             async with create_client_server_memory_streams() as ((read, write), (server_read, server_write)):

@@ -4,6 +4,7 @@ process."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,17 @@ def test_a_client_with_a_progress_token_is_told_the_rows_done(store: Store, out:
     assert {total for _, total, _ in seen} == {306.0}
     done = sorted(p for p, _, _ in seen)
     assert done[-1] == 306
+
+
+def test_a_pools_variable_is_read_from_the_environment_the_server_was_given(store: Store, out: Path) -> None:
+    (out / "pools" / "env.yaml").write_text(
+        "vars:\n  region: {env: POOLER_TEST_REGION}\npool:\n  - name: add\n    unit: MELBIS_AGENT_TEST\n"
+        "    command: CmdEcho\n    params: {region: \"${region}\"}\n", encoding="utf-8")
+    assert "POOLER_TEST_REGION" not in os.environ
+
+    async def scenario() -> dict[str, Any]:
+        async with connect_in_process(store, out, env={"POOLER_TEST_REGION": "north"}) as session:
+            return answer_of(await session.call_tool("pool_run", {"file": "pools/env.yaml"}))
+
+    assert anyio.run(scenario)["result"] is True
+    assert [op["params"] for op in echoes(store)] == [{"region": "north"}]

@@ -11,7 +11,6 @@ as a tool_pool call does: the same file called again joins its task and skips wh
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ def stored(runs: PoolRuns, task_id: str) -> tuple[Plan, str]:
     pool = stored_pool(found, task_id)
     # The variables are those of the server's environment and the pool's defaults, as for a
     # redrive: the rows and their keys are the journal's already.
-    plan = plan_for_run(pool, Inputs(overrides={}, environ=os.environ), sample=found.get("sample"),
+    plan = plan_for_run(pool, Inputs(overrides={}, environ=runs.environ), sample=found.get("sample"),
                         data_files=False)
     assert plan.variables is not None
     for secret in plan.variables.secrets:

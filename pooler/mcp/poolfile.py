@@ -4,7 +4,6 @@ run, a plan and a plan's commit all begin with."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,7 +55,7 @@ def load(runs: PoolRuns, arguments: Mapping[str, Any], session_task: str, *,
     dry_run = bool(optional(arguments, "dry_run", bool, TOOL))
     path = Path(file) if Path(file).is_absolute() else runs.out / file
     pool = load_pool(path, partial=True)
-    inputs = Inputs(overrides=_vars(arguments), environ=os.environ)
+    inputs = Inputs(overrides=_vars(arguments), environ=runs.environ)
     # As `pooler run`: a dry run (and a plan) reads the data files here, a run as its task is planned.
     plan = plan_for_run(pool, inputs, sample=sample, data_files=dry_run or tools is not None, tools=tools)
     assert plan.variables is not None

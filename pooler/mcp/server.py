@@ -78,12 +78,12 @@ class PoolerTools:
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor,
                  journal: str | None = None, *, pinned: bool = False,
                  plan_ttl: float = DEFAULT_TTL, watch: ToolWatch | None = None,
-                 store_rate: StoreRate | None = None) -> None:
+                 store_rate: StoreRate | None = None, environ: Mapping[str, str] | None = None) -> None:
         self.redactor = redactor
         self.watch = watch
         self.calls = StoreCalls(client, out)
         self.pools = PoolRuns(client, out, task, redactor, journal=journal, plan_ttl=plan_ttl,
-                              store_rate=store_rate)
+                              store_rate=store_rate, environ=environ)
         self.tasks = TaskCalls(self.pools, self.call)
         #: The operator named the task (``--task``): every session shares it.
         self.pinned = pinned

@@ -11,6 +11,7 @@ folder: ``<out>/.pooler/journal.sqlite``; so do the plans (``pooler.mcp.plans``)
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
@@ -118,7 +119,10 @@ class PoolRuns:
 
     def __init__(self, client: ToolRunClient, out: Path, task: str, redactor: Redactor, *,
                  journal: str | None = None, plan_ttl: float = DEFAULT_TTL,
-                 store_rate: StoreRate | None = None) -> None:
+                 store_rate: StoreRate | None = None, environ: Mapping[str, str] | None = None) -> None:
+        #: The environment the pools' variables are read from (the server's, unless its caller
+        #: names another).
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
         #: The journal the pools run under (a PostgreSQL one shares them with other runners).
         self.spec = journal
         #: The store's rate (its ``rate`` in stores.yaml, ``--store-rate``), which every pool of the

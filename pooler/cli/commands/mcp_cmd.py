@@ -103,17 +103,29 @@ def prepare(argv: list[str], *, stderr: TextIO, environ: Mapping[str, str]) -> S
     listen, warning = (parse_listen(args.http, args.http_token_file, args.allow_origin) if args.http
                        else (None, None))
     client: ToolRunClient = make_client(args, ctx)
+    try:
+        return Serving(_tools(args, ctx, client, listen, warning), listen, args.conformance_tools)
+    except PoolerError:
+        # A refusal after the client was made: its connections and its deadline's thread end here.
+        client.close()
+        raise
+
+
+def _tools(args: argparse.Namespace, ctx: Context, client: ToolRunClient, listen: Listen | None,
+           warning: str | None) -> PoolerTools:
+    environ, stderr = ctx.environ, ctx.stderr
     limit = store_rate(args, ctx, args.journal or environ.get(JOURNAL_ENV) or "")
     task = session_task()
     if args.task is not None:
         task = check_task(args.task, task)
-    tracing = start_tracing(args, ctx)
-    if warning:
-        stderr.write(warning.replace("pooler:", "pooler mcp:", 1) + "\n")
     spec = args.journal or environ.get(JOURNAL_ENV)
     if spec is not None and not is_postgres(spec):
         raise UsageError("--journal takes a PostgreSQL URL (postgresql://...); the SQLite journal lives in "
                          "<out>/.pooler/journal.sqlite")
+    # The last that may refuse: nothing after it has to be stopped on the way out.
+    tracing = start_tracing(args, ctx)
+    if warning:
+        stderr.write(warning.replace("pooler:", "pooler mcp:", 1) + "\n")
     if listen is not None:
         ctx.redactor.add(listen.token)
     if tracing is not None:
@@ -122,9 +134,9 @@ def prepare(argv: list[str], *, stderr: TextIO, environ: Mapping[str, str]) -> S
     if tracing is not None or args.metrics_file:
         watch = ToolWatch(ctx.redactor, client.label, metrics_file=args.metrics_file, tracing=tracing,
                           warn=ctx.note)
-    tools = PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
-                        pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch, store_rate=limit)
-    return Serving(tools, listen, args.conformance_tools)
+    return PoolerTools(client, Path(args.out).expanduser().resolve(), task, ctx.redactor, journal=spec,
+                       pinned=args.task is not None, plan_ttl=args.plan_ttl, watch=watch, store_rate=limit,
+                       environ=environ)
 
 
 def main(argv: list[str]) -> int:
