@@ -274,7 +274,7 @@ class Work:
         return {
             **self._at(row), "status": status, "entry": db.json_in(entry), "detail": db.json_in(detail),
             "doubt": doubt, "key": entry.get("key"), "step_id": entry.get("step_id"),
-            "now_ms": _ms(time.time())}
+            "now_ms": _ms(time.time()), "sent": True}
 
     def _done(self, db: Connector, row: WorkRow, status: str, entry: Entry, detail: Any, *,
               doubt: str | None) -> bool:

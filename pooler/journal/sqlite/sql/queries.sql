@@ -341,21 +341,13 @@ WHERE task = :task AND num = :num AND idx = :idx;
 
 -- name: done_call
 -- A call's outcome, recorded only while this runner still holds it, and then its record joining
--- the history (as record_call does) when the outcome was: two statements the connector runs in
--- turn (changes() is the count of the first). Its row is the record written: none when the call
+-- the history (record_call's, :sent true) when the outcome was: two statements the connector runs
+-- in turn (changes() is the count of the first). Its row is the record written: none when the call
 -- was no longer this runner's.
 UPDATE work SET state = 'done', status = :status, entry = :entry, detail = :detail, doubt = :doubt, key_text = :key,
                 step_id = :step_id, done_ms = :now_ms, done_run = (SELECT runs FROM tasks WHERE id = work.task)
 WHERE task = :task AND num = :num AND idx = :idx AND runner = :runner AND state IN ('claimed', 'sent');
-INSERT INTO calls (task, run, num, row, key, round, step_id, status, in_doubt, result, detail, serial,
-                   sent_ms, done_ms)
-SELECT w.task, t.again, w.num, w.row_first, w.key_text, w.round, w.step_id, w.status,
-       coalesce(w.doubt = 'skipped', 0), json_remove(w.entry, '$.detail'),
-       CASE json_type(w.entry, '$.detail') WHEN 'object' THEN json_extract(w.entry, '$.detail')
-            WHEN 'array' THEN json_extract(w.entry, '$.detail') WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
-            WHEN 'null' THEN 'null' ELSE json_quote(json_extract(w.entry, '$.detail')) END,
-       w.serial, w.sent_ms, w.done_ms
-FROM work w JOIN tasks t ON t.id = w.task WHERE w.task = :task AND w.num = :num AND w.idx = :idx AND changes() = 1
+{{record_call}} AND changes() = 1
 RETURNING num;
 
 -- name: record_call
