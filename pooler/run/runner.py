@@ -106,8 +106,9 @@ class Runner:
         self.unrecorded = Unrecorded(config.redactor)
 
     def close(self) -> None:
+        """The calls' threads end; the lease is its caller's to end, once the task's answer is
+        recorded."""
         self._pool.shutdown(wait=True)
-        self.lease.close()
 
     # The loop
 
