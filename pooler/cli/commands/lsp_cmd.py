@@ -10,11 +10,12 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 from pooler.cli.commands.common import Context, add_store_options
 from pooler.exits import ExitStatus
-from pooler.lsp.server import build
+from pooler.lsp.server import PoolServer, build
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,12 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
-    """Serve until the client says exit (or closes stdin)."""
+def prepare(argv: list[str], *, stderr: TextIO, environ: Mapping[str, str]) -> PoolServer:
+    """``pooler lsp ARGV`` made into its server; words for people go to ``stderr``. ``main`` serves
+    it on stdio; the tests serve it in their own process over pipes, so what they try is what the
+    command builds."""
     args = build_parser().parse_args(argv)
     # stdout is the protocol's wire: every word for people goes to stderr, which editors log.
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler lsp: %(message)s")
-    ctx = Context(stdout=sys.stderr, stderr=sys.stderr, environ=os.environ)
+    ctx = Context(stdout=stderr, stderr=stderr, environ=environ)
 
     def fetch(source: str) -> list[dict[str, Any]]:
         # Loaded when a registry is first asked for, not before the server answers initialize:
@@ -46,8 +48,15 @@ def main(argv: list[str]) -> int:
 
         return fetch_tools(argparse.Namespace(**{**vars(args), "store": source}), ctx)
 
+    return build(fetch, args.store)
+
+
+def main(argv: list[str]) -> int:
+    """Serve until the client says exit (or closes stdin)."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="pooler lsp: %(message)s")
+    server = prepare(argv, stderr=sys.stderr, environ=os.environ)
     try:
-        build(fetch, args.store).start_io()
+        server.start_io()
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     return ExitStatus.OK
