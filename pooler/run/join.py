@@ -93,9 +93,9 @@ def join_task(journal: TaskJournal, pool: Pool, config: RunConfig, *, key_scope:
             doc["conflicts"] = list(config.conflicts)
         with journal.creating(task, pool_identity(pool.file), doc, seat) as write:
             if write is not None:
-                plan = _plan_pass(pool, config, write, None, compared=compared)
+                plan, counted = _plan_pass(pool, config, write, None, compared=compared)
                 # Kept with the task as the block ends, in its transaction.
-                doc["files"] = _files_doc(plan, config.sample)
+                doc["files"] = _files_doc(plan, config.sample, counted)
                 return Joined(pool, True, True)
         if config.applies is not None:
             # Another process applying the same plan created its task first.
@@ -161,9 +161,11 @@ def task_doc(pool: Pool, config: RunConfig) -> TaskDoc:
 
 
 def _plan_pass(pool: Pool, config: RunConfig, write: Write, planned: dict[int, Planned] | None,
-               *, beyond: bool = True, compared: Mapping[int, Classified] | None = None) -> Plan:
+               *, beyond: bool = True, compared: Mapping[int, Classified] | None = None
+               ) -> tuple[Plan, Mapping[int, int | None]]:
     """The compile step's pass over each data file, each row's call written as it is checked
-    (with ``compared``, only the rows a step's compare sends)."""
+    (with ``compared``, only the rows a step's compare sends): the plan, and the rows of each file
+    the pass read through beyond a sample."""
     assert config.task_id is not None
     planner = Planner(pool, config.task_id, config.variables, config.sample, redactor=config.redactor,
                       beyond=beyond, compared=compared)
@@ -171,7 +173,7 @@ def _plan_pass(pool: Pool, config: RunConfig, write: Write, planned: dict[int, P
     plan = plan_for_joining_runner(pool, config.variables, config.sample, rows=sink,
                                    checks=not config.checked)
     sink.finish(plan.data)
-    return plan
+    return plan, sink.rows
 
 
 def _widen(journal: TaskJournal, task: str, pool: Pool, config: RunConfig, *, planned_all: bool) -> None:
@@ -199,7 +201,7 @@ def _replan(journal: TaskJournal, task: str, pool: Pool, config: RunConfig, file
     """``--replan``: the steps whose data file changed planned again from the files as they are
     now, read with every check (a problem refuses the run before anything changes)."""
     plan = plan_for_joining_runner(pool, config.variables, None)
-    now = {int(f["num"]): f for f in _files_doc(plan, None)}
+    now = {int(f["num"]): f for f in _files_doc(plan, None, {})}
     changed = {num for num, was in files.items()
                if num != POOL_FILE and num in now and now[num]["sha256"] != was.sha256}
     compared = sorted(num for num in changed if pool.steps[num - 1].compare is not None)
@@ -233,7 +235,7 @@ def _data_files(pool: Pool, values: Mapping[str, Any]) -> dict[int, DataFile]:
     return found
 
 
-def _files_doc(plan: Plan, sample: int | None) -> list[dict[str, Any]]:
+def _files_doc(plan: Plan, sample: int | None, counted: Mapping[int, int | None]) -> list[dict[str, Any]]:
     """The pool file and each data file as the plan saw them (their digests and rows), kept with
     the task: a runner that finds one changed since is told and refused."""
     pool = plan.pool
@@ -244,8 +246,9 @@ def _files_doc(plan: Plan, sample: int | None) -> list[dict[str, Any]]:
         data = plan.data.get(step.num)
         if data is None or step.for_each is None:
             continue
-        # A sampled plan's check read only its sample: the file's rows are counted for the record.
-        rows = exact_rows(data) if sample is not None else data.rows
+        # A sampled plan's check read only its sample: the file's rows are those the plan read
+        # beyond it, else counted for the record.
+        rows = data.rows if sample is None else counted.get(step.num) or exact_rows(data)
         files.append(asdict(PlannedFile(step.num, shown(pool, data.path), str(data.path.absolute()),
                                         digest(data.path), rows, step.for_each.chunk, 1)))
     return files

@@ -12,7 +12,7 @@ the check finds rolls it back, and leaves no task and no rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import islice
+from itertools import count, islice
 from typing import Any
 
 from pooler.journal.work import Planned, Write
@@ -44,6 +44,8 @@ class PlanPass:
         self._part_key: str | None = None
         #: The steps whose rows the check handed over, and the idx each one's next call takes.
         self._done: dict[int, int] = {}
+        #: The rows of each file read through beyond the sample (None: not known from the pass).
+        self.rows: dict[int, int | None] = {}
         #: Steps over a file whose rows the check did not hand over.
         self._unread: list[Step] = []
         #: The call of a row of the step read now, when it is a call a row.
@@ -110,8 +112,13 @@ class PlanPass:
             for step in self._steps:
                 if step.num in self._done and step.num in data:
                     rest = islice(data[step.num].iter_rows(), sample, None)
-                    for values in self._planner.rows_of(step, rest, first=sample, idx=self._done[step.num]):
+                    # Counted as they are read: the task's record of the file needs no read of its own.
+                    counter = count()
+                    read = (row for row, _ in zip(rest, counter, strict=False))  # counter is endless
+                    for values in self._planner.rows_of(step, read, first=sample, idx=self._done[step.num]):
                         self._write(values)
+                    beyond = next(counter)
+                    self.rows[step.num] = sample + beyond if beyond else data[step.num].rows
         self._current = None
         self._one = None
 
