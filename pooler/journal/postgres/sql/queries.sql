@@ -262,10 +262,11 @@ DELETE FROM work WHERE task = %(task)s AND num = %(num)s AND idx = %(idx)s AND r
 
 -- name: open_counts
 -- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted; the calls
--- planned beyond the task's sample are neither.
-SELECT count(*) FILTER (WHERE state = 'ready') AS ready, count(*) FILTER (WHERE state NOT IN ('ready', 'beyond')) AS held,
-       (SELECT halted FROM tasks WHERE id = %(task)s) AS halted
-FROM work WHERE task = %(task)s AND state <> 'done';
+-- planned beyond the task's sample are neither. Each count is a range of the index of open calls:
+-- the 999,999 calls beyond a sample of one are not read.
+SELECT (SELECT count(*) FROM work WHERE task = %(task)s AND state = 'ready') AS ready,
+       (SELECT count(*) FROM work WHERE task = %(task)s AND state IN ('claimed', 'sent', 'doubt')) AS held,
+       (SELECT halted FROM tasks WHERE id = %(task)s) AS halted;
 
 -- name: details
 -- The detail each step gives references: that of its last call that completed.

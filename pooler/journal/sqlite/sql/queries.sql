@@ -106,7 +106,10 @@ SELECT num, coalesce(sum(size) FILTER (WHERE kind = 'call'), 0) AS held,
 FROM work WHERE task = :task GROUP BY num;
 
 -- name: planned_calls
-SELECT count(*) AS n FROM work WHERE task = :task AND state <> 'beyond';
+-- The task's calls but those beyond its sample: two counts of index entries, not a read of every
+-- call's row.
+SELECT (SELECT count(*) FROM work WHERE task = :task)
+       - (SELECT count(*) FROM work WHERE task = :task AND state = 'beyond' AND state <> 'done') AS n;
 
 -- name: plan_counts
 -- The task's calls by status (a chunk of 500 rows is one call, as the run counts it; NULL: no plan).
@@ -407,10 +410,12 @@ DELETE FROM work WHERE task = :task AND num = :num AND idx = :idx AND runner = :
 
 -- name: open_counts
 -- Calls ready, calls claimed, sent or left in doubt (by anyone), and why the task halted; the calls
--- planned beyond the task's sample are neither.
-SELECT count(*) FILTER (WHERE state = 'ready') AS ready, count(*) FILTER (WHERE state NOT IN ('ready', 'beyond')) AS held,
-       (SELECT halted FROM tasks WHERE id = :task) AS halted
-FROM work WHERE task = :task AND state <> 'done';
+-- planned beyond the task's sample are neither. Each count is a range of the index of open calls:
+-- the 999,999 calls beyond a sample of one are not read.
+SELECT (SELECT count(*) FROM work WHERE task = :task AND state = 'ready' AND state <> 'done') AS ready,
+       (SELECT count(*) FROM work WHERE task = :task AND state IN ('claimed', 'sent', 'doubt') AND state <> 'done')
+       AS held,
+       (SELECT halted FROM tasks WHERE id = :task) AS halted;
 
 -- name: details
 -- The detail each step gives references: that of its last call that completed (the row of max(idx)).
