@@ -106,8 +106,7 @@ class Runner:
         self.unrecorded = Unrecorded(config.redactor)
 
     def close(self) -> None:
-        """The calls' threads end; the lease is its caller's to end, once the task's answer is
-        recorded."""
+        """The calls' threads end (the lease is run_task's to end, once the answer is recorded)."""
         self._pool.shutdown(wait=True)
 
     # The loop
