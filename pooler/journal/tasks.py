@@ -133,8 +133,7 @@ class Tasks:
         with self.db.transaction() as db:
             # The document is written once, as the block leaves it: no one reads it before this
             # transaction commits (a pool of 2,000 steps keeps some 400 KB of it).
-            made = db.execute("create_task", {"task": task_id, "pool_file": pool_file, "started": now_text(),
-                                              "doc": None})
+            made = db.execute("create_task", {"task": task_id, "pool_file": pool_file, "started": now_text()})
             if made != 1:
                 yield None
                 return

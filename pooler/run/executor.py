@@ -163,50 +163,55 @@ def run_task(journal: TaskJournal, pool: Pool, client: ToolRunClient, config: Ru
         runner = Runner(journal, pool, client, config=replace(config, in_doubt=in_doubt), lease=lease,
                         reporter=reporter, stop=stop, began=began and not planned,
                         key_scope=kept.get("key_scope"), conflicts=kept.get("conflicts") or ())
-    except BaseException:
-        lease.close()
-        raise
-    try:
         if planned if config.clear_tables is None else config.clear_tables:
             # A new task's tables start empty; a task run again keeps the rows of the calls it skips.
             runner.writer.clear_step_tables()
-        try:
-            # Its slots in its store's rate, which every task that calls the store shares.
-            runner.pacer.store = StorePace.of(config.store_rate, store_identity(client.store), runner.task)
-            runner.run()
-        finally:
-            runner.close()
-            if runner.pacer.store is not None:
-                runner.pacer.store.close()
-        trip = round((time.monotonic() - started) * 1000)
-        interrupted = getattr(stop, "reason", None) or "stop" if stop.is_set() else runner.down
-        try:
-            paced = runner.pacer.store
-            if runner.flow.worth_keeping(bool(pool.paces()) or paced is not None):
-                flow = runner.flow.doc(runner.lease.id)
-                if paced is not None:
-                    flow["store"] = paced.doc()
-                journal.record_flow(runner.task, flow)
-            answer: Answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
-                                                               interrupted=interrupted,
-                                                               unrecorded=runner.unrecorded.entries))
-        except JournalError as exc:
-            # Nothing can be reported done that the journal cannot show.
-            raise RunnerStopped(runner.broken or exc.message, None) from None
-        if runner.broken is not None:
-            raise RunnerStopped(runner.broken, answer)
-        try:
-            _, held, _ = runner.work.open_counts()
-            if held == 0:
-                journal.finish_task(runner.task, answer, status=_sampled(journal, runner.task, answer))
-        except JournalError as exc:
-            raise RunnerStopped(exc.message, answer) from None
+        answer = _run_to_its_answer(runner, journal, client, config, kept=kept, started=started)
     finally:
-        # Held until the task is finished: a runner's lease ended while the task is still running
-        # tells every reader (another server's tasks/get, ``pooler runs``) that the run died.
+        # Held until the task's answer is recorded: a runner's lease ended while the task is still
+        # running tells every reader (another server's tasks/get, ``pooler runs``) that the run died.
         lease.close()
     reporter.pool_finished(answer)
     return answer.copy()
+
+
+def _run_to_its_answer(runner: Runner, journal: TaskJournal, client: ToolRunClient, config: RunConfig, *,
+                       kept: TaskDoc, started: float) -> Answer:
+    """The runner's calls, then the task's answer, recorded as the task's end once no runner holds
+    a call."""
+    try:
+        # Its slots in its store's rate, which every task that calls the store shares.
+        runner.pacer.store = StorePace.of(config.store_rate, store_identity(client.store), runner.task)
+        runner.run()
+    finally:
+        runner.close()
+        if runner.pacer.store is not None:
+            runner.pacer.store.close()
+    trip = round((time.monotonic() - started) * 1000)
+    stop = runner.stop
+    interrupted = getattr(stop, "reason", None) or "stop" if stop.is_set() else runner.down
+    try:
+        paced = runner.pacer.store
+        if runner.flow.worth_keeping(bool(runner.pool.paces()) or paced is not None):
+            flow = runner.flow.doc(runner.lease.id)
+            if paced is not None:
+                flow["store"] = paced.doc()
+            journal.record_flow(runner.task, flow)
+        answer: Answer = config.redactor.value(task_answer(journal, runner.task, kept, trip_ms=trip,
+                                                           interrupted=interrupted,
+                                                           unrecorded=runner.unrecorded.entries))
+    except JournalError as exc:
+        # Nothing can be reported done that the journal cannot show.
+        raise RunnerStopped(runner.broken or exc.message, None) from None
+    if runner.broken is not None:
+        raise RunnerStopped(runner.broken, answer)
+    try:
+        _, held, _ = runner.work.open_counts()
+        if held == 0:
+            journal.finish_task(runner.task, answer, status=_sampled(journal, runner.task, answer))
+    except JournalError as exc:
+        raise RunnerStopped(exc.message, answer) from None
+    return answer
 
 
 def _shared(journal: TaskJournal, task: str) -> TaskDoc:

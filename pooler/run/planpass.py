@@ -44,7 +44,8 @@ class PlanPass:
         self._part_key: str | None = None
         #: The steps whose rows the check handed over, and the idx each one's next call takes.
         self._done: dict[int, int] = {}
-        #: The rows of each file read through beyond the sample (None: not known from the pass).
+        #: Each data file's rows, counted as the plan read it through beyond the sample (None: the
+        #: check counted none).
         self.rows: dict[int, int | None] = {}
         #: Steps over a file whose rows the check did not hand over.
         self._unread: list[Step] = []

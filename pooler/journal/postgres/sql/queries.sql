@@ -39,8 +39,9 @@ SELECT shared FROM tasks WHERE id = %(task)s;
 
 -- name: create_task
 -- A runner that creates the task at the same moment waits here until this one's plan commits
--- (then it finds the task) or is rolled back (then it plans the task itself).
-INSERT INTO tasks (id, pool_file, started, shared) VALUES (%(task)s, %(pool_file)s, %(started)s, %(doc)s)
+-- (then it finds the task) or is rolled back (then it plans the task itself). Its document is set
+-- once the plan is written, in the same transaction.
+INSERT INTO tasks (id, pool_file, started) VALUES (%(task)s, %(pool_file)s, %(started)s)
 ON CONFLICT (id) DO NOTHING;
 
 -- name: skip_landed_in_scope

@@ -80,9 +80,9 @@ SELECT result AS entry FROM calls WHERE task = :task AND run = :run AND status =
 -- index work_open only for a query that holds the index's own term.
 
 -- name: create_task
--- A task made with its plan (its document set as the plan is written, in the same transaction);
+-- A task made with its plan (its document set once the plan is written, in the same transaction);
 -- nothing when another runner made it first.
-INSERT INTO tasks (id, pool_file, started, shared) VALUES (:task, :pool_file, :started, :doc)
+INSERT INTO tasks (id, pool_file, started) VALUES (:task, :pool_file, :started)
 ON CONFLICT (id) DO NOTHING;
 
 -- name: task_doc
