@@ -1,7 +1,7 @@
 """What a journal offers a step's compare: the store's rows and the file's rows put side by side in
 ``compare_rows``, and the file's rows that differ read back, so a million rows are matched by the
 database and never held in memory (``pooler/run/compare.py`` classifies with it).  Written once over
-the journal's connector: the rows go in by its bulk write (executemany on SQLite, COPY on
+the journal's connector: the rows go in by its bulk write (batches of one statement on SQLite, COPY on
 PostgreSQL) and come back streamed."""
 
 from __future__ import annotations

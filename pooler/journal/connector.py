@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 from pooler.errors import JournalError
+from pooler.pool.batches import BatchWriter
 
 #: A query's named parameters.
 Params = Mapping[str, Any]
@@ -59,7 +60,7 @@ class Connector(Protocol):
         """The statement ``name``: the rows it changed."""
 
     def bulk(self, name: str) -> AbstractContextManager[Callable[[tuple[Any, ...]], None]]:
-        """A bulk write of the statement ``name`` (a batch of executemany, or COPY), in the
+        """A bulk write of the statement ``name`` (batches of one statement each, or COPY), in the
         caller's transaction: the function this gives takes one row at a time, its values in the
         order of the statement's columns."""
 
@@ -97,6 +98,8 @@ class Guarded:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._guard = _Guard(self)
+        #: The bulk write whose batches a thread writes now (``BatchWriter``), or None.
+        self._writing: BatchWriter | None = None
 
     def where(self) -> str:
         raise NotImplementedError
@@ -129,6 +132,19 @@ class Guarded:
     def failed(self, exc: Exception) -> JournalError:
         return JournalError(f"the journal {self.where()} failed: {self.told(exc)}")
 
+    @contextmanager
+    def batches(self, size: int, sql: str, execute: Callable[[str, tuple[str]], object]
+                ) -> Iterator[Callable[[tuple[Any, ...]], None]]:
+        """A bulk write whose batches a thread writes (``BatchWriter``), under the connector's
+        lock, the connection lent to that thread: a statement of the caller's meanwhile waits for
+        the batches handed over."""
+        with self.guard(), BatchWriter(size, sql, execute) as writer:
+            self._writing = writer
+            try:
+                yield writer.add
+            finally:
+                self._writing = None
+
     def guard(self) -> _Guard:
         """The connection, alone; its errors told as the journal's (never with their chain: a
         driver's may quote a password)."""
@@ -145,7 +161,11 @@ class _Guard:
         self._owner = owner
 
     def __enter__(self) -> None:
-        self._owner._lock.acquire()
+        owner = self._owner
+        owner._lock.acquire()
+        if owner._writing is not None:
+            # The connection is the bulk write's thread's until its batches are written.
+            owner._writing.idle()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         owner = self._owner

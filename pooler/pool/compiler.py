@@ -20,7 +20,7 @@ from pooler.errors import CheckFailed, PoolerError, Problem, UsageError, in_orde
 from pooler.pool.against import Declared, check_against, field_types, unshaped_rows
 from pooler.pool.checks import NearMiss, check_pool, near_misses
 from pooler.pool.datafiles import DataFile, RowSink, data_path, locate, read_whole
-from pooler.pool.keyset import Holder, KeySet
+from pooler.pool.keyset import KeySet
 from pooler.pool.loader import load_pool
 from pooler.pool.model import Pool, Step
 from pooler.pool.references import parse_ref
@@ -237,7 +237,7 @@ def _literal_key(step: Any, values: Mapping[str, Any], keys: KeySet) -> None:
         key = str(substitute(step.key, values)) if OPEN in step.key else step.key
     except PoolerError:
         return
-    keys.add(key, Holder(step.num, None))
+    keys.add(key, step.num, None)
 
 
 def _jsonl_fields(pool: Pool, step: Any) -> list[Problem]:

@@ -276,7 +276,7 @@ def _key_problem(step: Step, data: DataFile, fill: Callable[[Mapping[str, Any]],
         key = fill(scope)
     except PoolerError as exc:
         return None, [f"row {first_row + 1} of {data.path}: {exc.message}"]
-    earlier = keys.add(key, Holder(step.num, first_row))
+    earlier = keys.add(key, step.num, first_row)
     if earlier is None:
         return key, []
     return key, [_repeat(step, data, key, first_row, earlier)]

@@ -5,15 +5,19 @@ in a dict, the rest in a private temporary SQLite database (on disk only while t
 removed by SQLite when closed).  Keys are kept as digests, so a secret in a key is never stored.
 
 Past the memory keys a key is not looked up as it comes: a lookup a key in a table of a million
-random digests costs a statement and a page or two each.  The keys are appended in batches, and a
-key given before is found once a file's rows are read (``repeats``), by one sort of the digests
-inside SQLite: the same repeats, with the same first holders, at a fraction of the cost.
+random digests costs a statement and a page or two each.  The keys are appended in batches, written
+by a thread of their own while the rows after them are read (``pool/batches.py``), and a key given
+before is found once a file's rows are read (``repeats``), by one sort of the digests inside SQLite:
+the same repeats, with the same first holders, at a fraction of the cost.
 """
 
 from __future__ import annotations
 
 import hashlib
+import struct
 from typing import TYPE_CHECKING, NamedTuple
+
+from pooler.pool.batches import BatchWriter
 
 if TYPE_CHECKING:
     import sqlite3
@@ -25,12 +29,13 @@ MEMORY_KEYS = 20_000
 BATCH = 10_000
 #: A holder packed into one int: the step above these bits, the row + 1 (0: no row) below them.
 _ROW_BITS = 40
+#: A digest as the two integers the table keeps (JSON, which carries a batch, has no bytes).
+_HALVES = struct.Struct(">qq").unpack
+_APPEND = "INSERT INTO keys (hi, lo, step, row) VALUES (?, ?, ?, ?)"
 
 
 class Holder(NamedTuple):
-    """Where a key was first met: the step's number and the row (0-based; None for no row).  A
-    tuple, not a dataclass: one is made for every row of a data file, and a frozen dataclass costs
-    several times as much to make."""
+    """Where a key was first met: the step's number and the row (0-based; None for no row)."""
 
     step: int
     row: int | None
@@ -44,23 +49,26 @@ class KeySet:
         self._memory: dict[bytes, int] = {}
         self._limit = memory_keys
         self._db: sqlite3.Connection | None = None
-        self._batch: list[tuple[bytes, int, int | None]] = []
+        #: Appends the keys past the memory keys to the table, on a thread of its own.
+        self._writer: BatchWriter | None = None
         #: The first key (by its place in the table) that ``repeats`` has not looked at yet.
         self._since = 1
 
-    def add(self, key: str, holder: Holder) -> Holder | None:
-        """Record ``key`` for ``holder``; the first holder when the key was added before and the set
-        is in memory (past it, None: ``repeats`` tells it)."""
+    def add(self, key: str, step: int, row: int | None) -> Holder | None:
+        """Record ``key`` for its holder, row ``row`` of step ``step`` (None: the step's own key);
+        the first holder when the key was added before and the set is in memory (past it, None:
+        ``repeats`` tells it).  The holder is given as two values, not a ``Holder``: one is made for
+        every row of a data file."""
         digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
         if self._db is not None:
-            self._batch.append((digest, holder.step, holder.row))
-            if len(self._batch) >= BATCH:
-                self._flush()
+            if self._writer is None:
+                self._writer = BatchWriter(BATCH, _APPEND, self._db.execute)
+            self._writer.add((*_HALVES(digest), step, row))
             return None
         found = self._memory.get(digest)
         if found is not None:
             return _unpack(found)
-        self._memory[digest] = (holder.step << _ROW_BITS) | (0 if holder.row is None else holder.row + 1)
+        self._memory[digest] = (step << _ROW_BITS) | (0 if row is None else row + 1)
         if len(self._memory) >= self._limit:
             self._spill()
         return None
@@ -75,15 +83,20 @@ class KeySet:
         self._since = int(db.execute("SELECT coalesce(max(seq), 0) + 1 FROM keys").fetchone()[0])
         if self._since == since:
             return []
-        # One sort of every digest; the keys met twice (one of them since the last call), with the
-        # first place each was met: usually none, and then nothing more is read.
-        db.execute("DELETE FROM repeated")
-        if not db.execute("INSERT INTO repeated SELECT digest, min(seq) FROM keys GROUP BY digest "
-                          "HAVING count(*) > 1 AND max(seq) >= ?", (since,)).rowcount:
+        # One sort of every digest's first half (a sort of integers) finds whether a key came
+        # twice, one of the two since the last call: usually none, and then nothing more is read.
+        # Else the digests whole, of those halves alone, with the first place each was met.
+        if db.execute("SELECT 1 FROM keys GROUP BY hi HAVING count(*) > 1 AND max(seq) >= ? LIMIT 1",
+                      (since,)).fetchone() is None:
             return []
+        db.execute("DELETE FROM repeated")
+        db.execute("INSERT INTO repeated SELECT hi, lo, min(seq) FROM keys WHERE hi IN "
+                   "(SELECT hi FROM keys GROUP BY hi HAVING count(*) > 1) GROUP BY hi, lo "
+                   "HAVING count(*) > 1 AND max(seq) >= ?", (since,))
         found = db.execute(
             "SELECT again.row, first.step, first.row FROM keys AS again "
-            "JOIN repeated ON repeated.digest = again.digest JOIN keys AS first ON first.seq = repeated.seq "
+            "JOIN repeated ON repeated.hi = again.hi AND repeated.lo = again.lo "
+            "JOIN keys AS first ON first.seq = repeated.seq "
             "WHERE again.seq >= ? AND again.seq > repeated.seq AND again.step = ? AND again.row IS NOT NULL "
             "ORDER BY again.seq LIMIT ?", (since, step, limit))
         return [(Holder(step, row), Holder(first_step, first_row)) for row, first_step, first_row in found]
@@ -91,34 +104,38 @@ class KeySet:
     def _spill(self) -> None:
         import sqlite3  # noqa: PLC0415 - most plans never need it, and check starts faster without
 
-        # An empty name is SQLite's private temporary database: its own file, deleted on close.
-        self._db = sqlite3.connect("")
+        # An empty name is SQLite's private temporary database: its own file, deleted on close.  Its
+        # appends are written by a thread (``_writer``), never while another statement runs.
+        self._db = sqlite3.connect("", check_same_thread=False)
         # Nothing here outlives the plan: no rollback journal; the keys are written in order, and the
         # sort that finds a repeat takes as much memory again: 8 MB of pages each.
         self._db.execute("PRAGMA journal_mode = OFF")
         self._db.execute("PRAGMA cache_size = -8000")
         # Every key in the order it was met (seq): the first of a digest is its first holder.
-        self._db.execute("CREATE TABLE keys (seq INTEGER PRIMARY KEY, digest BLOB NOT NULL, step INTEGER, "
-                         "row INTEGER)")
-        self._db.execute("CREATE TABLE repeated (digest BLOB PRIMARY KEY, seq INTEGER NOT NULL) "
-                         "WITHOUT ROWID")
-        self._db.executemany("INSERT INTO keys (digest, step, row) VALUES (?, ?, ?)",
-                             ((d, h.step, h.row) for d, h in map(_unpacked, self._memory.items())))
+        self._db.execute("CREATE TABLE keys (seq INTEGER PRIMARY KEY, hi INTEGER NOT NULL, "
+                         "lo INTEGER NOT NULL, step INTEGER, row INTEGER)")
+        self._db.execute("CREATE TABLE repeated (hi INTEGER NOT NULL, lo INTEGER NOT NULL, "
+                         "seq INTEGER NOT NULL, PRIMARY KEY (hi, lo)) WITHOUT ROWID")
+        self._db.executemany(_APPEND, ((*_HALVES(d), h.step, h.row)
+                                       for d, h in map(_unpacked, self._memory.items())))
         # A repeat of these was told by ``add`` already.
         self._since = len(self._memory) + 1
         self._memory.clear()
 
     def _flush(self) -> None:
-        if self._db is not None and self._batch:
-            self._db.executemany("INSERT INTO keys (digest, step, row) VALUES (?, ?, ?)", self._batch)
-        self._batch.clear()
+        """Every key added so far in the table (the thread that appends them ended)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.__exit__(None, None, None)
 
     def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.__exit__(RuntimeError, RuntimeError("closed"), None)
         if self._db is not None:
             self._db.close()
             self._db = None
         self._memory.clear()
-        self._batch.clear()
 
     def __enter__(self) -> KeySet:
         return self

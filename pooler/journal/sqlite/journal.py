@@ -23,7 +23,7 @@ from pooler.journal.records import dumps
 from pooler.journal.schema import upgrade
 from pooler.journal.sqlite.file import MIGRATIONS, SQL, Catalog, mark, own_file, wal
 
-#: Rows a bulk write hands SQLite in one executemany.
+#: Rows a bulk write hands SQLite in one statement.
 BULK_BATCH = 5000
 
 #: The queries of more than one statement (SQLite has no statement that writes two tables, as a
@@ -169,24 +169,11 @@ class Journal(Guarded):
 
     @contextmanager
     def bulk(self, name: str) -> Iterator[Callable[[tuple[Any, ...]], None]]:
-        """Rows written a batch of executemany at a time, each as it is given (a statement makes
-        the values SQLite's where they differ: ``insert_work``)."""
-        sql = SQL[name]
-        batch: list[tuple[Any, ...]] = []
-        keep = batch.append
-
-        def write(row: tuple[Any, ...]) -> None:
-            keep(row)
-            if len(batch) >= BULK_BATCH:
-                flush()
-
-        def flush() -> None:
-            with self.guard():
-                self._db.executemany(sql, batch)
-            batch.clear()
-
-        yield write
-        flush()
+        """Rows written a batch at a time, each one statement over a JSON array of its rows
+        (``json_rows``), on a thread while the next is made (a statement makes the values
+        SQLite's where they differ: ``insert_work``)."""
+        with self.batches(BULK_BATCH, SQL[name], self._db.execute) as add:
+            yield add
 
     @staticmethod
     def json_in(value: Any) -> Any:
