@@ -165,7 +165,11 @@ class _Guard:
         owner._lock.acquire()
         if owner._writing is not None:
             # The connection is the bulk write's thread's until its batches are written.
-            owner._writing.idle()
+            try:
+                owner._writing.idle()
+            except BaseException:
+                owner._lock.release()
+                raise
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         owner = self._owner

@@ -25,4 +25,3 @@ def read_queries(path: Path) -> dict[str, str]:
         lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
         found[name] = " ".join(" ".join(lines).split()).rstrip(";")
     return {name: _TAKEN_IN.sub(lambda m: found[m.group(1)], sql) for name, sql in found.items()}
-

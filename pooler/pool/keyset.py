@@ -7,8 +7,8 @@ removed by SQLite when closed).  Keys are kept as digests, so a secret in a key 
 Past the memory keys a key is not looked up as it comes: a lookup a key in a table of a million
 random digests costs a statement and a page or two each.  The keys are appended in batches, written
 by a thread of their own while the rows after them are read (``pool/batches.py``), and a key given
-before is found once a file's rows are read (``repeats``), by one sort of the digests inside SQLite:
-the same repeats, with the same first holders, at a fraction of the cost.
+before is found once a file's rows are read (``repeats``), by one sort of the digests' first halves
+inside SQLite: the same repeats, with the same first holders, at a fraction of the cost.
 """
 
 from __future__ import annotations
