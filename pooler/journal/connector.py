@@ -98,8 +98,6 @@ class Guarded:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._guard = _Guard(self)
-        #: The bulk write whose batches a thread writes now (``BatchWriter``), or None.
-        self._writing: BatchWriter | None = None
 
     def where(self) -> str:
         raise NotImplementedError
@@ -139,11 +137,12 @@ class Guarded:
         lock, the connection lent to that thread: a statement of the caller's meanwhile waits for
         the batches handed over."""
         with self.guard(), BatchWriter(size, sql, execute) as writer:
-            self._writing = writer
+            # The guard that waits, for this block alone: a statement's guard costs nothing more.
+            plain, self._guard = self._guard, _Waiting(self, writer)
             try:
                 yield writer.add
             finally:
-                self._writing = None
+                self._guard = plain
 
     def guard(self) -> _Guard:
         """The connection, alone; its errors told as the journal's (never with their chain: a
@@ -161,21 +160,32 @@ class _Guard:
         self._owner = owner
 
     def __enter__(self) -> None:
-        owner = self._owner
-        owner._lock.acquire()
-        if owner._writing is not None:
-            # The connection is the bulk write's thread's until its batches are written.
-            try:
-                owner._writing.idle()
-            except BaseException:
-                owner._lock.release()
-                raise
+        self._owner._lock.acquire()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         owner = self._owner
         owner._lock.release()
         if exc is not None and isinstance(exc, owner.error):
             raise owner.failed(exc) from None
+
+
+class _Waiting(_Guard):
+    """The guard while a bulk write's thread has the connection: a statement of the caller's
+    waits for the batches handed over first."""
+
+    __slots__ = ("_writer",)
+
+    def __init__(self, owner: Guarded, writer: BatchWriter) -> None:
+        super().__init__(owner)
+        self._writer = writer
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        try:
+            self._writer.idle()
+        except BaseException:
+            self._owner._lock.release()
+            raise
 
 
 _Begun = TypeVar("_Begun", bound="Begins")
